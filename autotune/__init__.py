@@ -1,0 +1,1 @@
+"""In-application auto-tuning runtime: predict a frame's cost, choose knobs, learn from the measurement."""

@@ -1,0 +1,1 @@
+"""Headless experiments. Each module has ``main(argv) -> int`` and is run as ``autotune bench NAME``."""

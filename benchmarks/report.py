@@ -1,0 +1,47 @@
+"""One way for every benchmark to print its figures: a human table, or JSON on stdout."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+
+def _plain(value: Any) -> Any:
+    """Make numpy scalars / non-finite floats JSON-safe."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def emit(figures: Mapping[str, Any], as_json: bool, title: str = "") -> None:
+    """Print ``figures`` as JSON (``as_json``) or as an indented key/value table."""
+    if as_json:
+        json.dump(_plain(figures), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if title:
+        print(title)
+        print("=" * len(title))
+    _print_table(_plain(figures), indent=0)
+
+
+def _print_table(figures: Mapping[str, Any], indent: int) -> None:
+    pad = " " * indent
+    width = max((len(k) for k in figures), default=0)
+    for key, value in figures.items():
+        if isinstance(value, Mapping):
+            print(f"{pad}{key}:")
+            _print_table(value, indent + 2)
+        elif isinstance(value, float):
+            print(f"{pad}{key:<{width}}  {value:.4g}")
+        else:
+            print(f"{pad}{key:<{width}}  {value}")

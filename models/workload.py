@@ -1,0 +1,36 @@
+"""Per-frame ray-tracing workload measured by the CPU probe: the inputs of seed 002 §4.3."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Mean per-pixel ray-tracing statistics of one view, scaled to the full frame.
+
+    Every count is a mean over *all* pixels of the frame (pixels whose primary ray misses
+    contribute zero to the shadow and AO counts), so ``count * pixels`` is the frame total.
+
+    The paper's product ``a_w * t_v`` (AO triangle tests per AO ray) is measured directly as
+    ``a_i``; ``a_w`` is kept as the ratio ``a_i / t_v`` so the §4.3 equations read as printed.
+    """
+
+    pixels: int  # pixels of the frame the workload describes (width * height)
+    hit_fraction: float  # share of primary rays that hit geometry
+    p_t: float  # BVH traversal steps (inner nodes visited) per primary ray
+    p_i: float  # ray-triangle tests per primary ray
+    s_t: float  # traversal steps per shadow ray (zero where the primary ray missed)
+    s_i: float  # triangle tests per shadow ray
+    a_t: float  # traversal steps per AO ray (per AO sample, per pixel)
+    a_i: float  # triangle tests per AO ray (per AO sample, per pixel)
+    t_v: float  # visible triangles: distinct triangles hit by probe rays, per probed hit tile
+    m: float  # coherence in [0, 1]: share of rays ending in the same BVH node as a tile peer
+
+    @property
+    def a_w(self) -> float:
+        """AO intersection cost of §4.3, defined so that ``a_w * t_v == a_i``."""
+        return self.a_i / self.t_v if self.t_v > 0 else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
