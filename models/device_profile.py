@@ -92,6 +92,9 @@ class DeviceProfile:
 
     def __post_init__(self) -> None:
         _check_values(self.to_dict(), f"profile {self.name!r}")
+        for key in _FLOAT_FIELDS:  # JSON and callers may give ints; store floats
+            object.__setattr__(self, key, float(getattr(self, key)))
+        object.__setattr__(self, "fitted", {k: float(v) for k, v in self.fitted.items()})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields plus ``schema_version``, the JSON layout on disk."""
@@ -132,9 +135,6 @@ class DeviceProfile:
             else:
                 raise ProfileError(f"{where}: missing field {key!r}")
         _check_values(values, where)
-        values["fitted"] = {k: float(v) for k, v in values["fitted"].items()}
-        for key in _FLOAT_FIELDS:
-            values[key] = float(values[key])
         return cls(**values)
 
 
