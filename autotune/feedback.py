@@ -1,0 +1,55 @@
+"""Slow outer feedback: a multiplicative correction that removes the model's bias.
+
+``corrected = correction * predicted``. After each frame the innovation
+``e = log(measured / predicted) - log(correction)`` drives a low-gain integrator in log space,
+``log(correction) += gain * e``, which converges geometrically (factor ``1 - gain`` per frame)
+to the model's true bias and averages measurement noise down by ``sqrt(gain / (2 - gain))``.
+
+Robustness: an innovation larger than ``outlier`` (in log units) is treated as a one-off spike
+(a page fault, a compositor hiccup) and ignored, unless ``persist`` such outliers of the same
+sign arrive in a row: then it is a real change and is integrated. A single 10x frame therefore
+leaves the correction, and so the chosen quality, untouched.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+class BiasCorrection:
+    """Low-gain log-space integrator of measured/predicted ratios with outlier rejection."""
+
+    def __init__(self, gain: float = 0.1, outlier: float = math.log(1.5), persist: int = 3) -> None:
+        if not 0 < gain <= 1:
+            raise ValueError(f"gain must be in (0, 1], got {gain!r}")
+        if not outlier > 0:
+            raise ValueError(f"outlier must be > 0 (log units), got {outlier!r}")
+        if persist < 1:
+            raise ValueError(f"persist must be >= 1, got {persist!r}")
+        self.gain = float(gain)
+        self.outlier = float(outlier)
+        self.persist = int(persist)
+        self.log_correction = 0.0
+        self.rejected = 0
+        self._streak = 0  # signed count of consecutive same-sign outliers
+
+    @property
+    def correction(self) -> float:
+        """Factor applied to every prediction (1.0 = trust the model)."""
+        return math.exp(self.log_correction)
+
+    def update(self, predicted: float, measured: float) -> float:
+        """Fold one frame's measured/predicted ratio in; returns the new correction."""
+        if not (predicted > 0 and measured > 0 and math.isfinite(predicted * measured)):
+            return self.correction
+        innovation = math.log(measured / predicted) - self.log_correction
+        if abs(innovation) > self.outlier:
+            sign = 1 if innovation > 0 else -1
+            self._streak = self._streak + sign if self._streak * sign > 0 else sign
+            if abs(self._streak) < self.persist:
+                self.rejected += 1
+                return self.correction
+        else:
+            self._streak = 0
+        self.log_correction += self.gain * innovation
+        return self.correction

@@ -1,0 +1,212 @@
+"""Feed-forward search: the best-looking knob setting whose corrected prediction fits the target.
+
+Two strategies share one selection rule:
+
+* :class:`GridSearch` scores the whole enumerated grid with one vectorized predictor call and
+  is exact (used when the predictor is vectorized and the grid has <= ``max_grid`` settings);
+* :class:`BisectionSearch` raises knobs one at a time (highest weight first), bisecting each
+  knob's levels for the highest that still fits. It needs only ``sum(log2(levels))`` predictions
+  per pass, so it serves scalar predictors and huge spaces, but it is greedy: exact for one knob,
+  a good (not always optimal) setting for several. Both assume cost rises with every knob's level.
+
+Selection rule: highest quality whose ``correction * predicted <= target``; ties go to the
+lower prediction. Hysteresis: the previous setting is kept while it still fits, unless some
+setting of strictly higher quality fits with ``hysteresis`` headroom
+(``corrected <= target * (1 - hysteresis)``), so measurement noise cannot flip the choice back
+and forth across the target. If nothing fits, the cheapest setting is returned, over budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from autotune.knobs import Candidates, KnobSpace
+
+MAX_GRID = 100_000
+
+
+class PredictorError(RuntimeError):
+    """The predictor raised or returned NaN/inf/negative/wrong-shaped times; ``kind`` says which."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """A user's cost model, called on a batch of candidates; validates what it returns."""
+
+    fn: Callable[..., Any]
+    vectorized: bool = True
+
+    def __call__(self, candidates: Candidates) -> np.ndarray:
+        """Predicted seconds for each candidate (arrays in, one float per candidate out)."""
+        n = len(next(iter(candidates.values())))
+        try:
+            if self.vectorized:
+                raw = self.fn(candidates)
+            else:
+                raw = [self.fn({k: v[i].item() for k, v in candidates.items()}) for i in range(n)]
+            seconds = np.asarray(raw, dtype=float)
+        except Exception as exc:  # any failure of user code is reported the same way
+            raise PredictorError("raised", f"predictor raised {exc!r}") from exc
+        if seconds.shape not in ((), (n,)):
+            raise PredictorError(
+                "shape", f"predictor returned shape {seconds.shape}, expected ({n},)"
+            )
+        if not np.all(np.isfinite(seconds)):
+            raise PredictorError("non-finite", "predictor returned NaN or inf")
+        if np.any(seconds < 0):
+            raise PredictorError("negative", "predictor returned a negative time")
+        return np.broadcast_to(seconds, (n,))
+
+
+def as_predictor(predictor: Predictor | Callable[..., Any]) -> Predictor:
+    """Wrap a bare callable as a vectorized :class:`Predictor`."""
+    return predictor if isinstance(predictor, Predictor) else Predictor(predictor)
+
+
+class Choice(NamedTuple):
+    """A search's answer for one frame."""
+
+    knobs: dict[str, Any]
+    predicted: float
+    corrected: float
+    over_budget: bool
+    evaluations: int
+
+
+def _check_hysteresis(hysteresis: float) -> float:
+    """Hysteresis is a fraction of the target in [0, 1)."""
+    if not (isinstance(hysteresis, (int, float)) and 0 <= hysteresis < 1):
+        raise ValueError(f"hysteresis must be in [0, 1), got {hysteresis!r}")
+    return float(hysteresis)
+
+
+class GridSearch:
+    """Exact search: one vectorized predictor call over every candidate of a small space."""
+
+    def __init__(self, space: KnobSpace, hysteresis: float = 0.02) -> None:
+        self.space = space
+        self.hysteresis = _check_hysteresis(hysteresis)
+        self.grid = space.grid()
+        self.quality = space.quality(self.grid)
+        if self.quality.shape != (space.size,) or not np.all(np.isfinite(self.quality)):
+            raise ValueError("quality function must return one finite number per candidate")
+
+    def _best(self, mask: np.ndarray, predicted: np.ndarray) -> int | None:
+        """Highest-quality index within ``mask`` (ties: lowest prediction), or None."""
+        if not mask.any():
+            return None
+        scores = np.where(mask, self.quality, -np.inf)
+        top = scores.max()
+        ties = scores >= top - 1e-12 * max(1.0, abs(top))
+        return int(np.argmin(np.where(ties, predicted, np.inf)))
+
+    def run(
+        self,
+        predictor: Predictor,
+        correction: float,
+        target: float,
+        previous: Mapping[str, Any] | None = None,
+    ) -> Choice:
+        """Choose this frame's setting; ``previous`` enables hysteresis."""
+        predicted = predictor(self.grid)
+        corrected = correction * predicted
+        fits = corrected <= target
+        pick = self._best(fits, predicted)
+        if pick is None:
+            pick = int(np.argmin(predicted))
+        elif previous is not None:
+            prev = self.space.index_of(previous)
+            roomy = self._best(corrected <= target * (1 - self.hysteresis), predicted)
+            if fits[prev] and (roomy is None or self.quality[roomy] <= self.quality[prev]):
+                pick = prev
+        return Choice(
+            self.space.at_index(pick),
+            float(predicted[pick]),
+            float(corrected[pick]),
+            not bool(fits[pick]),
+            self.space.size,
+        )
+
+
+class BisectionSearch:
+    """Greedy coordinate-wise bisection over knob levels: few predictor calls, any space size."""
+
+    def __init__(self, space: KnobSpace, hysteresis: float = 0.02) -> None:
+        self.space = space
+        self.hysteresis = _check_hysteresis(hysteresis)
+        weights = [k.weight for k in space.knobs]
+        self.order = sorted(range(len(weights)), key=lambda j: -weights[j])
+
+    def _candidate(self, levels: list[int]) -> Candidates:
+        """One setting as length-1 arrays."""
+        return {k.name: k.values[i : i + 1] for k, i in zip(self.space.knobs, levels, strict=True)}
+
+    def _quality(self, levels: list[int]) -> float:
+        """Quality score of one setting."""
+        return float(np.asarray(self.space.quality(self._candidate(levels))).reshape(-1)[0])
+
+    def run(
+        self,
+        predictor: Predictor,
+        correction: float,
+        target: float,
+        previous: Mapping[str, Any] | None = None,
+    ) -> Choice:
+        """Choose this frame's setting; ``previous`` enables hysteresis."""
+        count = 0
+
+        def predict(levels: list[int]) -> float:
+            nonlocal count
+            count += 1
+            return float(predictor(self._candidate(levels))[0])
+
+        def climb(start_time: float, threshold: float) -> tuple[list[int], float]:
+            levels, time = [0] * len(self.space.knobs), start_time
+            for j in self.order:
+                lo, hi = 0, len(self.space.knobs[j]) - 1
+                while lo < hi:
+                    levels[j] = (lo + hi + 1) // 2
+                    t = predict(levels)
+                    if correction * t <= threshold:
+                        lo, time = levels[j], t
+                    else:
+                        hi = levels[j] - 1
+                levels[j] = lo
+            return levels, time
+
+        lowest = [0] * len(self.space.knobs)
+        base = predict(lowest)
+        if correction * base > target:
+            return self._choice(lowest, base, correction, target, count)
+        if previous is not None:
+            prev = self.space.levels_of(previous)
+            t_prev = predict(prev)
+            if correction * t_prev <= target:
+                roomy, _ = climb(base, target * (1 - self.hysteresis))
+                if self._quality(roomy) <= self._quality(prev):
+                    return self._choice(prev, t_prev, correction, target, count)
+        levels, time = climb(base, target)
+        return self._choice(levels, time, correction, target, count)
+
+    def _choice(
+        self, levels: list[int], predicted: float, correction: float, target: float, count: int
+    ) -> Choice:
+        corrected = correction * predicted
+        return Choice(self.space.at_levels(levels), predicted, corrected, corrected > target, count)
+
+
+def make_search(
+    space: KnobSpace, vectorized: bool, hysteresis: float = 0.02, max_grid: int = MAX_GRID
+) -> GridSearch | BisectionSearch:
+    """Grid search for vectorized predictors on small spaces, bisection otherwise."""
+    if vectorized and space.size <= max_grid:
+        return GridSearch(space, hysteresis)
+    return BisectionSearch(space, hysteresis)
