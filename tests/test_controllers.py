@@ -1,0 +1,141 @@
+"""Search correctness and the three controllers, including the paper's sudden-view-change case."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from autotune import (
+    BisectionSearch,
+    BoolKnob,
+    FeedForwardController,
+    FixedController,
+    FloatKnob,
+    GridSearch,
+    IntKnob,
+    KnobSpace,
+    PIController,
+    Predictor,
+)
+
+SPACE = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows")])
+A, B, C = 0.002, 0.0002, 0.004  # t = A + B * ao_rays + C * shadows
+
+
+def model(c: dict) -> np.ndarray:
+    return A + B * c["ao_rays"] + C * c["shadows"]
+
+
+def brute_force(space: KnobSpace, cost, target: float) -> dict:
+    """Reference answer: best quality that fits, ties to the cheaper, by plain enumeration."""
+    best = None
+    for values in itertools.product(*(k.values for k in space.knobs)):
+        knobs = dict(zip(space.names, values, strict=True))
+        t = float(cost({k: np.array([v]) for k, v in knobs.items()})[0])
+        q = float(space.quality({k: np.array([v]) for k, v in knobs.items()})[0])
+        if t <= target and (best is None or (q, -t) > (best[0], -best[1])):
+            best = (q, t, knobs)
+    return {k: v.item() for k, v in best[2].items()}
+
+
+@pytest.mark.parametrize("target", [0.0025, 0.007, 0.010, 0.0143, 0.03])
+def test_grid_search_picks_highest_quality_that_fits(target: float) -> None:
+    choice = GridSearch(SPACE).run(Predictor(model), 1.0, target)
+    assert choice.knobs == brute_force(SPACE, model, target)
+    assert choice.predicted <= target and not choice.over_budget
+    assert choice.evaluations == SPACE.size
+
+
+def test_correction_scales_predictions_before_fitting() -> None:
+    choice = GridSearch(SPACE).run(Predictor(model), 2.0, 0.010)
+    assert choice.corrected == pytest.approx(2.0 * choice.predicted)
+    assert choice.knobs == brute_force(SPACE, model, 0.005)
+
+
+def test_ties_go_to_the_lower_prediction() -> None:
+    space = KnobSpace([IntKnob("a", 0, 3)], quality=lambda c: np.minimum(c["a"], 2))
+    choice = GridSearch(space).run(Predictor(lambda c: 1.0 + c["a"]), 1.0, 10.0)
+    assert choice.knobs == {"a": 2}
+
+
+def test_nothing_fits_gives_cheapest_over_budget() -> None:
+    choice = GridSearch(SPACE).run(Predictor(model), 1.0, 0.001)
+    assert choice.over_budget and choice.knobs == {"ao_rays": 0, "shadows": False}
+    assert choice.predicted == pytest.approx(A)
+
+
+def test_bisection_matches_grid_when_greedy_order_is_right() -> None:
+    space = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows", weight=2.0)])
+    scalar = Predictor(lambda k: A + B * k["ao_rays"] + C * k["shadows"], vectorized=False)
+    for target in (0.0025, 0.005, 0.0099, 0.02):
+        bis = BisectionSearch(space).run(scalar, 1.0, target)
+        assert bis.knobs == brute_force(space, model, target)
+        assert bis.evaluations <= 1 + 1 + 7  # base + shadows + log2(65) probes
+
+
+def test_bisection_over_budget_gives_lowest() -> None:
+    choice = BisectionSearch(SPACE).run(Predictor(model), 1.0, 0.001)
+    assert choice.over_budget and choice.knobs == SPACE.lowest()
+
+
+def test_float_knob_is_searched_over_its_levels() -> None:
+    space = KnobSpace([FloatKnob("radius", 0.0, 1.5, levels=16)])
+    choice = GridSearch(space).run(Predictor(lambda c: 1.0 + c["radius"]), 1.0, 2.0)
+    assert choice.knobs == {"radius": 1.0}
+
+
+def test_feedforward_uses_bisection_for_scalar_predictors() -> None:
+    ctrl = FeedForwardController(SPACE, 0.010)
+    scalar = Predictor(lambda k: A + B * k["ao_rays"] + C * k["shadows"], vectorized=False)
+    decision = ctrl.choose(scalar)
+    assert decision.evaluations < 20 and decision.predicted <= 0.010
+    assert decision.search_seconds >= 0
+
+
+def test_fixed_controller_never_changes_its_first_choice() -> None:
+    ctrl = FixedController(SPACE, 0.010)
+    first = ctrl.choose(model)
+    assert first.knobs == brute_force(SPACE, model, 0.010)
+    for scale in (1.0, 3.0, 0.5):
+        d = ctrl.choose(lambda c, s=scale: s * model(c))
+        ctrl.observe(0.02)
+        assert d.knobs == first.knobs
+        assert d.over_budget == (scale * first.predicted > 0.010)
+
+
+def test_pi_level_maps_monotonically_to_knobs() -> None:
+    ctrl = PIController(SPACE, 0.010)
+    assert ctrl.knobs_at(0.0) == {"ao_rays": 0, "shadows": False}
+    assert ctrl.knobs_at(1.0) == {"ao_rays": 64, "shadows": True}
+    costs = [
+        model({k: np.array([v]) for k, v in ctrl.knobs_at(u).items()})[0]
+        for u in np.linspace(0, 1, 41)
+    ]
+    assert np.all(np.diff(costs) >= 0)
+
+
+def jump_run(ctrl, frames: int = 60, jump_at: int = 30) -> list[float]:
+    """Still view whose workload triples at ``jump_at`` (e.g. turning to complex geometry)."""
+    measured = []
+    for i in range(frames):
+        workload = 3.0 if i >= jump_at else 1.0
+        truth = lambda c, w=workload: w * model(c)  # noqa: E731
+        decision = ctrl.choose(truth)
+        t = float(truth({k: np.array([v]) for k, v in decision.knobs.items()})[0])
+        ctrl.observe(t)
+        measured.append(t)
+    return measured
+
+
+def test_feedforward_holds_target_through_sudden_workload_jump_where_pi_overshoots() -> None:
+    target = 0.012
+    ff = jump_run(FeedForwardController(SPACE, target))
+    pi = jump_run(PIController(SPACE, target))
+    # Feed-forward: the model sees the new workload before the frame is rendered.
+    assert max(ff) <= target
+    assert ff[29] > 0.9 * target and ff[30] > 0.9 * target
+    # PI: blind until it has measured the slow frame, so the first frame after the jump overshoots
+    assert pi[30] > 2.0 * target
+    # ... then reacts, settling back near the target over the following frames.
+    assert pi[31] < 0.7 * pi[30]
+    assert max(pi[50:]) <= 1.1 * target
