@@ -1,0 +1,218 @@
+"""Ray-tracing frame time: seed 002 §4.3 instruction counts fed to the Hong–Kim model.
+
+Each phase (primary rays, shadow rays, AO rays, shading) is one kernel launch with one
+thread per pixel; its per-thread counts come from the kernel's per-loop instruction counts
+(``LoopCounts``, later read from PTX) and the probe's per-pixel ``Workload``:
+
+- primary: ``i_c = i_ct p_t + i_ci p_i + i_cco``; ``i_t = (i_mt p_t + i_mi p_i + i_mco)(1 - m^2)``;
+  ``i_mu = i_t (1 - m)``; ``i_mc = i_t m``.
+- ao (``a_r > 0``): ``i_c = i_ct a_t a_r + i_ci a_i a_r + i_cco``;
+  ``a_ca = 1 - min(1, 2^-((a_t + p_t)/23 - 1))``; ``a_m = a_ca (i_mt a_t a_r + a_i i_mi a_r / 2)``;
+  ``i_mu = a_m + i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
+  ``a_m``; here both use ``a_i`` (the probe measures ``a_i = a_w t_v``, see Workload).
+- shadow (if on): the ao equations with ``a_r = 1`` and ``s_t, s_i`` for ``a_t, a_i``.
+- shade: constant ``i_cco`` and ``i_mco`` of "shade_phong" or "shade_flat" (fallback "shade"),
+  memory split like the constant term of the primary equation (the primary one with
+  ``p_t = p_i = 0``).
+
+A per-phase multiplicative ``profile.fitted["scale_<phase>"]`` (default 1) is applied.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from models.device_profile import DeviceProfile
+from models.hong_kim import KernelLaunch, predict_cycles, predict_seconds
+from models.workload import Workload
+
+PHASES = ("primary", "shadow", "ao", "shade")
+AO_CACHE_DEPTH = 23.0  # the constant of seed 002's a_ca equation
+
+
+@dataclass(frozen=True)
+class LoopCounts:
+    """Per-loop instruction counts of one kernel (Table 5): per traversal, per test, constant."""
+
+    i_ct: float = 0.0  # compute instructions per BVH traversal step
+    i_ci: float = 0.0  # compute instructions per ray-triangle test
+    i_cco: float = 0.0  # constant compute instructions
+    i_mt: float = 0.0  # memory instructions per traversal step
+    i_mi: float = 0.0  # memory instructions per triangle test
+    i_mco: float = 0.0  # constant memory instructions
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"LoopCounts.{f.name} must be finite and >= 0, got {value}")
+
+
+KernelCounts = Mapping[str, LoopCounts]
+"""Phase name ("primary", "shadow", "ao", "shade_phong", "shade_flat" or "shade") -> counts."""
+
+
+@dataclass(frozen=True)
+class PhaseInstructions:
+    """Per-thread instruction counts of one phase kernel: the Hong–Kim inputs."""
+
+    compute: float  # i_c
+    coal: float  # i_mc
+    uncoal: float  # i_mu
+
+
+def _lookup(counts: KernelCounts, key: str) -> LoopCounts:
+    if key not in counts:
+        raise ValueError(f"kernel counts have no {key!r} phase (have: {', '.join(counts)})")
+    return counts[key]
+
+
+def _shade_counts(counts: KernelCounts, phong: bool) -> LoopCounts:
+    key = "shade_phong" if phong else "shade_flat"
+    return counts[key] if key in counts else _lookup(counts, "shade")
+
+
+def _coherent(lc: LoopCounts, w: Workload, p_t: float, p_i: float) -> PhaseInstructions:
+    """Primary-ray equations: loop memory cut by the cache (1 - m^2), split by coalescing m."""
+    i_t = (lc.i_mt * p_t + lc.i_mi * p_i + lc.i_mco) * (1.0 - w.m * w.m)
+    compute = lc.i_ct * p_t + lc.i_ci * p_i + lc.i_cco
+    return PhaseInstructions(compute=compute, coal=i_t * w.m, uncoal=i_t * (1.0 - w.m))
+
+
+def _cache_miss(steps: float, p_t: float) -> float:
+    """a_ca: share of secondary-ray node fetches missing the cache, from traversal depth."""
+    return 1.0 - min(1.0, 2.0 ** (-((steps + p_t) / AO_CACHE_DEPTH - 1.0)))
+
+
+def _secondary_counts(
+    lc: LoopCounts, steps: float, tests: float, p_t: float, rays: ArrayLike
+) -> tuple[ArrayLike, ArrayLike]:
+    """(i_c, i_mu) of a secondary-ray phase for ``rays`` rays per pixel (scalar or array)."""
+    compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco
+    a_m = _cache_miss(steps, p_t) * (lc.i_mt * steps * rays + tests * lc.i_mi * rays / 2.0)
+    return compute, a_m + lc.i_mco
+
+
+def phase_instructions(
+    counts: KernelCounts, workload: Workload, ao_rays: int, shadows: bool, phong: bool
+) -> dict[str, PhaseInstructions]:
+    """Per-thread counts of each phase that runs with these knobs (seed 002 §4.3)."""
+    w = workload
+    out = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
+    if shadows:
+        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
+        out["shadow"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
+    if ao_rays > 0:
+        c, mu = _secondary_counts(_lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, float(ao_rays))
+        out["ao"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
+    out["shade"] = _coherent(_shade_counts(counts, phong), w, 0.0, 0.0)
+    return out
+
+
+def _check_launch(workload: Workload, threads_per_block: int) -> int:
+    """Validate the launch shape and return the number of blocks, ceil(pixels / block)."""
+    if threads_per_block < 1:
+        raise ValueError(f"threads_per_block must be >= 1, got {threads_per_block}")
+    if workload.pixels < 1:
+        raise ValueError(f"workload.pixels must be >= 1, got {workload.pixels}")
+    return math.ceil(workload.pixels / threads_per_block)
+
+
+def _scale(profile: DeviceProfile, phase: str) -> float:
+    return profile.fitted.get(f"scale_{phase}", 1.0)
+
+
+def predict_phase_seconds(
+    profile: DeviceProfile,
+    counts: KernelCounts,
+    workload: Workload,
+    ao_rays: int,
+    shadows: bool,
+    phong: bool,
+    threads_per_block: int = 64,
+) -> dict[str, float]:
+    """Predicted seconds of each phase ("primary", "shadow", "ao", "shade"; 0.0 if off)."""
+    if ao_rays < 0:
+        raise ValueError(f"ao_rays must be >= 0, got {ao_rays}")
+    blocks = _check_launch(workload, threads_per_block)
+    out = dict.fromkeys(PHASES, 0.0)
+    for phase, ins in phase_instructions(counts, workload, ao_rays, shadows, phong).items():
+        launch = KernelLaunch(
+            compute=ins.compute,
+            coal=ins.coal,
+            uncoal=ins.uncoal,
+            threads_per_block=threads_per_block,
+            blocks=blocks,
+        )
+        out[phase] = predict_cycles(profile, launch).seconds * _scale(profile, phase)
+    return out
+
+
+def predict_frame_seconds(
+    profile: DeviceProfile,
+    counts: KernelCounts,
+    workload: Workload,
+    ao_rays: int,
+    shadows: bool,
+    phong: bool,
+    threads_per_block: int = 64,
+) -> float:
+    """Predicted seconds of the whole frame: the sum of its phases."""
+    phases = predict_phase_seconds(
+        profile, counts, workload, ao_rays, shadows, phong, threads_per_block
+    )
+    return sum(phases.values())
+
+
+def predict_frame_seconds_batch(
+    profile: DeviceProfile,
+    counts: KernelCounts,
+    workload: Workload,
+    ao_rays: ArrayLike,
+    shadows: ArrayLike,
+    phong: ArrayLike,
+    threads_per_block: int = 64,
+) -> NDArray[np.float64]:
+    """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
+
+    Knob-independent phases are evaluated once; only AO is evaluated per candidate.
+    """
+    a_r, shadow_on, phong_on = np.broadcast_arrays(
+        np.asarray(ao_rays, dtype=np.float64),
+        np.asarray(shadows, dtype=bool),
+        np.asarray(phong, dtype=bool),
+    )
+    if np.any(a_r < 0):
+        raise ValueError("ao_rays must be >= 0")
+    blocks = _check_launch(workload, threads_per_block)
+    w = workload
+
+    def seconds(phase: str, ins: PhaseInstructions) -> float:
+        s = predict_seconds(
+            profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
+        )
+        return float(s) * _scale(profile, phase)
+
+    total = np.full(
+        a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
+    )
+    if phong_on.any():
+        phong_s = seconds("shade", _coherent(_shade_counts(counts, True), w, 0.0, 0.0))
+        total += np.where(phong_on, phong_s, 0.0)
+    if not phong_on.all():
+        flat_s = seconds("shade", _coherent(_shade_counts(counts, False), w, 0.0, 0.0))
+        total += np.where(phong_on, 0.0, flat_s)
+    if shadow_on.any():
+        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
+        total += np.where(shadow_on, seconds("shadow", PhaseInstructions(c, 0.0, mu)), 0.0)
+    ao_on = a_r > 0
+    if ao_on.any():
+        c, mu = _secondary_counts(_lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, a_r)
+        ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
+        total += np.where(ao_on, ao_s * _scale(profile, "ao"), 0.0)
+    return total

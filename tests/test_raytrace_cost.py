@@ -1,0 +1,202 @@
+"""Seed 002 §4.3 ray-tracing instruction counts and frame-time prediction."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+
+from models.device_profile import DeviceProfile, builtin_profiles
+from models.hong_kim import KernelLaunch, predict_cycles
+from models.raytrace_cost import (
+    PHASES,
+    LoopCounts,
+    PhaseInstructions,
+    phase_instructions,
+    predict_frame_seconds,
+    predict_frame_seconds_batch,
+    predict_phase_seconds,
+)
+from models.workload import Workload
+
+COUNTS = {
+    "primary": LoopCounts(i_ct=2, i_ci=3, i_cco=10, i_mt=1, i_mi=2, i_mco=4),
+    "shadow": LoopCounts(i_ct=2, i_ci=3, i_cco=5, i_mt=1, i_mi=2, i_mco=1),
+    "ao": LoopCounts(i_ct=1, i_ci=2, i_cco=7, i_mt=2, i_mi=1, i_mco=3),
+    "shade_phong": LoopCounts(i_cco=50, i_mco=4),
+    "shade_flat": LoopCounts(i_cco=20, i_mco=2),
+}
+# (s_t + p_t) / 23 = (a_t + p_t) / 23 = 2, so a_ca = 1 - 2^-1 = 0.5 for shadow and AO rays.
+SMALL = Workload(
+    pixels=1000, hit_fraction=0.9, p_t=10, p_i=4, s_t=36, s_i=2, a_t=36, a_i=6, t_v=12, m=0.5
+)
+FRAME = Workload(
+    pixels=1920 * 1080,
+    hit_fraction=0.8,
+    p_t=40,
+    p_i=12,
+    s_t=25,
+    s_i=6,
+    a_t=15,
+    a_i=4,
+    t_v=30,
+    m=0.6,
+)
+REAL_COUNTS = {
+    "primary": LoopCounts(20, 30, 60, 2, 3, 6),
+    "shadow": LoopCounts(18, 28, 20, 2, 3, 2),
+    "ao": LoopCounts(18, 28, 20, 2, 3, 2),
+    "shade_phong": LoopCounts(i_cco=120, i_mco=8),
+    "shade_flat": LoopCounts(i_cco=40, i_mco=6),
+}
+PROFILES = sorted(builtin_profiles())
+
+
+def test_hand_computed_counts_per_phase() -> None:
+    got = phase_instructions(COUNTS, SMALL, ao_rays=3, shadows=True, phong=True)
+    # primary: i_c = 2*10 + 3*4 + 10; i_t = (10 + 8 + 4) * (1 - 0.25) = 16.5, split by m = 0.5
+    assert got["primary"] == PhaseInstructions(compute=42.0, coal=8.25, uncoal=8.25)
+    # shadow: i_c = 2*36 + 3*2 + 5; a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1
+    assert got["shadow"] == PhaseInstructions(compute=83.0, coal=0.0, uncoal=20.0)
+    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3
+    assert got["ao"] == PhaseInstructions(compute=151.0, coal=0.0, uncoal=115.5)
+    # shade (phong): i_c = 50; i_t = 4 * 0.75 = 3, split by m
+    assert got["shade"] == PhaseInstructions(compute=50.0, coal=1.5, uncoal=1.5)
+    flat = phase_instructions(COUNTS, SMALL, ao_rays=0, shadows=False, phong=False)
+    assert set(flat) == {"primary", "shade"}
+    assert flat["shade"] == PhaseInstructions(compute=20.0, coal=0.75, uncoal=0.75)
+
+
+def test_ao_cache_estimate_is_zero_for_shallow_traversal() -> None:
+    shallow = dataclasses.replace(SMALL, a_t=5.0)  # (5 + 10) / 23 < 1: a_ca = 0
+    got = phase_instructions(COUNTS, shallow, ao_rays=2, shadows=False, phong=True)
+    assert got["ao"].uncoal == 3.0  # only i_mco
+
+
+def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
+    # AO counts of the Hong-Kim worked example (27 compute + 6 uncoalesced, no barriers):
+    # a_ca = 0 so i_mu = i_mco = 6; i_c = 3*2*2 + 5*1*2 + 5 = 27; 80 blocks of 128 threads.
+    profile = DeviceProfile(
+        name="hk",
+        driver="",
+        cores=16,
+        warp_size=32,
+        issue_cycles=4,
+        max_blocks_per_core=8,
+        clock_ghz=1.0,
+        bandwidth_gbs=80,
+        mem_latency=420,
+        dep_delay_coal=4,
+        dep_delay_uncoal=10,
+    )
+    counts = {**COUNTS, "ao": LoopCounts(i_ct=3, i_ci=5, i_cco=5, i_mco=6)}
+    w = dataclasses.replace(SMALL, pixels=80 * 128, p_t=1, a_t=2, a_i=1)
+    got = predict_phase_seconds(profile, counts, w, 2, False, True, threads_per_block=128)
+    assert got["ao"] == pytest.approx(38428.1875e-9)
+    assert got["shadow"] == 0.0
+    assert set(got) == set(PHASES)
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_phase_seconds_are_hong_kim_of_the_counts(key: str) -> None:
+    profile = builtin_profiles()[key]
+    got = predict_phase_seconds(profile, COUNTS, SMALL, 3, True, False, threads_per_block=32)
+    ins = phase_instructions(COUNTS, SMALL, 3, True, False)
+    for phase, i in ins.items():
+        launch = KernelLaunch(i.compute, i.coal, i.uncoal, threads_per_block=32, blocks=32)
+        assert got[phase] == predict_cycles(profile, launch).seconds
+    total = predict_frame_seconds(profile, COUNTS, SMALL, 3, True, False, threads_per_block=32)
+    assert total == pytest.approx(sum(got.values()))
+
+
+def test_fitted_scale_per_phase() -> None:
+    base = builtin_profiles()["gf580"]
+    scaled = dataclasses.replace(base, fitted={"scale_ao": 2.0, "scale_shade": 0.5})
+    a = predict_phase_seconds(base, COUNTS, SMALL, 4, True, True)
+    b = predict_phase_seconds(scaled, COUNTS, SMALL, 4, True, True)
+    assert b["ao"] == pytest.approx(2 * a["ao"])
+    assert b["shade"] == pytest.approx(0.5 * a["shade"])
+    assert (b["primary"], b["shadow"]) == (a["primary"], a["shadow"])
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_zero_hit_workload_is_finite_and_small(key: str) -> None:
+    profile = builtin_profiles()[key]
+    empty = Workload(
+        pixels=FRAME.pixels,
+        hit_fraction=0,
+        p_t=0,
+        p_i=0,
+        s_t=0,
+        s_i=0,
+        a_t=0,
+        a_i=0,
+        t_v=0,
+        m=0,
+    )
+    phases = predict_phase_seconds(profile, REAL_COUNTS, empty, 16, True, True)
+    assert all(np.isfinite(s) and s >= 0 for s in phases.values())
+    total = sum(phases.values())
+    assert 0 < total < 0.2 * predict_frame_seconds(profile, REAL_COUNTS, FRAME, 16, True, True)
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_more_ao_rays_take_more_time(key: str) -> None:
+    profile = builtin_profiles()[key]
+    times = [predict_frame_seconds(profile, REAL_COUNTS, FRAME, a, True, True) for a in range(33)]
+    assert np.all(np.diff(times) > 0)
+    with_shadows = predict_frame_seconds(profile, REAL_COUNTS, FRAME, 4, True, False)
+    assert with_shadows > predict_frame_seconds(profile, REAL_COUNTS, FRAME, 4, False, False)
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_batch_agrees_with_scalar(key: str) -> None:
+    profile = dataclasses.replace(builtin_profiles()[key], fitted={"scale_primary": 1.3})
+    rng = np.random.default_rng(42)
+    ao = rng.integers(0, 33, 300)
+    shadows = rng.random(300) < 0.5
+    phong = rng.random(300) < 0.5
+    got = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong)
+    for i in range(300):
+        want = predict_frame_seconds(
+            profile, REAL_COUNTS, FRAME, int(ao[i]), bool(shadows[i]), bool(phong[i])
+        )
+        assert got[i] == pytest.approx(want, rel=1e-12)
+
+
+def test_batch_broadcasts_scalar_knobs() -> None:
+    profile = builtin_profiles()["gf580"]
+    out = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, np.arange(4), True, False)
+    assert out.shape == (4,)
+    assert out[2] == pytest.approx(
+        predict_frame_seconds(profile, REAL_COUNTS, FRAME, 2, True, False)
+    )
+
+
+def test_shade_fallback_and_missing_phase_errors() -> None:
+    profile = builtin_profiles()["gf580"]
+    plain = {"primary": COUNTS["primary"], "shade": COUNTS["shade_flat"]}
+    assert predict_frame_seconds(profile, plain, SMALL, 0, False, True) > 0
+    with pytest.raises(ValueError, match="no 'ao' phase"):
+        predict_frame_seconds(profile, plain, SMALL, 1, False, True)
+    with pytest.raises(ValueError, match="no 'shadow' phase"):
+        predict_frame_seconds_batch(profile, plain, SMALL, [0, 0], [False, True], True)
+    with pytest.raises(ValueError, match="ao_rays"):
+        predict_frame_seconds(profile, COUNTS, SMALL, -1, False, True)
+    with pytest.raises(ValueError, match="pixels"):
+        predict_frame_seconds(profile, COUNTS, dataclasses.replace(SMALL, pixels=0), 0, False, True)
+    with pytest.raises(ValueError, match="LoopCounts.i_ct"):
+        LoopCounts(i_ct=-1)
+
+
+def test_batch_throughput() -> None:
+    profile = builtin_profiles()["gf580"]
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    ao, shadows, phong = rng.integers(0, 33, n), rng.random(n) < 0.5, rng.random(n) < 0.5
+    predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong)  # warm up
+    start = time.perf_counter()
+    predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong)
+    assert time.perf_counter() - start < 1.0  # >= 1M candidates per second
