@@ -1,1 +1,53 @@
-"""In-application auto-tuning runtime: predict a frame's cost, choose knobs, learn from the measurement."""
+"""In-application auto-tuning runtime: predict a frame's cost, choose knobs, learn from the measurement.
+
+Embedding it in a render loop (this example is run by the tests)::
+
+    from autotune import BoolKnob, IntKnob, KnobSpace, Tuner
+
+    def my_model(c):  # predicted seconds for many candidates at once (numpy arrays in and out)
+        return 0.004 + 0.0004 * c["ao_rays"] + 0.006 * c["shadows"]
+
+    def render(ao_rays, shadows):  # your renderer
+        pass
+
+    space = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows")])
+    tuner = Tuner(space, predictor=my_model, target_seconds=1 / 30)
+    for _ in range(3):
+        with tuner.frame() as knobs:
+            render(**knobs)
+
+The core knows nothing about ray tracing: any renderer with knobs and a cost model will do.
+"""  # noqa: E501
+
+from autotune.controllers import (
+    Controller,
+    Decision,
+    FeedForwardController,
+    FixedController,
+    PIController,
+)
+from autotune.feedback import BiasCorrection
+from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
+from autotune.search import BisectionSearch, GridSearch, Predictor, PredictorError
+from autotune.tuner import AutotuneWarning, FrameRecord, Tuner
+
+__all__ = [
+    "AutotuneWarning",
+    "BiasCorrection",
+    "BisectionSearch",
+    "BoolKnob",
+    "Controller",
+    "Decision",
+    "FeedForwardController",
+    "FixedController",
+    "FloatKnob",
+    "FrameRecord",
+    "GridSearch",
+    "IntKnob",
+    "Knob",
+    "KnobSpace",
+    "PIController",
+    "Predictor",
+    "PredictorError",
+    "Tuner",
+]
