@@ -98,15 +98,22 @@ class GridSearch:
         self.quality = space.quality(self.grid)
         if self.quality.shape != (space.size,) or not np.all(np.isfinite(self.quality)):
             raise ValueError("quality function must return one finite number per candidate")
+        # Candidates by falling quality; _tie_end[i] closes the run of equal quality holding i.
+        self._order = np.argsort(-self.quality, kind="stable")
+        ranked = self.quality[self._order]
+        tol = 1e-12 * max(1.0, float(np.abs(ranked).max()))
+        ends = np.append(np.flatnonzero(np.diff(ranked) < -tol) + 1, space.size)
+        self._tie_end = ends[np.searchsorted(ends, np.arange(space.size), side="right")]
 
     def _best(self, mask: np.ndarray, predicted: np.ndarray) -> int | None:
         """Highest-quality index within ``mask`` (ties: lowest prediction), or None."""
-        if not mask.any():
+        ranked = mask[self._order]
+        first = int(ranked.argmax())
+        if not ranked[first]:
             return None
-        scores = np.where(mask, self.quality, -np.inf)
-        top = scores.max()
-        ties = scores >= top - 1e-12 * max(1.0, abs(top))
-        return int(np.argmin(np.where(ties, predicted, np.inf)))
+        end = self._tie_end[first]
+        ties = self._order[first:end][ranked[first:end]]
+        return int(ties[np.argmin(predicted[ties])])
 
     def run(
         self,
@@ -118,20 +125,22 @@ class GridSearch:
         """Choose this frame's setting; ``previous`` enables hysteresis."""
         predicted = predictor(self.grid)
         corrected = correction * predicted
-        fits = corrected <= target
-        pick = self._best(fits, predicted)
+        pick = None
+        if previous is not None:
+            prev = self.space.index_of(previous)
+            if corrected[prev] <= target:
+                roomy = self._best(corrected <= target * (1 - self.hysteresis), predicted)
+                if roomy is None or self.quality[roomy] <= self.quality[prev]:
+                    pick = prev
+        if pick is None:
+            pick = self._best(corrected <= target, predicted)
         if pick is None:
             pick = int(np.argmin(predicted))
-        elif previous is not None:
-            prev = self.space.index_of(previous)
-            roomy = self._best(corrected <= target * (1 - self.hysteresis), predicted)
-            if fits[prev] and (roomy is None or self.quality[roomy] <= self.quality[prev]):
-                pick = prev
         return Choice(
             self.space.at_index(pick),
             float(predicted[pick]),
             float(corrected[pick]),
-            not bool(fits[pick]),
+            bool(corrected[pick] > target),
             self.space.size,
         )
 

@@ -46,6 +46,25 @@ def test_grid_search_picks_highest_quality_that_fits(target: float) -> None:
     assert choice.evaluations == SPACE.size
 
 
+@pytest.mark.parametrize("target", [0.003, 0.006, 0.0091, 0.012])
+def test_grid_search_is_exact_on_a_mixed_four_knob_space(target: float) -> None:
+    space = KnobSpace(
+        [
+            IntKnob("ao_rays", 0, 16, step=4),
+            FloatKnob("ao_radius", 0.5, 2.0, levels=4, weight=0.5),
+            BoolKnob("shadows", weight=2.0),
+            BoolKnob("phong"),
+        ]
+    )
+
+    def cost(c: dict) -> np.ndarray:
+        ao = c["ao_rays"] * (0.0002 + 0.0001 * c["ao_radius"])
+        return 0.002 + ao + 0.004 * c["shadows"] + 0.001 * c["phong"]
+
+    choice = GridSearch(space).run(Predictor(cost), 1.0, target)
+    assert choice.knobs == brute_force(space, cost, target)
+
+
 def test_correction_scales_predictions_before_fitting() -> None:
     choice = GridSearch(SPACE).run(Predictor(model), 2.0, 0.010)
     assert choice.corrected == pytest.approx(2.0 * choice.predicted)
