@@ -1,0 +1,159 @@
+/* The four per-frame phases, each its own launch so each gets its own profiling event:
+ * primary (closest hit), shadow (any hit toward the light), ao (any hit within ao_radius),
+ * shade (Phong + shadow + AO -> RGBA8). Requires traverse.cl before it. */
+
+#ifdef COUNTERS
+#define COUNTER_ARG , __global int2* counters
+#define STORE_COUNTERS(i) counters[i] = (int2)(steps, tests)
+#else
+#define COUNTER_ARG
+#define STORE_COUNTERS(i)
+#endif
+
+#define SHADOW_EPS 1e-4f
+
+inline float3 primary_dir(float4 top_left, float4 du, float4 dv, int x, int y) {
+    return normalize(top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz);
+}
+
+/* PCG hash (Jarzynski & Olano 2020): one uint32 -> one well-mixed uint32. */
+inline uint pcg_hash(uint v) {
+    uint state = v * 747796405u + 2891336453u;
+    uint word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+
+inline float next_random(uint* state) {
+    *state = pcg_hash(*state);
+    return (float)(*state >> 8) * (1.0f / 16777216.0f);
+}
+
+/* Geometric normal of packed triangle k, facing against the ray direction d. */
+inline float3 facing_normal(__global const float4* tris, int k, float3 d) {
+    float3 n = normalize(cross(tris[3 * k + 1].xyz, tris[3 * k + 2].xyz));
+    return dot(n, d) > 0.0f ? -n : n;
+}
+
+/* Hit point offset along the facing normal so secondary rays do not re-hit their origin. */
+inline float3 offset_origin(float3 p, float3 n, float scene_scale) {
+    return p + n * (SHADOW_EPS * scene_scale);
+}
+
+__kernel void primary(__global const float4* nodes, __global const float4* tris,
+                      const float4 eye, const float4 top_left, const float4 du, const float4 dv,
+                      const int width, const int height, __global float4* hits COUNTER_ARG) {
+    int x = get_global_id(0), y = get_global_id(1);
+    if (x >= width || y >= height) return;
+    int i = y * width + x;
+    float3 d = primary_dir(top_left, du, dv, x, y);
+    float t = INF_T, u = 0.0f, v = 0.0f;
+    int steps = 0, tests = 0;
+    int prim = trace(nodes, tris, eye.xyz, d, &t, &u, &v, 0, &steps, &tests);
+    hits[i] = (float4)(t, u, v, as_float(prim));
+    STORE_COUNTERS(i);
+}
+
+__kernel void shadow(__global const float4* nodes, __global const float4* tris,
+                     const float4 eye, const float4 top_left, const float4 du, const float4 dv,
+                     const int width, const int height, const float4 light, const float scene_scale,
+                     __global const float4* hits, __global float* visibility COUNTER_ARG) {
+    int x = get_global_id(0), y = get_global_id(1);
+    if (x >= width || y >= height) return;
+    int i = y * width + x;
+    int steps = 0, tests = 0;
+    float4 h = hits[i];
+    int prim = as_int(h.w);
+    float vis = 1.0f;
+    if (prim >= 0) {
+        float3 d = primary_dir(top_left, du, dv, x, y);
+        float3 n = facing_normal(tris, prim, d);
+        float3 o = offset_origin(eye.xyz + h.x * d, n, scene_scale);
+        float3 to_light = light.xyz - o;
+        float dist = length(to_light);
+        float t = dist * (1.0f - SHADOW_EPS), u, v;
+        if (dot(to_light, n) <= 0.0f) {
+            vis = 0.0f;  /* the light is behind the surface */
+        } else if (trace(nodes, tris, o, to_light / dist, &t, &u, &v, 1, &steps, &tests) >= 0) {
+            vis = 0.0f;
+        }
+    }
+    visibility[i] = vis;
+    STORE_COUNTERS(i);
+}
+
+__kernel void ao(__global const float4* nodes, __global const float4* tris,
+                 const float4 eye, const float4 top_left, const float4 du, const float4 dv,
+                 const int width, const int height, const int ao_rays, const float ao_radius,
+                 const float scene_scale, const uint seed,
+                 __global const float4* hits, __global float* occlusion COUNTER_ARG) {
+    int x = get_global_id(0), y = get_global_id(1);
+    if (x >= width || y >= height) return;
+    int i = y * width + x;
+    int steps = 0, tests = 0;
+    float4 h = hits[i];
+    int prim = as_int(h.w);
+    float open = 1.0f;
+    if (prim >= 0 && ao_rays > 0) {
+        float3 d = primary_dir(top_left, du, dv, x, y);
+        float3 n = facing_normal(tris, prim, d);
+        float3 o = offset_origin(eye.xyz + h.x * d, n, scene_scale);
+        /* orthonormal basis around n (Duff et al. 2017) */
+        float sign = n.z >= 0.0f ? 1.0f : -1.0f;
+        float a = -1.0f / (sign + n.z);
+        float b = n.x * n.y * a;
+        float3 b1 = (float3)(1.0f + sign * n.x * n.x * a, sign * b, -sign * n.x);
+        float3 b2 = (float3)(b, sign + n.y * n.y * a, -n.y);
+        uint state = pcg_hash((uint)i ^ pcg_hash(seed));
+        int blocked = 0;
+        for (int s = 0; s < ao_rays; ++s) {
+            float r1 = next_random(&state), r2 = next_random(&state);
+            float r = sqrt(r1), phi = 6.28318530718f * r2;
+            float3 dir = normalize(b1 * (r * cos(phi)) + b2 * (r * sin(phi))
+                                   + n * sqrt(fmax(0.0f, 1.0f - r1)));
+            float t = ao_radius, u, v;
+            if (trace(nodes, tris, o, dir, &t, &u, &v, 1, &steps, &tests) >= 0) blocked++;
+        }
+        open = 1.0f - (float)blocked / (float)ao_rays;
+    }
+    occlusion[i] = open;
+    STORE_COUNTERS(i);
+}
+
+__kernel void shade(__global const float4* tris, __global const float4* normals,
+                    const float4 eye, const float4 top_left, const float4 du, const float4 dv,
+                    const int width, const int height, const float4 light, const int flags,
+                    __global const float4* hits, __global const float* visibility,
+                    __global const float* occlusion, __global uchar4* image) {
+    int x = get_global_id(0), y = get_global_id(1);
+    if (x >= width || y >= height) return;
+    int i = y * width + x;
+    const int phong = flags & 1, shadows = flags & 2, use_ao = flags & 4;
+    float4 h = hits[i];
+    int prim = as_int(h.w);
+    float3 d = primary_dir(top_left, du, dv, x, y);
+    float3 color;
+    if (prim < 0) {
+        float s = 0.5f * (1.0f - d.y);
+        color = (float3)(0.55f, 0.65f, 0.8f) * (1.0f - s) + (float3)(0.9f, 0.9f, 0.92f) * s;
+    } else {
+        float3 n = normalize(normals[3 * prim].xyz * (1.0f - h.y - h.z)
+                             + normals[3 * prim + 1].xyz * h.y + normals[3 * prim + 2].xyz * h.z);
+        if (dot(n, d) > 0.0f) n = -n;
+        float3 p = eye.xyz + h.x * d;
+        float ao_term = use_ao ? occlusion[i] : 1.0f;
+        float vis = shadows ? visibility[i] : 1.0f;
+        float3 albedo = (float3)(0.8f, 0.78f, 0.72f);
+        if (phong) {
+            float3 l = normalize(light.xyz - p);
+            float diffuse = fmax(dot(n, l), 0.0f);
+            float3 r = 2.0f * dot(n, l) * n - l;
+            float spec = diffuse > 0.0f ? pow(fmax(dot(r, -d), 0.0f), 32.0f) : 0.0f;
+            color = albedo * (0.25f * ao_term + 0.75f * diffuse * vis) + 0.3f * spec * vis;
+        } else {
+            color = albedo * ao_term * (0.3f + 0.7f * fabs(dot(n, d)));
+        }
+    }
+    color = pow(clamp(color, 0.0f, 1.0f), (float3)(1.0f / 2.2f));
+    image[i] = (uchar4)((uchar)(color.x * 255.0f + 0.5f), (uchar)(color.y * 255.0f + 0.5f),
+                        (uchar)(color.z * 255.0f + 0.5f), (uchar)255);
+}

@@ -1,0 +1,95 @@
+"""OpenCL platform/device discovery and choice: first GPU, else CPU; overridable."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pyopencl as cl
+
+DEVICE_ENV = "AUTOTUNE_DEVICE"
+INSTALL_HINT = ("install a CPU OpenCL driver with `pip install pocl-binary-distribution`, "
+                "or a GPU vendor's OpenCL driver")
+
+
+class DeviceError(RuntimeError):
+    """No usable OpenCL device, or a device specification that matches none."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One OpenCL device as ``autotune devices`` lists it."""
+
+    platform_index: int
+    device_index: int
+    platform: str
+    name: str
+    kind: str  # "GPU" | "CPU" | "ACCELERATOR" | "OTHER"
+    compute_units: int
+    clock_mhz: int
+    global_mem_mb: int
+    driver: str
+
+
+def _kind(device: cl.Device) -> str:
+    t = device.type
+    if t & cl.device_type.GPU:
+        return "GPU"
+    if t & cl.device_type.CPU:
+        return "CPU"
+    if t & cl.device_type.ACCELERATOR:
+        return "ACCELERATOR"
+    return "OTHER"
+
+
+def _all_devices() -> list[tuple[DeviceInfo, cl.Device]]:
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:  # e.g. PLATFORM_NOT_FOUND_KHR when no ICD is installed
+        raise DeviceError(f"no OpenCL platform found ({exc}); {INSTALL_HINT}") from None
+    found = []
+    for p_i, platform in enumerate(platforms):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for d_i, dev in enumerate(devices):
+            info = DeviceInfo(p_i, d_i, platform.name.strip(), dev.name.strip(), _kind(dev),
+                              dev.max_compute_units, dev.max_clock_frequency,
+                              dev.global_mem_size // (1 << 20), dev.driver_version)
+            found.append((info, dev))
+    if not found:
+        raise DeviceError(f"no OpenCL device found; {INSTALL_HINT}")
+    return found
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every OpenCL device on every platform."""
+    return [info for info, _ in _all_devices()]
+
+
+def choose_device(spec: str | None = None) -> tuple[DeviceInfo, cl.Device]:
+    """Pick a device by ``spec`` (``gpu``, ``cpu``, ``P:D`` indices or a name substring),
+    else ``$AUTOTUNE_DEVICE``, else the first GPU, else the first CPU."""
+    found = _all_devices()
+    spec = spec or os.environ.get(DEVICE_ENV) or ""
+    spec = spec.strip()
+    if not spec:
+        for kind in ("GPU", "CPU"):
+            for info, dev in found:
+                if info.kind == kind:
+                    return info, dev
+        return found[0]
+    if spec.lower() in ("gpu", "cpu"):
+        matches = [(i, d) for i, d in found if i.kind == spec.upper()]
+    elif ":" in spec and all(part.isdigit() for part in spec.split(":", 1)):
+        p, d = (int(x) for x in spec.split(":", 1))
+        matches = [(i, dv) for i, dv in found if (i.platform_index, i.device_index) == (p, d)]
+    else:
+        matches = [(i, d) for i, d in found
+                   if spec.lower() in i.name.lower() or spec.lower() in i.platform.lower()]
+    if not matches:
+        known = "; ".join(f"{i.platform_index}:{i.device_index} {i.name} ({i.kind})"
+                          for i, _ in found)
+        raise DeviceError(f"no OpenCL device matches {spec!r}; available: {known}")
+    return matches[0]

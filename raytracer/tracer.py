@@ -1,0 +1,178 @@
+"""PyOpenCL host code: uploads a scene's BVH once, renders frames in four timed phases."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+
+from raytracer.bvh import BVH, build_bvh
+from raytracer.camera import Camera
+from raytracer.opencl_device import DeviceInfo, choose_device
+from raytracer.scene import Scene
+
+PHASES = ("primary", "shadow", "ao", "shade")
+MAX_AO_RAYS = 64
+MAX_PIXELS = 16384 * 16384
+TILE = 8  # work-group is TILE x TILE pixels (the model's threads per block = 64)
+KERNEL_FILES = ("traverse.cl", "tracer.cl")
+
+
+class TracerError(RuntimeError):
+    """Rendering could not start: bad parameters or a kernel that failed to build."""
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """The knobs the tuner controls for one frame."""
+
+    ao_rays: int = 0
+    ao_radius: float = 0.1  # fraction of the scene diagonal
+    shadows: bool = True
+    phong: bool = True
+
+    def validate(self) -> None:
+        if not (0 <= int(self.ao_rays) <= MAX_AO_RAYS) or int(self.ao_rays) != self.ao_rays:
+            raise TracerError(f"ao_rays must be an integer in 0..{MAX_AO_RAYS}, got {self.ao_rays}")
+        if not (math.isfinite(self.ao_radius) and self.ao_radius > 0):
+            raise TracerError(f"ao_radius must be a positive fraction of the scene diagonal, "
+                              f"got {self.ao_radius}")
+
+
+@dataclass
+class Frame:
+    """One rendered frame: RGBA8 image, kernel seconds per phase, optional per-pixel counters."""
+
+    image: np.ndarray  # (H, W, 4) uint8
+    phase_seconds: dict[str, float]
+    counters: dict[str, np.ndarray] = field(default_factory=dict)  # phase -> (H, W, 2) int32
+
+    @property
+    def seconds(self) -> float:
+        """Total kernel time of the frame."""
+        return float(sum(self.phase_seconds.values()))
+
+
+def validate_size(width: int, height: int) -> None:
+    """Reject empty or absurd image sizes with one clear message."""
+    if int(width) != width or int(height) != height or width < 1 or height < 1:
+        raise TracerError(f"image size must be positive integers, got {width}x{height}")
+    if width * height > MAX_PIXELS:
+        raise TracerError(f"image size {width}x{height} is absurd (more than {MAX_PIXELS} pixels)")
+
+
+def kernel_source() -> str:
+    """The OpenCL C source of all tracer kernels, in include order."""
+    pkg = resources.files("raytracer") / "kernels"
+    return "\n".join((pkg / name).read_text() for name in KERNEL_FILES)
+
+
+def _build(context: cl.Context, options: list[str]) -> cl.Program:
+    program = cl.Program(context, kernel_source())
+    try:
+        return program.build(options=options)
+    except cl.RuntimeError as exc:
+        raise TracerError(f"OpenCL kernel build failed for raytracer/kernels "
+                          f"({' '.join(options) or 'no options'}):\n{exc}") from None
+
+
+def packed_normals(scene: Scene, bvh: BVH) -> np.ndarray:
+    """Per-corner vertex normals in the BVH's triangle order: (F, 12) float32 (three float4)."""
+    out = np.zeros((len(bvh.face_ids), 12), np.float32)
+    corners = scene.normals[scene.faces[bvh.face_ids]]
+    for k in range(3):
+        out[:, 4 * k:4 * k + 3] = corners[:, k]
+    return out
+
+
+class Tracer:
+    """Renders a scene with OpenCL; phase times come from profiling events."""
+
+    def __init__(self, scene: Scene, bvh: BVH | None = None, device: str | None = None,
+                 counters: bool = False, leaf_size: int = 4) -> None:
+        self.scene = scene
+        self.bvh = bvh or build_bvh(scene.triangles(), leaf_size=leaf_size)
+        self.device_info, dev = choose_device(device)
+        self.context = cl.Context([dev])
+        self.queue = cl.CommandQueue(self.context,
+                                     properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.counters = counters
+        self.program = _build(self.context, ["-cl-fast-relaxed-math", "-DCOUNTERS"] if counters
+                              else ["-cl-fast-relaxed-math"])
+        self._kernels = {name: getattr(self.program, name) for name in PHASES}
+        mf = cl.mem_flags
+        ro = mf.READ_ONLY | mf.COPY_HOST_PTR
+        self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
+        self._tris = cl.Buffer(self.context, ro, hostbuf=self.bvh.triangles)
+        self._normals = cl.Buffer(self.context, ro, hostbuf=packed_normals(scene, self.bvh))
+        self._size = (0, 0)
+        self.scene_scale = np.float32(scene.diagonal)
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.device_info
+
+    def _allocate(self, width: int, height: int) -> None:
+        if self._size == (width, height):
+            return
+        n = width * height
+        mf = cl.mem_flags
+        self._hits = cl.Buffer(self.context, mf.READ_WRITE, 16 * n)
+        self._vis = cl.Buffer(self.context, mf.READ_WRITE, 4 * n)
+        self._occ = cl.Buffer(self.context, mf.READ_WRITE, 4 * n)
+        self._image = cl.Buffer(self.context, mf.WRITE_ONLY, 4 * n)
+        self._counter_bufs = {p: cl.Buffer(self.context, mf.READ_WRITE, 8 * n)
+                              for p in PHASES[:3]} if self.counters else {}
+        self._size = (width, height)
+
+    def render(self, camera: Camera, width: int, height: int,
+               settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
+        """Render one frame; returns the image and the kernel time of each phase."""
+        validate_size(width, height)
+        settings.validate()
+        self._allocate(width, height)
+        eye, top_left, du, dv = (np.append(v, 0).astype(np.float32)
+                                 for v in camera.basis(width, height))
+        cam = (eye, top_left, du, dv, np.int32(width), np.int32(height))
+        light = np.append(self.scene.light, 0).astype(np.float32)
+        gsize = (math.ceil(width / TILE) * TILE, math.ceil(height / TILE) * TILE)
+        lsize = (TILE, TILE)
+        q, k = self.queue, self._kernels
+        extra = (lambda p: (self._counter_bufs[p],)) if self.counters else (lambda p: ())
+        events = {}
+        events["primary"] = k["primary"](q, gsize, lsize, self._nodes, self._tris, *cam,
+                                         self._hits, *extra("primary"))
+        if settings.shadows:
+            events["shadow"] = k["shadow"](q, gsize, lsize, self._nodes, self._tris, *cam, light,
+                                           self.scene_scale, self._hits, self._vis,
+                                           *extra("shadow"))
+        ao_rays = int(settings.ao_rays)
+        if ao_rays > 0:
+            radius = np.float32(settings.ao_radius * self.scene.diagonal)
+            events["ao"] = k["ao"](q, gsize, lsize, self._nodes, self._tris, *cam,
+                                   np.int32(ao_rays), radius, self.scene_scale, np.uint32(seed),
+                                   self._hits, self._occ, *extra("ao"))
+        flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
+                         | (4 if ao_rays > 0 else 0))
+        events["shade"] = k["shade"](q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
+                                     self._hits, self._vis, self._occ, self._image)
+        image = np.empty((height, width, 4), np.uint8)
+        cl.enqueue_copy(q, image, self._image)
+        counters = {}
+        for phase, buf in self._counter_bufs.items():
+            if phase in events:
+                counters[phase] = np.empty((height, width, 2), np.int32)
+                cl.enqueue_copy(q, counters[phase], buf)
+        q.finish()
+        seconds = {p: (e.profile.end - e.profile.start) * 1e-9 for p, e in events.items()}
+        return Frame(image, seconds, counters)
+
+    def hits(self) -> np.ndarray:
+        """The last frame's primary hits as (H, W, 4) float32 ``(t, u, v, prim bits)``."""
+        w, h = self._size
+        out = np.empty((h, w, 4), np.float32)
+        cl.enqueue_copy(self.queue, out, self._hits).wait()
+        return out
