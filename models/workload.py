@@ -24,7 +24,7 @@ class Workload:
     s_i: float  # triangle tests per shadow ray
     a_t: float  # traversal steps per AO ray (per AO sample, per pixel)
     a_i: float  # triangle tests per AO ray (per AO sample, per pixel)
-    t_v: float  # visible triangles: distinct triangles hit by probe rays, per probed hit tile
+    t_v: float  # visible triangles: distinct triangles hit by the probe's primary rays
     m: float  # coherence in [0, 1]: share of rays ending in the same BVH node as a tile peer
 
     @property

@@ -1,0 +1,143 @@
+"""The tracer's four phases on the CPU (numba), with per-pixel work counters.
+
+Two users: the probe traces a low-resolution view to measure the workload, and the tests
+render a reference image that the OpenCL output must match. The math mirrors
+``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from raytracer.traversal import trace
+
+SHADOW_EPS = 1e-4
+# counters[y, x, phase, 0|1] = traversal steps | triangle tests, phases in this order
+PRIMARY, SHADOW, AO = 0, 1, 2
+
+
+@nb.njit(cache=True, inline="always")
+def pcg_hash(v):
+    """PCG hash on uint32 values carried in int64 (identical to tracer.cl's pcg_hash)."""
+    state = (v * 747796405 + 2891336453) & 0xFFFFFFFF
+    word = (((state >> ((state >> 28) + 4)) ^ state) * 277803737) & 0xFFFFFFFF
+    return ((word >> 22) ^ word) & 0xFFFFFFFF
+
+
+@nb.njit(cache=True, inline="always")
+def _normalize(x, y, z):
+    n = math.sqrt(x * x + y * y + z * z)
+    return x / n, y / n, z / n
+
+
+@nb.njit(cache=True)
+def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays, ao_radius,
+           shadows, phong, seed, counters, last_node, prim_out):
+    """All phases for one pixel; returns linear RGB."""
+    ex, ey, ez = basis[0, 0], basis[0, 1], basis[0, 2]
+    dx, dy, dz = _normalize(basis[1, 0] + (x + 0.5) * basis[2, 0] + (y + 0.5) * basis[3, 0],
+                            basis[1, 1] + (x + 0.5) * basis[2, 1] + (y + 0.5) * basis[3, 1],
+                            basis[1, 2] + (x + 0.5) * basis[2, 2] + (y + 0.5) * basis[3, 2])
+    t, prim, u, v, steps, tests, last = trace(nodes, ints, tris, ex, ey, ez, dx, dy, dz,
+                                              np.inf, False)
+    counters[y, x, PRIMARY, 0] = steps
+    counters[y, x, PRIMARY, 1] = tests
+    last_node[y, x] = last
+    prim_out[y, x] = prim
+    if prim < 0:
+        s = 0.5 * (1.0 - dy)
+        return (0.55 * (1 - s) + 0.9 * s, 0.65 * (1 - s) + 0.9 * s, 0.8 * (1 - s) + 0.92 * s)
+    # geometric normal facing the viewer, offset origin
+    e1x, e1y, e1z = tris[prim, 4], tris[prim, 5], tris[prim, 6]
+    e2x, e2y, e2z = tris[prim, 8], tris[prim, 9], tris[prim, 10]
+    gx, gy, gz = _normalize(e1y * e2z - e1z * e2y, e1z * e2x - e1x * e2z, e1x * e2y - e1y * e2x)
+    if gx * dx + gy * dy + gz * dz > 0.0:
+        gx, gy, gz = -gx, -gy, -gz
+    px, py, pz = ex + t * dx, ey + t * dy, ez + t * dz
+    eps = SHADOW_EPS * scale
+    ox, oy, oz = px + gx * eps, py + gy * eps, pz + gz * eps
+    vis = 1.0
+    if shadows:
+        lx, ly, lz = light[0] - ox, light[1] - oy, light[2] - oz
+        dist = math.sqrt(lx * lx + ly * ly + lz * lz)
+        if lx * gx + ly * gy + lz * gz <= 0.0:
+            vis = 0.0
+        else:
+            _, p2, _, _, s2, k2, _ = trace(nodes, ints, tris, ox, oy, oz, lx / dist, ly / dist,
+                                           lz / dist, dist * (1.0 - SHADOW_EPS), True)
+            counters[y, x, SHADOW, 0] = s2
+            counters[y, x, SHADOW, 1] = k2
+            if p2 >= 0:
+                vis = 0.0
+    open_ = 1.0
+    if ao_rays > 0:
+        sign = 1.0 if gz >= 0.0 else -1.0
+        a = -1.0 / (sign + gz)
+        b = gx * gy * a
+        b1x, b1y, b1z = 1.0 + sign * gx * gx * a, sign * b, -sign * gx
+        b2x, b2y, b2z = b, sign + gy * gy * a, -gy
+        state = pcg_hash((y * width + x) ^ pcg_hash(seed))
+        blocked = 0
+        steps_ao = 0
+        tests_ao = 0
+        for _ in range(ao_rays):
+            state = pcg_hash(state)
+            r1 = (state >> 8) * (1.0 / 16777216.0)
+            state = pcg_hash(state)
+            r2 = (state >> 8) * (1.0 / 16777216.0)
+            r = math.sqrt(r1)
+            phi = 6.28318530718 * r2
+            cz = math.sqrt(max(0.0, 1.0 - r1))
+            cx, cy = r * math.cos(phi), r * math.sin(phi)
+            qx, qy, qz = _normalize(b1x * cx + b2x * cy + gx * cz, b1y * cx + b2y * cy + gy * cz,
+                                    b1z * cx + b2z * cy + gz * cz)
+            _, p3, _, _, s3, k3, _ = trace(nodes, ints, tris, ox, oy, oz, qx, qy, qz, ao_radius,
+                                           True)
+            steps_ao += s3
+            tests_ao += k3
+            if p3 >= 0:
+                blocked += 1
+        counters[y, x, AO, 0] = steps_ao
+        counters[y, x, AO, 1] = tests_ao
+        open_ = 1.0 - blocked / ao_rays
+    w = 1.0 - u - v
+    nx = normals[prim, 0] * w + normals[prim, 4] * u + normals[prim, 8] * v
+    ny = normals[prim, 1] * w + normals[prim, 5] * u + normals[prim, 9] * v
+    nz = normals[prim, 2] * w + normals[prim, 6] * u + normals[prim, 10] * v
+    nx, ny, nz = _normalize(nx, ny, nz)
+    if nx * dx + ny * dy + nz * dz > 0.0:
+        nx, ny, nz = -nx, -ny, -nz
+    ar, ag, ab = 0.8, 0.78, 0.72
+    if phong:
+        lx, ly, lz = _normalize(light[0] - px, light[1] - py, light[2] - pz)
+        ndl = nx * lx + ny * ly + nz * lz
+        diffuse = max(ndl, 0.0)
+        rx, ry, rz = 2.0 * ndl * nx - lx, 2.0 * ndl * ny - ly, 2.0 * ndl * nz - lz
+        spec = max(-(rx * dx + ry * dy + rz * dz), 0.0) ** 32.0 if diffuse > 0.0 else 0.0
+        k = 0.25 * open_ + 0.75 * diffuse * vis
+        return ar * k + 0.3 * spec * vis, ag * k + 0.3 * spec * vis, ab * k + 0.3 * spec * vis
+    k = open_ * (0.3 + 0.7 * abs(nx * dx + ny * dy + nz * dz))
+    return ar * k, ag * k, ab * k
+
+
+@nb.njit(cache=True, parallel=True, nogil=True)
+def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, ao_rays,
+               ao_radius, shadows, phong, seed):
+    """Render like the OpenCL tracer. Returns (RGBA8 image, counters (H,W,3,2),
+    last inner node per pixel (H,W), primary triangle per pixel (H,W), -1 = miss)."""
+    image = np.empty((height, width, 4), np.uint8)
+    counters = np.zeros((height, width, 3, 2), np.int32)
+    last_node = np.zeros((height, width), np.int32)
+    prim = np.full((height, width), -1, np.int32)
+    for y in nb.prange(height):
+        for x in range(width):
+            r, g, b = _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale,
+                             ao_rays, ao_radius, shadows, phong, seed, counters, last_node, prim)
+            image[y, x, 0] = np.uint8(min(max(r, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
+            image[y, x, 1] = np.uint8(min(max(g, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
+            image[y, x, 2] = np.uint8(min(max(b, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
+            image[y, x, 3] = 255
+    return image, counters, last_node, prim

@@ -1,0 +1,84 @@
+"""CPU low-resolution probe: trace the coming view coarsely and measure its workload (seed 002 §4).
+
+It runs on the CPU through the same BVH as the OpenCL tracer, so it can run on a worker thread
+while the device renders the previous frame (numba releases the GIL).
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+
+from models.workload import Workload
+from raytracer.bvh import BVH
+from raytracer.camera import Camera
+from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
+from raytracer.scene import Scene
+from raytracer.tracer import packed_normals
+
+
+def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
+    """Seed 002 §4.2's ``m``: share of hit rays whose last BVH node is shared by another hit
+    ray of the same ``tile`` x ``tile`` screen tile (likely cached / coalesced fetches)."""
+    h, w = last_node.shape
+    shared = 0
+    total = 0
+    for y0 in range(0, h, tile):
+        for x0 in range(0, w, tile):
+            nodes = last_node[y0:y0 + tile, x0:x0 + tile][hit[y0:y0 + tile, x0:x0 + tile]]
+            if nodes.size < 2:
+                total += nodes.size
+                continue
+            _, counts = np.unique(nodes, return_counts=True)
+            shared += int(counts[counts > 1].sum())
+            total += nodes.size
+    return shared / total if total else 0.0
+
+
+class Probe:
+    """Measures :class:`Workload` of a view at ``1/factor`` of the frame's resolution per axis."""
+
+    def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
+                 tile: int = 4, ao_radius: float = 0.1) -> None:
+        if factor < 1 or ao_samples < 1 or tile < 1:
+            raise ValueError(f"probe factor, ao_samples and tile must be >= 1, "
+                             f"got {factor}, {ao_samples}, {tile}")
+        self.scene, self.bvh = scene, bvh
+        self.factor, self.ao_samples, self.tile = factor, ao_samples, tile
+        self.ao_radius = ao_radius
+        self._normals = packed_normals(scene, bvh)
+        self._pool: ThreadPoolExecutor | None = None
+        self.last_seconds = 0.0
+
+    def measure(self, camera: Camera, width: int, height: int) -> Workload:
+        """Trace the view at low resolution and return per-pixel mean work counts."""
+        start = time.perf_counter()
+        pw, ph = max(1, round(width / self.factor)), max(1, round(height / self.factor))
+        b = self.bvh
+        _, counters, last_node, prim = render_cpu(
+            b.nodes, b.node_ints, b.triangles, self._normals, camera.basis(pw, ph), pw, ph,
+            self.scene.light, np.float32(self.scene.diagonal), self.ao_samples,
+            self.ao_radius * self.scene.diagonal, True, False, 0)
+        hit = prim >= 0
+        mean = counters.reshape(-1, 3, 2).mean(axis=0, dtype=np.float64)
+        workload = Workload(
+            pixels=int(width * height), hit_fraction=float(hit.mean()),
+            p_t=float(mean[PRIMARY, 0]), p_i=float(mean[PRIMARY, 1]),
+            s_t=float(mean[SHADOW, 0]), s_i=float(mean[SHADOW, 1]),
+            a_t=float(mean[AO, 0] / self.ao_samples), a_i=float(mean[AO, 1] / self.ao_samples),
+            t_v=float(np.unique(prim[hit]).size), m=coherence(last_node, hit, self.tile))
+        self.last_seconds = time.perf_counter() - start
+        return workload
+
+    def measure_async(self, camera: Camera, width: int, height: int) -> Future[Workload]:
+        """Start :meth:`measure` on a worker thread (overlaps the device's previous frame)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
+        return self._pool.submit(self.measure, camera, width, height)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
