@@ -1,0 +1,40 @@
+"""Shared fixtures: small scenes and one OpenCL tracer per scene for the whole session."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+
+from raytracer.scene import load_scene
+
+
+@pytest.fixture(scope="session")
+def scenes():
+    """Scenes loaded once (loading and BVH building cost tenths of a second each)."""
+    cache = {}
+
+    def get(name: str):
+        if name not in cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cache[name] = load_scene(name)
+        return cache[name]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tracers(scenes):
+    """One OpenCL Tracer per scene name, built on first use."""
+    from raytracer.tracer import Tracer
+
+    cache = {}
+
+    def get(name: str, counters: bool = False):
+        key = (name, counters)
+        if key not in cache:
+            cache[key] = Tracer(scenes(name), counters=counters)
+        return cache[key]
+
+    return get

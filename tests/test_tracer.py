@@ -1,0 +1,125 @@
+"""OpenCL tracer: images match the CPU reference, phases are timed, bad input is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import raytracer.tracer as tracer_mod
+from raytracer.cpu_render import render_cpu
+from raytracer.opencl_device import DeviceError, choose_device
+from raytracer.scene import SCENES
+from raytracer.tracer import RenderSettings, Tracer, TracerError, packed_normals
+
+W, H = 96, 54
+
+
+def reference(tracer: Tracer, settings: RenderSettings, seed: int):
+    s, b = tracer.scene, tracer.bvh
+    return render_cpu(b.nodes, b.node_ints, b.triangles, packed_normals(s, b),
+                      s.camera.basis(W, H), W, H, s.light, np.float32(s.diagonal),
+                      settings.ao_rays, settings.ao_radius * s.diagonal, settings.shadows,
+                      settings.phong, seed)
+
+
+@pytest.mark.parametrize("name", sorted(SCENES))
+def test_image_matches_cpu_reference(tracers, name):
+    tracer = tracers(name)
+    settings = RenderSettings(ao_rays=4, ao_radius=0.1, shadows=True, phong=True)
+    frame = tracer.render(tracer.scene.camera, W, H, settings, seed=5)
+    ref, *_ = reference(tracer, settings, 5)
+    diff = np.abs(frame.image.astype(int) - ref.astype(int)).max(axis=2)
+    assert frame.image.shape == (H, W, 4) and frame.image.dtype == np.uint8
+    # float op order differs (fused multiply-add, fast math): allow rare edge pixels only
+    assert (diff > 3).mean() < 0.005, f"{(diff > 3).mean():.4f} of pixels differ"
+    assert diff.mean() < 0.5
+    assert frame.image[..., :3].std() > 5  # not a blank image
+
+
+@pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False),
+                                      RenderSettings(2, 0.05, False, True),
+                                      RenderSettings(3, 0.2, True, False)])
+def test_knob_combinations_match_reference(tracers, settings):
+    tracer = tracers("spheres")
+    frame = tracer.render(tracer.scene.camera, W, H, settings, seed=1)
+    ref, *_ = reference(tracer, settings, 1)
+    diff = np.abs(frame.image.astype(int) - ref.astype(int)).max(axis=2)
+    assert (diff > 3).mean() < 0.005
+
+
+def test_phases_timed_only_when_enabled(tracers):
+    tracer = tracers("dragon-small")
+    f = tracer.render(tracer.scene.camera, W, H, RenderSettings(0, 0.1, False, True))
+    assert set(f.phase_seconds) == {"primary", "shade"}
+    f = tracer.render(tracer.scene.camera, W, H, RenderSettings(2, 0.1, True, True))
+    assert set(f.phase_seconds) == {"primary", "shadow", "ao", "shade"}
+    assert all(s > 0 for s in f.phase_seconds.values())
+    assert f.seconds == pytest.approx(sum(f.phase_seconds.values()))
+
+
+def test_counters_match_cpu_twin(tracers):
+    tracer = tracers("dragon-small", counters=True)
+    settings = RenderSettings(2, 0.1, True, True)
+    frame = tracer.render(tracer.scene.camera, W, H, settings, seed=2)
+    _, counters, _, _ = reference(tracer, settings, 2)
+    for i, phase in enumerate(("primary", "shadow", "ao")):
+        gpu = frame.counters[phase].astype(np.float64).mean(axis=(0, 1))
+        cpu = counters[:, :, i].astype(np.float64).mean(axis=(0, 1))
+        assert gpu == pytest.approx(cpu, rel=0.01), phase
+
+
+def test_resize_between_frames(tracers):
+    tracer = tracers("dragon-small")
+    a = tracer.render(tracer.scene.camera, 40, 30)
+    b = tracer.render(tracer.scene.camera, 33, 17)  # not a multiple of the 8x8 tile
+    assert a.image.shape == (30, 40, 4) and b.image.shape == (17, 33, 4)
+
+
+@pytest.mark.parametrize("w, h", [(0, 10), (10, -1), (100000, 100000), (1.5, 10)])
+def test_bad_image_size(tracers, w, h):
+    with pytest.raises(TracerError, match="image size"):
+        tracers("dragon-small").render(tracers("dragon-small").scene.camera, w, h)
+
+
+@pytest.mark.parametrize("rays", [-1, 65, 2.5])
+def test_ao_rays_out_of_range(tracers, rays):
+    t = tracers("dragon-small")
+    with pytest.raises(TracerError, match="ao_rays must be an integer in 0..64"):
+        t.render(t.scene.camera, 8, 8, RenderSettings(ao_rays=rays))
+
+
+def test_bad_ao_radius(tracers):
+    t = tracers("dragon-small")
+    with pytest.raises(TracerError, match="ao_radius"):
+        t.render(t.scene.camera, 8, 8, RenderSettings(ao_rays=1, ao_radius=float("nan")))
+
+
+def test_no_opencl_platform_says_how_to_install(monkeypatch):
+    def no_platforms():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
+    monkeypatch.setattr(cl, "get_platforms", no_platforms)
+    with pytest.raises(DeviceError, match="pip install pocl-binary-distribution"):
+        choose_device()
+
+
+def test_unknown_device_lists_available():
+    with pytest.raises(DeviceError, match="no OpenCL device matches 'no-such-gpu'; available"):
+        choose_device("no-such-gpu")
+
+
+def test_device_from_environment(monkeypatch):
+    info, _ = choose_device()
+    monkeypatch.setenv("AUTOTUNE_DEVICE", f"{info.platform_index}:{info.device_index}")
+    assert choose_device()[0] == info
+    monkeypatch.setenv("AUTOTUNE_DEVICE", "no-such-gpu")
+    with pytest.raises(DeviceError):
+        choose_device()
+
+
+def test_kernel_build_failure_shows_build_log(scenes, monkeypatch):
+    monkeypatch.setattr(tracer_mod, "kernel_source", lambda: "__kernel void primary( { oops")
+    with pytest.raises(TracerError, match="kernel build failed") as err:
+        Tracer(scenes("dragon-small"))
+    assert "oops" in str(err.value) or "error" in str(err.value).lower()
