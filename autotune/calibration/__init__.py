@@ -1,0 +1,23 @@
+"""Device calibration: OpenCL microbenchmarks that measure a Hong–Kim DeviceProfile."""
+
+from autotune.calibration.microbench import (
+    DepartureFit,
+    MicrobenchError,
+    MicrobenchResult,
+    default_device,
+    fit_departure_delay,
+    profile_from_microbench,
+    run_microbench,
+    warp_size_of,
+)
+
+__all__ = [
+    "DepartureFit",
+    "MicrobenchError",
+    "MicrobenchResult",
+    "default_device",
+    "fit_departure_delay",
+    "profile_from_microbench",
+    "run_microbench",
+    "warp_size_of",
+]

@@ -1,0 +1,411 @@
+"""OpenCL microbenchmarks that measure a device's Hong–Kim parameters (seed 002 §3, Table 4).
+
+Four measurements, in the spirit of Hong & Kim (ISCA 2009), each timed with profiling
+events as the slope between two loop lengths (so launch overhead cancels):
+
+1. memory latency ``c_ml``: one work-item chases pointers through a random single-cycle
+   permutation of a buffer much larger than the last-level cache; seconds per dependent
+   load times the clock (``device.max_clock_frequency``) gives cycles;
+2. departure delays: every work-item issues dependent loads, coalesced (lanes of a warp read
+   consecutive words) or uncoalesced (every lane a random word of its own), at growing
+   occupancy ``n`` warps per core. With ``n`` warps in flight a round of loads takes
+   ``max(latency, n * departure_delay)`` cycles; ``fit_departure_delay`` fits both from the
+   curve (the slope where the memory system, not latency, limits);
+3. issue cycles ``C_i``: 8 independent chains of dependent multiply-adds per work-item over
+   32 warps per core; cycles per warp instruction per core, a multiply-add counted as one
+   instruction (one FMA, as PTX counts it);
+4. effective read bandwidth in GB/s: a grid-stride float4 sweep over the large buffer.
+
+Device terms: a core is an OpenCL compute unit (an SM, a SIMD engine, or on a CPU a hardware
+thread, as PoCL exposes it); a warp is ``preferred work-group size multiple`` of a kernel on a
+GPU (32 on NVIDIA, 64 on AMD) and ``native_vector_width_float`` on a CPU (the SIMD lanes that
+PoCL's vectoriser fills with work-items: 16 floats for AVX-512, 8 for AVX2). Launches use one
+warp per work-group, so ``n`` warps per core are ``n * cores`` work-groups.
+
+The uncoalesced departure delay is stored per memory transaction, the unit of
+``DeviceProfile.dep_delay_uncoal``: the fitted per-warp delay divided by the transactions of
+one warp access, taken as the warp size (each lane touches its own cache line).
+
+This module uses pyopencl directly and imports nothing from the ray tracer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+from numpy.typing import ArrayLike
+
+from models.device_profile import DeviceProfile
+
+CHAINS = 8  # independent FMA chains per work-item in fma_chain (see microbench.cl)
+QUICK_WARPS = (1, 2, 4, 8, 16, 32)
+FULL_WARPS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+Progress = Callable[[str], None]
+
+
+class MicrobenchError(RuntimeError):
+    """No OpenCL device, a kernel that failed to build, or a measurement that makes no sense."""
+
+
+@dataclass(frozen=True)
+class DepartureFit:
+    """Fit of ``cycles = max(latency, n * departure_delay)`` to a per-occupancy curve."""
+
+    latency: float  # cycles per round while latency bound (flat part)
+    departure_delay: float  # cycles per warp where the memory system limits (slope)
+    limited_points: int  # points on the sloped part; 0 means departure_delay is an upper bound
+
+
+@dataclass(frozen=True)
+class MicrobenchResult:
+    """Measured Hong–Kim parameters of one device (cycles at ``clock_ghz``) and raw data."""
+
+    device_name: str
+    cores: int
+    warp_size: int
+    clock_ghz: float
+    mem_latency_cycles: float  # c_ml from pointer chasing
+    dep_delay_coal: float  # cycles between coalesced warp accesses
+    dep_delay_uncoal: float  # cycles per transaction of an uncoalesced warp access
+    transactions_per_uncoal: int  # transactions of one uncoalesced warp access (= warp size)
+    issue_cycles: float  # C_i: cycles per warp instruction per core
+    bandwidth_gbs: float  # effective read bandwidth
+    quick: bool
+    raw: dict[str, Any] = field(default_factory=dict, hash=False)  # every measurement
+
+
+def fit_departure_delay(warps_per_core: ArrayLike, cycles_per_round: ArrayLike) -> DepartureFit:
+    """Fit ``max(latency, n * dd)`` to (warps, cycles) by trying every split into flat and
+    sloped points (geometric means in each part, least squares in log space)."""
+    n = np.asarray(warps_per_core, dtype=np.float64)
+    y = np.asarray(cycles_per_round, dtype=np.float64)
+    if n.shape != y.shape or n.ndim != 1 or len(n) < 2:
+        raise ValueError("need two equally long 1-D sequences of at least 2 points")
+    if not (np.all(np.isfinite(n)) and np.all(np.isfinite(y)) and np.all(n > 0) & np.all(y > 0)):
+        raise ValueError("warps and cycles must be finite and positive")
+    order = np.argsort(n, kind="stable")
+    n, y = n[order], y[order]
+    log_y = np.log(y)
+    best: tuple[float, DepartureFit] | None = None
+    for k in range(len(n), -1, -1):  # the first k points are latency bound (ties: more)
+        dd = math.exp(float(np.mean(log_y[k:] - np.log(n[k:])))) if k < len(n) else None
+        lat = math.exp(float(np.mean(log_y[:k]))) if k > 0 else None
+        if lat is None:
+            assert dd is not None
+            lat = dd * float(n[0])  # all sloped: the knee is at or below the first point
+        if dd is None:
+            dd = lat / float(n[-1])  # all flat: the knee is at or past the last point
+        sse = float(np.sum((np.log(np.maximum(lat, n * dd)) - log_y) ** 2))
+        if best is None or sse < best[0] - 1e-12:
+            best = (sse, DepartureFit(lat, dd, len(n) - k))
+    assert best is not None
+    return best[1]
+
+
+# --------------------------------------------------------------------------- device helpers
+
+
+def default_device() -> cl.Device:
+    """The first GPU of any platform, else the first device at all (e.g. PoCL's CPU)."""
+    try:
+        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
+    except cl.Error as exc:
+        raise MicrobenchError(f"no OpenCL platform found ({exc})") from None
+    if not devices:
+        raise MicrobenchError("no OpenCL device found")
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    return (gpus or devices)[0]
+
+
+def _is_cpu(device: cl.Device) -> bool:
+    return bool(device.type & cl.device_type.CPU)
+
+
+def warp_size_of(device: cl.Device, kernel: cl.Kernel | None = None) -> int:
+    """SIMD width as Hong–Kim's warp: CPU native float vector width, GPU work-group multiple."""
+    if _is_cpu(device):
+        return max(1, int(device.native_vector_width_float))
+    if kernel is not None:
+        multiple = kernel.get_work_group_info(
+            cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device
+        )
+        if multiple > 0:
+            return int(multiple)
+    return 32
+
+
+def kernel_source() -> str:
+    """The OpenCL C source of the microbenchmark kernels."""
+    path = resources.files("autotune.calibration") / "kernels" / "microbench.cl"
+    return path.read_text()
+
+
+# --------------------------------------------------------------------------- runner
+
+
+class _Bench:
+    """One device's context, queue, kernels and timing helpers."""
+
+    def __init__(self, device: cl.Device, quick: bool, progress: Progress) -> None:
+        self.device = device
+        self.quick = quick
+        self.progress = progress
+        self.ctx = cl.Context([device])
+        self.queue = cl.CommandQueue(
+            self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE
+        )
+        try:
+            self.program = cl.Program(self.ctx, kernel_source()).build(options=["-cl-mad-enable"])
+        except cl.Error as exc:
+            raise MicrobenchError(
+                f"autotune/calibration/kernels/microbench.cl failed to build on "
+                f"{device.name.strip()}:\n{exc}"
+            ) from None
+        self.kernels = {
+            name: cl.Kernel(self.program, name)
+            for name in ("chase", "stream_coal", "stream_uncoal", "fma_chain", "read_bw")
+        }
+        self.target_s = 0.01 if quick else 0.05
+        self.repeats = 3 if quick else 5
+        self.cores = int(device.max_compute_units)
+        self.warp = min(
+            warp_size_of(device, self.kernels["stream_coal"]), device.max_work_group_size
+        )
+        self.serial_items = _is_cpu(device)  # PoCL runs a work-item's loop serially
+        self.clock_hz = float(device.max_clock_frequency) * 1e6
+        if self.clock_hz <= 0:
+            raise MicrobenchError(f"{device.name.strip()} reports no clock frequency")
+
+    def strides(self, items: int, words: int) -> tuple[int, int]:
+        """(lane_stride, round_stride) of the device's best streaming pattern over ``words``."""
+        if self.serial_items:
+            return max(1, words // items), 1
+        return 1, items
+
+    def run(self, kernel: cl.Kernel, global_size: int, local_size: int | None, *args: Any) -> float:
+        """Seconds of one launch from its profiling event (best of ``repeats``)."""
+        kernel.set_args(*args)
+        best = math.inf
+        local = (local_size,) if local_size else None
+        for _ in range(self.repeats):
+            event = cl.enqueue_nd_range_kernel(self.queue, kernel, (global_size,), local)
+            event.wait()
+            best = min(best, (event.profile.end - event.profile.start) * 1e-9)
+        return best
+
+    def per_iter(self, timed: Callable[[int], float], iters0: int, max_iters: int) -> float:
+        """Seconds per loop iteration: slope between two loop lengths sized to the target."""
+        iters = iters0
+        t = timed(iters)
+        while t < self.target_s / 4 and iters < max_iters:
+            iters = min(max_iters, iters * 4)
+            t = timed(iters)
+        iters = int(min(max_iters, max(iters, iters * self.target_s / max(t, 1e-9))))
+        half = max(1, iters // 2)
+        t_half, t_full = timed(half), timed(iters)
+        slope = (t_full - t_half) / (iters - half) if iters > half else 0.0
+        if not slope > 0:  # noisy device: fall back to the mean including overhead
+            slope = t_full / iters
+        return slope
+
+
+def _progress_callback(progress: bool | Progress | None, total: int) -> tuple[Progress, Any]:
+    if callable(progress):
+        return progress, None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc="microbenchmarks", unit="step")
+
+        def tick(msg: str) -> None:
+            bar.set_postfix_str(msg)
+            bar.update(1)
+
+        return tick, bar
+    return (lambda msg: None), None
+
+
+def run_microbench(
+    device: cl.Device | None = None,
+    quick: bool = False,
+    progress: bool | Progress | None = None,
+    seed: int = 0,
+    warps_per_core: Sequence[int] | None = None,
+) -> MicrobenchResult:
+    """Measure latency, departure delays, issue cycles and bandwidth of ``device``.
+
+    ``progress``: True for a tqdm bar, or a callable given one message per finished step.
+    ``quick`` takes a few seconds (64 MiB buffer, short timings); the full run is steadier.
+    """
+    device = device or default_device()
+    warps = tuple(warps_per_core or (QUICK_WARPS if quick else FULL_WARPS))
+    tick, bar = _progress_callback(progress, 4 + 2 * len(warps))
+    try:
+        return _measure(device, quick, warps, seed, tick)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _buffer_words(device: cl.Device, quick: bool) -> int:
+    """Power-of-two buffer length in 32-bit words: 64 MiB quick, 256 MiB full, at least twice
+    the device's reported cache, capped by its allocation limit."""
+    want = max((64 if quick else 256) << 20, 2 * int(device.global_mem_cache_size or 0))
+    cap = min(int(device.max_mem_alloc_size), int(device.global_mem_size) // 4)
+    return (1 << int(math.floor(math.log2(min(want, cap))))) // 4
+
+
+def _measure(
+    device: cl.Device, quick: bool, warps: tuple[int, ...], seed: int, tick: Progress
+) -> MicrobenchResult:
+    b = _Bench(device, quick, tick)
+    tick("build")
+    mf = cl.mem_flags
+    n_words = _buffer_words(device, quick)
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(n_words).astype(np.uint32)
+    nxt = np.empty(n_words, np.uint32)
+    nxt[perm[:-1]] = perm[1:]  # one cycle through every word
+    nxt[perm[-1]] = perm[0]
+    data = cl.Buffer(b.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=nxt)
+    del nxt, perm
+    max_items = b.cores * max(max(warps), 32) * b.warp
+    out = cl.Buffer(b.ctx, mf.READ_WRITE, size=4 * max_items)
+
+    chase = b.kernels["chase"]
+    latency_s = b.per_iter(
+        lambda s: b.run(chase, 1, 1, data, np.uint32(0), np.int32(s), out),
+        1 << 10,
+        min(n_words * 4, 1 << 24),
+    )
+    mem_latency = latency_s * b.clock_hz
+    tick("latency")
+
+    cl.enqueue_fill_buffer(b.queue, data, np.uint32(0), 0, 4 * n_words).wait()
+    mask = np.uint32(n_words - 1)
+    coal_cycles, uncoal_cycles = [], []
+    coal, uncoal = b.kernels["stream_coal"], b.kernels["stream_uncoal"]
+    for n in warps:
+        items = b.cores * n * b.warp
+        lane, step = (np.uint32(x) for x in b.strides(items, n_words))
+        per = b.per_iter(
+            lambda k, items=items, lane=lane, step=step: b.run(
+                coal, items, b.warp, data, mask, lane, step, np.int32(k), out
+            ),
+            16,
+            1 << 22,
+        )
+        coal_cycles.append(per * b.clock_hz)
+        tick(f"coalesced {n} warps/core")
+    for n in warps:
+        items = b.cores * n * b.warp
+        per = b.per_iter(
+            lambda k, items=items: b.run(uncoal, items, b.warp, data, mask, np.int32(k), out),
+            4,
+            1 << 22,
+        )
+        uncoal_cycles.append(per * b.clock_hz)
+        tick(f"uncoalesced {n} warps/core")
+    fit_c = fit_departure_delay(warps, coal_cycles)
+    fit_u = fit_departure_delay(warps, uncoal_cycles)
+
+    compute_warps = 32
+    items = b.cores * compute_warps * b.warp
+    fma = b.kernels["fma_chain"]
+    per = b.per_iter(
+        lambda k: b.run(
+            fma, items, b.warp, np.int32(k), np.float32(0.999999), np.float32(1e-7), out
+        ),
+        64,
+        1 << 24,
+    )
+    issue_cycles = per * b.clock_hz / (compute_warps * CHAINS)
+    tick("compute")
+
+    bw_items = b.cores * 32 * b.warp
+    per_item = n_words // 4 // bw_items
+    bytes_read = 16 * per_item * bw_items
+    lane, step = (np.uint32(x) for x in b.strides(bw_items, n_words // 4))
+    t_bw = b.run(b.kernels["read_bw"], bw_items, b.warp, data, lane, step, np.int32(per_item), out)
+    bandwidth = bytes_read / t_bw / 1e9
+    tick("bandwidth")
+    data.release()
+    out.release()
+
+    values = {
+        "mem_latency": mem_latency,
+        "dep_delay_coal": fit_c.departure_delay,
+        "dep_delay_uncoal": fit_u.departure_delay / b.warp,
+        "issue_cycles": issue_cycles,
+        "bandwidth_gbs": bandwidth,
+    }
+    for key, value in values.items():
+        if not (math.isfinite(value) and value > 0):
+            raise MicrobenchError(f"{device.name.strip()}: measured {key} = {value} is unusable")
+    raw = {
+        "buffer_bytes": 4 * n_words,
+        "seconds_per_dependent_load": latency_s,
+        "warps_per_core": list(warps),
+        "coal_cycles_per_round": coal_cycles,
+        "uncoal_cycles_per_round": uncoal_cycles,
+        "coal_fit": vars(fit_c),
+        "uncoal_fit": vars(fit_u),
+        "dep_delay_uncoal_per_warp": fit_u.departure_delay,
+        "compute_warps_per_core": compute_warps,
+        "fma_chains": CHAINS,
+        "seconds_per_fma_round": per,
+        "bandwidth_seconds": t_bw,
+        "bandwidth_bytes": bytes_read,
+    }
+    return MicrobenchResult(
+        device_name=device.name.strip(),
+        cores=b.cores,
+        warp_size=b.warp,
+        clock_ghz=b.clock_hz / 1e9,
+        mem_latency_cycles=mem_latency,
+        dep_delay_coal=fit_c.departure_delay,
+        dep_delay_uncoal=fit_u.departure_delay / b.warp,
+        transactions_per_uncoal=b.warp,
+        issue_cycles=issue_cycles,
+        bandwidth_gbs=bandwidth,
+        quick=quick,
+        raw=raw,
+    )
+
+
+def profile_from_microbench(
+    result: MicrobenchResult,
+    device_name: str,
+    driver: str,
+    cores: int,
+    warp_size: int,
+    clock_ghz: float,
+    max_blocks_per_core: int,
+) -> DeviceProfile:
+    """A DeviceProfile from measurements; cycle figures are rescaled if ``clock_ghz`` differs
+    from the clock the measurement assumed (seconds are what was measured)."""
+    scale = clock_ghz / result.clock_ghz
+    return DeviceProfile(
+        name=device_name,
+        driver=driver,
+        cores=cores,
+        warp_size=warp_size,
+        issue_cycles=result.issue_cycles * scale,
+        max_blocks_per_core=max_blocks_per_core,
+        clock_ghz=clock_ghz,
+        bandwidth_gbs=result.bandwidth_gbs,
+        mem_latency=result.mem_latency_cycles * scale,
+        dep_delay_coal=result.dep_delay_coal * scale,
+        dep_delay_uncoal=result.dep_delay_uncoal * scale,
+        transactions_per_uncoal=result.transactions_per_uncoal,
+        source=(
+            f"microbenchmarks ({'quick' if result.quick else 'full'}) on "
+            f"{result.device_name}, autotune.calibration.microbench"
+        ),
+    )
