@@ -12,6 +12,7 @@ from autotune.calibration import (
     MicrobenchResult,
     default_device,
     fit_departure_delay,
+    measure_device_profile,
     profile_from_microbench,
     run_microbench,
 )
@@ -92,3 +93,9 @@ def test_profile_from_microbench(quick_result: MicrobenchResult) -> None:
     )
     assert doubled.mem_latency == pytest.approx(2 * r.mem_latency_cycles)  # same seconds
     assert doubled.bandwidth_gbs == pytest.approx(r.bandwidth_gbs)
+
+
+def test_measure_device_profile_bad_index() -> None:
+    _device_or_skip()
+    with pytest.raises(MicrobenchError, match="99:0"):
+        measure_device_profile(99, 0, quick=True)

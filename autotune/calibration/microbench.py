@@ -409,3 +409,42 @@ def profile_from_microbench(
             f"{result.device_name}, autotune.calibration.microbench"
         ),
     )
+
+
+def device_at(platform_index: int, device_index: int) -> cl.Device:
+    """The OpenCL device at these platform and device indices (as ``autotune devices`` lists)."""
+    try:
+        return cl.get_platforms()[platform_index].get_devices()[device_index]
+    except (cl.Error, IndexError) as exc:
+        raise MicrobenchError(f"no OpenCL device {platform_index}:{device_index} ({exc})") from None
+
+
+def default_max_blocks_per_core(device: cl.Device) -> int:
+    """Occupancy guess: 1 work-group per CPU thread (PoCL), 16 per NVIDIA SM, 8 otherwise."""
+    if _is_cpu(device):
+        return 1
+    return 16 if "nvidia" in device.vendor.lower() else 8
+
+
+def measure_device_profile(
+    platform_index: int | None = None,
+    device_index: int | None = None,
+    quick: bool = False,
+    progress: bool | Progress | None = None,
+    max_blocks_per_core: int | None = None,
+) -> DeviceProfile:
+    """Run the microbenchmarks on a device (default: ``default_device()``) and profile it."""
+    if platform_index is None or device_index is None:
+        device = default_device()
+    else:
+        device = device_at(platform_index, device_index)
+    result = run_microbench(device, quick=quick, progress=progress)
+    return profile_from_microbench(
+        result,
+        device_name=device.name.strip(),
+        driver=device.driver_version,
+        cores=result.cores,
+        warp_size=result.warp_size,
+        clock_ghz=result.clock_ghz,
+        max_blocks_per_core=max_blocks_per_core or default_max_blocks_per_core(device),
+    )
