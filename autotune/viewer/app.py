@@ -1,0 +1,516 @@
+"""The viewer application: a glfw window (or an offscreen EGL framebuffer), input, main loop.
+
+Every frame: the tuner-governed renderer traces the scene, the image is uploaded as a texture
+and drawn with the overlay. Upload + overlay are timed (``ctx.finish()`` included) so the
+display's share of the frame budget is visible in the overlay and in ``--record``'s run.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import glfw
+import moderngl
+import numpy as np
+
+from autotune.viewer import ViewerError
+from autotune.viewer.controls import CameraController
+from autotune.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
+from autotune.viewer.record import Recorder, save_png
+from raytracer.camera import Camera, load_path
+
+GL_VERSION = 330
+TARGET_STEP = 1.25  # factor per +/- press
+TARGET_LIMITS = (0.001, 10.0)  # seconds
+CONTROLLER_KEYS = {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed", glfw.KEY_3: "pi"}
+CONTROLLER_NAMES = {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
+FLY_KEYS = {  # key -> (forward, right, up)
+    glfw.KEY_W: (1, 0, 0),
+    glfw.KEY_UP: (1, 0, 0),
+    glfw.KEY_S: (-1, 0, 0),
+    glfw.KEY_DOWN: (-1, 0, 0),
+    glfw.KEY_A: (0, -1, 0),
+    glfw.KEY_LEFT: (0, -1, 0),
+    glfw.KEY_D: (0, 1, 0),
+    glfw.KEY_RIGHT: (0, 1, 0),
+    glfw.KEY_E: (0, 0, 1),
+    glfw.KEY_Q: (0, 0, -1),
+}
+HELP = [
+    "mouse drag     orbit",
+    "W A S D/arrows fly   Q/E down/up",
+    "scroll         dolly",
+    "R              reset camera",
+    "+ / -          target frame time",
+    "T              tuning on/off",
+    "1 / 2 / 3      feed-forward/fixed/PI",
+    "Shift+S        shadows auto/on/off",
+    "O              overlay on/off",
+    "P              screenshot",
+    "H              this help",
+    "Esc            quit",
+]
+EMA = 0.1  # smoothing of fps and display time
+
+_SCENE_VS = """
+#version 330
+in vec2 in_pos;
+out vec2 uv;
+void main() {
+    uv = in_pos * 0.5 + 0.5;
+    gl_Position = vec4(in_pos, 0.0, 1.0);
+}
+"""
+_SCENE_FS = """
+#version 330
+uniform sampler2D image;
+in vec2 uv;
+out vec4 frag;
+void main() { frag = vec4(texture(image, uv).rgb, 1.0); }
+"""
+
+
+def on_off(flag: bool) -> str:
+    return "on" if flag else "off"
+
+
+class SceneView:
+    """Shows the ray-traced image: a framebuffer blit when sizes match, else a stretched quad.
+
+    The blit is the cheap path (a copy, no shading): it keeps the display's share of the
+    frame small even on a software OpenGL. Rows are flipped on upload (GL rows go bottom up).
+    """
+
+    def __init__(self, ctx: moderngl.Context) -> None:
+        self.ctx = ctx
+        self.program = ctx.program(vertex_shader=_SCENE_VS, fragment_shader=_SCENE_FS)
+        quad = np.array([-1, -1, 1, -1, -1, 1, 1, 1], np.float32)
+        self.vao = ctx.vertex_array(self.program, [(ctx.buffer(quad.tobytes()), "2f", "in_pos")])
+        self.texture: moderngl.Texture | None = None
+        self.source: moderngl.Framebuffer | None = None
+
+    def draw(self, image: np.ndarray, target: moderngl.Framebuffer, size: tuple[int, int]) -> None:
+        """Upload ``image`` (H, W, 4 uint8, top row first) and show it over all of ``target``
+        (``size``: its current size; the default framebuffer's own record of it goes stale)."""
+        h, w = image.shape[:2]
+        if self.texture is None or self.texture.size != (w, h):
+            if self.texture is not None:
+                self.source.release()
+                self.texture.release()
+            self.texture = self.ctx.texture((w, h), 4)
+            self.texture.filter = (moderngl.LINEAR, moderngl.LINEAR)
+            self.source = self.ctx.framebuffer(color_attachments=[self.texture])
+        self.texture.write(np.ascontiguousarray(image[::-1]))
+        if size == (w, h):
+            self.ctx.copy_framebuffer(target, self.source)
+            return
+        target.use()
+        self.ctx.viewport = (0, 0, *size)
+        self.texture.use(location=0)
+        self.program["image"].value = 0
+        self.vao.render(moderngl.TRIANGLE_STRIP)
+
+
+def _read_rgb(fbo: moderngl.Framebuffer, size: tuple[int, int]) -> np.ndarray:
+    """The framebuffer's ``size`` pixels as an (H, W, 3) uint8 image, top row first."""
+    w, h = size
+    data = np.frombuffer(fbo.read((0, 0, w, h), components=3, alignment=1), np.uint8)
+    data = data.reshape(h, w, 3)
+    return data[::-1].copy()
+
+
+class WindowSurface:
+    """A glfw window with an OpenGL 3.3 core context; input goes to the ``on_*`` hooks."""
+
+    def __init__(self, width: int, height: int, title: str) -> None:
+        if sys.platform.startswith("linux") and not (
+            os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        ):
+            raise ViewerError(
+                "no display: DISPLAY is not set. Use --headless to render "
+                "offscreen, or run under a virtual X server, Xvfb "
+                "(e.g. xvfb-run -s '-screen 0 1280x720x24' autotune view ...)"
+            )
+        glfw.ERROR_REPORTING = "raise"
+        try:
+            glfw.init()
+        except glfw.GLFWError as exc:
+            raise ViewerError(
+                f"cannot open the display ({_glfw_message(exc)}). Use --headless "
+                f"to render offscreen, or run under Xvfb"
+            ) from None
+        glfw.window_hint(glfw.CONTEXT_VERSION_MAJOR, 3)
+        glfw.window_hint(glfw.CONTEXT_VERSION_MINOR, 3)
+        glfw.window_hint(glfw.OPENGL_PROFILE, glfw.OPENGL_CORE_PROFILE)
+        glfw.window_hint(glfw.OPENGL_FORWARD_COMPAT, True)
+        try:
+            self.window = glfw.create_window(width, height, title, None, None)
+            glfw.make_context_current(self.window)
+            self.ctx = moderngl.create_context(require=GL_VERSION)
+        except (glfw.GLFWError, Exception) as exc:  # moderngl raises plain Exception
+            glfw.terminate()
+            msg = _glfw_message(exc) if isinstance(exc, glfw.GLFWError) else str(exc)
+            raise ViewerError(
+                f"no OpenGL 3.3 core context available ({msg}); the viewer needs "
+                f"OpenGL 3.3 (update the graphics driver, or use --headless)"
+            ) from None
+        glfw.ERROR_REPORTING = "log"  # from here on, glfw trouble must not stop the loop
+        glfw.swap_interval(0)  # never wait for vsync: the tuner owns the frame time
+        self.fbo = self.ctx.screen
+        self.resized: tuple[int, int] | None = None
+        glfw.set_framebuffer_size_callback(self.window, self._on_resize)
+
+    def _on_resize(self, _window, width: int, height: int) -> None:
+        self.resized = (width, height)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return glfw.get_framebuffer_size(self.window)
+
+    def poll(self) -> None:
+        glfw.poll_events()
+
+    def should_close(self) -> bool:
+        return bool(glfw.window_should_close(self.window))
+
+    def present(self) -> None:
+        glfw.swap_buffers(self.window)
+
+    def read(self) -> np.ndarray:
+        return _read_rgb(self.fbo, self.size)
+
+    def close(self) -> None:
+        glfw.terminate()
+
+
+def _glfw_message(exc: glfw.GLFWError) -> str:
+    text = str(exc)
+    return text.split(") ", 1)[-1].strip("b'\"") if ") " in text else text
+
+
+class OffscreenSurface:
+    """An EGL context rendering into a framebuffer object (``--headless``)."""
+
+    def __init__(self, width: int, height: int) -> None:
+        try:
+            self.ctx = moderngl.create_standalone_context(require=GL_VERSION, backend="egl")
+        except Exception as exc:  # moderngl/glcontext raise plain Exception
+            raise ViewerError(
+                f"no headless OpenGL 3.3 context (EGL): {exc}. Install Mesa's EGL "
+                f"(libegl1, libgl1-mesa-dri) or run with a display"
+            ) from None
+        self.fbo = self.ctx.framebuffer(color_attachments=[self.ctx.renderbuffer((width, height))])
+        self.size = (width, height)
+        self.resized: tuple[int, int] | None = None
+
+    def poll(self) -> None:
+        pass
+
+    def should_close(self) -> bool:
+        return False
+
+    def present(self) -> None:
+        pass
+
+    def read(self) -> np.ndarray:
+        return _read_rgb(self.fbo, self.size)
+
+    def close(self) -> None:
+        self.ctx.release()
+
+
+class Viewer:
+    """The main loop: input -> camera -> tuned render -> texture + overlay -> present/record."""
+
+    def __init__(
+        self,
+        surface: WindowSurface | OffscreenSurface,
+        renderer,
+        scene_name: str,
+        controller: str,
+        path: list[Camera] | None = None,
+        frames: int | None = None,
+        recorder: Recorder | None = None,
+        screenshot_dir: Path = Path("."),
+    ) -> None:
+        self.surface, self.ctx, self.renderer = surface, surface.ctx, renderer
+        self.scene_name, self.controller = scene_name, controller
+        self.path, self.max_frames = path, frames
+        self.recorder, self.screenshot_dir = recorder, screenshot_dir
+        scene = renderer.scene
+        self.controls = CameraController(scene.camera, scene.diagonal)
+        self.scene_view = SceneView(self.ctx)
+        self.overlay = Overlay(self.ctx)
+        self.history = FrameHistory()
+        self.held: set[int] = set()
+        self.show_help, self.show_overlay = False, True
+        self.screenshot_pending = self.quit = False
+        self.frame_index = 0
+        self.fps = self.display_seconds = math.nan
+        self.screenshots: list[Path] = []
+        self._drag: tuple[float, float] | None = None
+        self._last_time: float | None = None
+        self._start = time.perf_counter()
+        if isinstance(surface, WindowSurface):
+            w = surface.window
+            glfw.set_key_callback(w, self.key_callback)
+            glfw.set_mouse_button_callback(w, self.mouse_button_callback)
+            glfw.set_cursor_pos_callback(w, self.cursor_callback)
+            glfw.set_scroll_callback(w, self.scroll_callback)
+
+    # ---- input ----------------------------------------------------------------------------
+
+    def key_callback(self, _window, key: int, _scancode: int, action: int, mods: int) -> None:
+        """glfw key callback: held keys for flying, presses (and repeats for +/-) for commands."""
+        if action == glfw.RELEASE:
+            self.held.discard(key)
+            return
+        if action == glfw.PRESS:
+            self.held.add(key)
+        if key in (glfw.KEY_EQUAL, glfw.KEY_KP_ADD):
+            self.set_target(self.renderer.target_seconds * TARGET_STEP)
+        elif key in (glfw.KEY_MINUS, glfw.KEY_KP_SUBTRACT):
+            self.set_target(self.renderer.target_seconds / TARGET_STEP)
+        elif action != glfw.PRESS:
+            return
+        elif key == glfw.KEY_ESCAPE:
+            self.quit = True
+        elif key == glfw.KEY_T:
+            self.renderer.tuning = not self.renderer.tuning
+        elif key in CONTROLLER_KEYS:
+            self.controller = CONTROLLER_KEYS[key]
+            self.renderer.set_controller(self.controller)
+        elif key == glfw.KEY_S and mods & glfw.MOD_SHIFT:
+            self.held.discard(key)
+            cycle = {None: True, True: False, False: None}
+            self.renderer.force_shadows = cycle[self.renderer.force_shadows]
+        elif key == glfw.KEY_P:
+            self.screenshot_pending = True
+        elif key == glfw.KEY_R:
+            self.controls.reset()
+        elif key == glfw.KEY_H:
+            self.show_help = not self.show_help
+        elif key == glfw.KEY_O:
+            self.show_overlay = not self.show_overlay
+
+    def set_target(self, seconds: float) -> None:
+        self.renderer.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
+
+    def mouse_button_callback(self, window, button: int, action: int, _mods: int) -> None:
+        if button == glfw.MOUSE_BUTTON_LEFT:
+            self._drag = glfw.get_cursor_pos(window) if action == glfw.PRESS else None
+
+    def cursor_callback(self, _window, x: float, y: float) -> None:
+        if self._drag is not None:
+            self.controls.orbit(x - self._drag[0], y - self._drag[1])
+            self._drag = (x, y)
+
+    def scroll_callback(self, _window, _dx: float, dy: float) -> None:
+        self.controls.dolly(dy)
+
+    # ---- frame ----------------------------------------------------------------------------
+
+    def _camera(self, seconds: float) -> Camera:
+        if self.path is not None:
+            return self.path[self.frame_index]
+        move = np.sum([FLY_KEYS[k] for k in self.held if k in FLY_KEYS], axis=0)
+        if np.any(move):
+            self.controls.fly(*np.clip(move, -1, 1), seconds)
+        return self.controls.camera()
+
+    def status_lines(self, frame, width: int, height: int) -> list[tuple[str, tuple]]:
+        """The overlay's text: rates, times, knobs, model error, display cost."""
+        r, s = self.renderer, frame.settings
+        forced = {None: "auto", True: "forced", False: "forced"}[r.force_shadows]
+        replay = f"  replay {self.frame_index + 1}/{len(self.path)}" if self.path else ""
+        err, cerr = (self.history.relative_error(k) for k in ("predicted", "corrected"))
+        disp_ms = self.display_seconds * 1e3
+        share = self.display_seconds / frame.measured if frame.measured > 0 else math.nan
+        return [
+            (
+                f"{self.scene_name} {width}x{height}  {self.fps:.1f} fps  controller "
+                f"{CONTROLLER_NAMES[self.controller]}  tuning {on_off(r.tuning)}{replay}",
+                WHITE,
+            ),
+            (
+                f"target {r.target_seconds * 1e3:.1f} ms  measured {frame.measured * 1e3:.1f}  "
+                f"predicted {frame.predicted * 1e3:.1f}  corrected {frame.corrected * 1e3:.1f}",
+                WHITE,
+            ),
+            (
+                f"AO rays {s.ao_rays}  AO radius {s.ao_radius:.2f}  shadows "
+                f"{on_off(s.shadows)} ({forced})  phong {on_off(s.phong)}",
+                WHITE,
+            ),
+            (
+                f"model error {err:.0%}  corrected {cerr:.0%}  display {disp_ms:.1f} ms "
+                f"({share:.0%} of frame)",
+                WHITE,
+            ),
+            ("H: keys", GREY),
+        ]
+
+    def step(self) -> bool:
+        """Render, display and record one frame; False once the run is over."""
+        self.surface.poll()
+        if self.quit or self.surface.should_close():
+            return False
+        if self.surface.resized:
+            width, height = self.surface.resized
+            self.surface.resized = None
+            if width > 0 and height > 0:
+                self.renderer.resize(width, height)
+        width, height = self.surface.size
+        if width == 0 or height == 0:  # minimised: nothing to draw
+            time.sleep(0.05)
+            return True
+        now = time.perf_counter()
+        seconds = 0.0 if self._last_time is None else now - self._last_time
+        if seconds > 0:
+            self.fps = 1 / seconds if math.isnan(self.fps) else (1 - EMA) * self.fps + EMA / seconds
+        self._last_time = now
+        camera = self._camera(seconds)
+        frame = self.renderer.render(camera)
+        self.history.push(
+            Sample(self.renderer.target_seconds, frame.measured, frame.predicted, frame.corrected)
+        )
+
+        start = time.perf_counter()
+        self.scene_view.draw(frame.image, self.surface.fbo, (width, height))
+        self.surface.fbo.use()
+        self.ctx.viewport = (0, 0, width, height)
+        if self.show_overlay:
+            self.overlay.draw(
+                width,
+                height,
+                self.history,
+                self.status_lines(frame, width, height),
+                HELP if self.show_help else None,
+            )
+        self.ctx.finish()
+        display = time.perf_counter() - start
+        self.display_seconds = (
+            display
+            if math.isnan(self.display_seconds)
+            else ((1 - EMA) * self.display_seconds + EMA * display)
+        )
+
+        if self.screenshot_pending:
+            self.screenshot_pending = False
+            path = self.screenshot_dir / f"screenshot_{self.frame_index:05d}.png"
+            save_png(self.surface.read(), path)
+            self.screenshots.append(path)
+            print(f"screenshot saved to {path}")
+        if self.recorder is not None:
+            self.recorder.add(self._row(frame, display, width, height), camera, self.surface.read())
+        self.surface.present()
+        self.frame_index += 1
+        limit = min(self.max_frames or math.inf, len(self.path) if self.path else math.inf)
+        return self.frame_index < limit
+
+    def _row(self, frame, display: float, width: int, height: int) -> dict:
+        s, r = frame.settings, self.renderer
+        phases = {
+            f"{p}_ms": frame.phase_seconds.get(p, 0.0) * 1e3
+            for p in ("primary", "shadow", "ao", "shade")
+        }
+        return {
+            "frame": self.frame_index,
+            "wall_s": time.perf_counter() - self._start,
+            "target_ms": r.target_seconds * 1e3,
+            "measured_ms": frame.measured * 1e3,
+            "predicted_ms": frame.predicted * 1e3,
+            "corrected_ms": frame.corrected * 1e3,
+            "display_ms": display * 1e3,
+            "probe_ms": frame.probe_seconds * 1e3,
+            **phases,
+            "ao_rays": s.ao_rays,
+            "ao_radius": s.ao_radius,
+            "shadows": int(s.shadows),
+            "phong": int(s.phong),
+            "controller": self.controller,
+            "tuning": int(r.tuning),
+            "width": width,
+            "height": height,
+        }
+
+    def run(self) -> None:
+        while self.step():
+            pass
+
+
+def _load_renderer(args: argparse.Namespace, width: int, height: int):
+    """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
+    from raytracer.scene import SceneError, load_scene
+    from raytracer.tracer import TracerError
+    from raytracer.tuned import TunedRenderer
+
+    try:
+        scene = load_scene(args.scene)
+        return TunedRenderer(
+            scene,
+            width,
+            height,
+            args.target_ms / 1e3,
+            controller=args.controller,
+            device=args.device,
+        )
+    except (SceneError, TracerError) as exc:
+        raise ViewerError(str(exc)) from None
+
+
+def run(args: argparse.Namespace) -> dict | None:
+    """Open the surface, build the renderer, loop; returns the --record summary if any."""
+    path = None
+    if args.path:
+        try:
+            path = load_path(args.path)
+        except ValueError as exc:
+            raise ViewerError(str(exc)) from None
+    if args.headless and not (args.frames or path):
+        raise ViewerError("--headless needs --frames N or --path FILE to know when to stop")
+    width, height = args.size
+    surface = (
+        OffscreenSurface(width, height)
+        if args.headless
+        else WindowSurface(width, height, f"autotune view: {args.scene}")
+    )
+    try:
+        renderer = _load_renderer(args, *surface.size)  # a window manager may resize the window
+        recorder = Recorder(args.record) if args.record else None
+        viewer = Viewer(
+            surface,
+            renderer,
+            str(args.scene),
+            args.controller,
+            path,
+            args.frames,
+            recorder,
+            Path(args.record) if args.record else Path("."),
+        )
+        try:
+            viewer.run()
+        finally:
+            summary = recorder.close(_run_info(args, surface, renderer)) if recorder else None
+    finally:
+        surface.close()
+    return summary
+
+
+def _run_info(args: argparse.Namespace, surface, renderer) -> dict:
+    """What run.json says about the run besides per-frame statistics."""
+    return {
+        "scene": str(args.scene),
+        "size": list(surface.size),
+        "headless": args.headless,
+        "target_ms_at_start": args.target_ms,
+        "controller_at_start": args.controller,
+        "device": renderer.tracer.device_info.name,
+        "path": args.path,
+        "gl_renderer": surface.ctx.info["GL_RENDERER"],
+    }

@@ -1,0 +1,247 @@
+"""The viewer end to end: headless runs in-process (EGL); window runs under a private Xvfb in a
+subprocess (GLX and EGL must not share a process); bad input gives one line and exit code 2."""
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from autotune.viewer import add_view_parser, run_view
+from raytracer.camera import orbit_path, save_path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCENE = "spheres"
+SIZE = (320, 180)
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_view_parser(parser.add_subparsers())
+    return parser.parse_args(["view", "--scene", SCENE, "--size", "x".join(map(str, SIZE)), *argv])
+
+
+def _rows(record: Path) -> list[dict]:
+    with open(record / "frames.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def _image(path: Path) -> np.ndarray:
+    return np.asarray(Image.open(path).convert("RGB"), np.float64)
+
+
+def _shows_scene(image: np.ndarray) -> bool:
+    """Not blank: strong contrast and many distinct colours."""
+    colours = len(np.unique(image.reshape(-1, 3).astype(np.uint8), axis=0))
+    return image.std() > 20 and colours > 50
+
+
+def _graph_area(image: np.ndarray) -> np.ndarray:
+    """The bottom-left region where the overlay draws the frame-time graph."""
+    h, w = image.shape[:2]
+    return image[h - h // 4 : h - 6, 6 : w // 2]
+
+
+def _path_file(tmp_path: Path, frames: int, still: bool = False) -> Path:
+    from raytracer.scene import load_scene
+
+    scene = load_scene(SCENE)
+    cams = orbit_path(scene.center, np.asarray(scene.camera.eye), frames, turns=0.05)
+    if still:
+        cams = [scene.camera] * frames
+    path = tmp_path / "path.json"
+    save_path(cams, path)
+    return path
+
+
+# ---- headless (no display needed) -------------------------------------------------------------
+
+
+def test_headless_records_frames_and_display_cost(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    record = tmp_path / "rec"
+    assert run_view(_args("--headless", "--frames", "3", "--record", str(record))) == 0
+    rows = _rows(record)
+    assert [int(r["frame"]) for r in rows] == [0, 1, 2]
+    assert all((int(r["width"]), int(r["height"])) == SIZE for r in rows)
+    frames = sorted((record / "frames").glob("*.png"))
+    assert len(frames) == 3
+    image = _image(frames[-1])
+    assert image.shape == (SIZE[1], SIZE[0], 3) and _shows_scene(image)
+    summary = json.loads((record / "run.json").read_text())
+    assert summary["frames"] == 3 and summary["headless"] is True
+    assert summary["display_ms"]["median"] > 0
+    assert 0 < summary["display_fraction_of_frame"]["median"] < 10
+    assert (record / "camera_path.json").exists()
+
+
+def test_headless_replay_repeats_the_camera_path(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    path = _path_file(tmp_path, 3)
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert run_view(_args("--headless", "--path", str(path), "--record", str(first))) == 0
+    replay = first / "camera_path.json"
+    assert run_view(_args("--headless", "--path", str(replay), "--record", str(second))) == 0
+    cam_cols = [f"{p}_{a}" for p in ("eye", "target") for a in "xyz"]
+    a, b = _rows(first), _rows(second)
+    assert len(a) == len(b) == 3  # the path's length ends the run
+    assert [[r[c] for c in cam_cols] for r in a] == [[r[c] for c in cam_cols] for r in b]
+
+
+def test_headless_needs_an_end(capsys) -> None:
+    assert run_view(_args("--headless")) == 2
+    assert "--frames" in capsys.readouterr().err
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+def test_no_display_says_so(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert run_view(_args("--frames", "1")) == 2
+    err = capsys.readouterr().err
+    assert "display" in err and "--headless" in err and "Xvfb" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_unreachable_display_says_so(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DISPLAY", ":4242")  # nothing listens there
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert run_view(_args("--frames", "1")) == 2
+    err = capsys.readouterr().err
+    assert "display" in err and "--headless" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("content", [None, "{not json", '{"cameras": []}'])
+def test_unreadable_camera_path_names_the_file(tmp_path: Path, capsys, content) -> None:
+    path = tmp_path / "broken_path.json"
+    if content is not None:
+        path.write_text(content)
+    assert run_view(_args("--headless", "--path", str(path))) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "Traceback" not in err and err.count("\n") == 1
+
+
+# ---- window under Xvfb ------------------------------------------------------------------------
+
+
+def _start_xvfb(*extra: str):
+    """A private Xvfb on a free display number; skips the test when Xvfb is not installed."""
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb is not installed (apt-get install xvfb)")
+    for number in range(91, 140):
+        if (
+            not Path(f"/tmp/.X11-unix/X{number}").exists()
+            and not Path(f"/tmp/.X{number}-lock").exists()
+        ):
+            break
+    proc = subprocess.Popen(
+        ["Xvfb", f":{number}", "-screen", "0", "1280x720x24", "-nolisten", "tcp", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while not Path(f"/tmp/.X11-unix/X{number}").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.skip("Xvfb did not start")
+        time.sleep(0.05)
+    return proc, f":{number}"
+
+
+@pytest.fixture(scope="module")
+def xvfb():
+    proc, display = _start_xvfb()
+    yield display
+    proc.terminate()
+    proc.wait()
+
+
+def _run_in_window(display: str, script: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "DISPLAY": display, "PYTHONPATH": pythonpath}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+# The viewer's own run(), with key presses injected through its glfw key callback at set frames.
+WINDOW_SCRIPT = """
+import sys, glfw
+from autotune.viewer import app
+from tests.test_viewer import _args
+
+presses = {{2: [(glfw.KEY_EQUAL, glfw.MOD_SHIFT), (glfw.KEY_P, 0)], 3: [(glfw.KEY_O, 0)],
+            4: [(glfw.KEY_O, 0), (glfw.KEY_2, 0), (glfw.KEY_S, glfw.MOD_SHIFT)]}}
+step = app.Viewer.step
+
+def scripted_step(self):
+    for key, mods in presses.get(self.frame_index, []):
+        self.key_callback(self.surface.window, key, 0, glfw.PRESS, mods)
+        self.key_callback(self.surface.window, key, 0, glfw.RELEASE, mods)
+    if self.frame_index == 5:
+        glfw.set_window_size(self.surface.window, 256, 144)
+    return step(self)
+
+app.Viewer.step = scripted_step
+app.run(_args("--path", {path!r}, "--frames", "8", "--record", {record!r}))
+"""
+
+
+def test_window_replays_path_keys_screenshot_overlay_resize(xvfb, tmp_path: Path) -> None:
+    record = tmp_path / "rec"
+    path = _path_file(tmp_path, 8, still=True)
+    result = _run_in_window(xvfb, WINDOW_SCRIPT.format(path=str(path), record=str(record)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(record)
+    assert len(rows) == 8
+    # '+' at frame 2 raised the target; '2' at frame 4 switched to the fixed controller.
+    assert float(rows[2]["target_ms"]) > float(rows[1]["target_ms"]) == 50.0
+    assert rows[3]["controller"] == "feedforward" and rows[4]["controller"] == "fixed"
+    # Shift+S forced shadows on.
+    assert all(r["shadows"] == "1" for r in rows[4:])
+    # P saved a screenshot of the window with the overlay; it shows the scene.
+    shots = list(record.glob("screenshot_*.png"))
+    assert [s.name for s in shots] == ["screenshot_00002.png"]
+    shot = _image(shots[0])
+    assert shot.shape == (SIZE[1], SIZE[0], 3) and _shows_scene(shot)
+    # Frame 3 was drawn with the overlay off (O): the graph area differs from the screenshot.
+    scene_only = _image(record / "frames" / "00003.png")
+    assert _shows_scene(scene_only)
+    assert np.abs(_graph_area(shot) - _graph_area(scene_only)).mean() > 15
+    assert np.array_equal(_image(record / "frames" / "00002.png"), shot)
+    # Resizing the window re-allocated the render target.
+    assert (int(rows[-1]["width"]), int(rows[-1]["height"])) == (256, 144)
+    assert _image(record / "frames" / "00007.png").shape == (144, 256, 3)
+
+
+def test_no_opengl_33_context_says_so(tmp_path: Path) -> None:
+    proc, display = _start_xvfb("-extension", "GLX")
+    try:
+        result = _run_in_window(
+            display,
+            "import sys\nfrom autotune.viewer import run_view\n"
+            "from tests.test_viewer import _args\n"
+            "sys.exit(run_view(_args('--frames', '1')))",
+        )
+    finally:
+        proc.terminate()
+        proc.wait()
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "OpenGL 3.3" in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1
