@@ -20,6 +20,8 @@ A per-phase multiplicative ``profile.fitted["scale_<phase>"]`` (default 1) is ap
 
 from __future__ import annotations
 
+from typing import Any
+
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -90,12 +92,32 @@ def _cache_miss(steps: float, p_t: float) -> float:
 
 
 def _secondary_counts(
-    lc: LoopCounts, steps: float, tests: float, p_t: float, rays: ArrayLike
+    lc: LoopCounts,
+    steps: float,
+    tests: float,
+    p_t: float,
+    rays: ArrayLike,
+    per_ray: LoopCounts | None = None,
+    hit_fraction: float = 1.0,
 ) -> tuple[ArrayLike, ArrayLike]:
-    """(i_c, i_mu) of a secondary-ray phase for ``rays`` rays per pixel (scalar or array)."""
+    """(i_c, i_mu) of a secondary-ray phase for ``rays`` rays per pixel (scalar or array).
+
+    ``per_ray`` holds the instructions spent per secondary ray outside traversal (ray
+    generation), paid only by pixels whose primary ray hit.
+    """
     compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco
     a_m = _cache_miss(steps, p_t) * (lc.i_mt * steps * rays + tests * lc.i_mi * rays / 2.0)
+    if per_ray is not None:
+        compute = compute + per_ray.i_cco * hit_fraction * rays
+        a_m = a_m + per_ray.i_mco * hit_fraction * rays
     return compute, a_m + lc.i_mco
+
+
+def _ao_counts(counts: KernelCounts, w: Workload, rays: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
+    """(i_c, i_mu) of the AO phase, including the per-AO-ray constant where counted."""
+    return _secondary_counts(
+        _lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, rays, counts.get("ao_ray"), w.hit_fraction
+    )
 
 
 def phase_instructions(
@@ -108,7 +130,7 @@ def phase_instructions(
         c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
         out["shadow"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
     if ao_rays > 0:
-        c, mu = _secondary_counts(_lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, float(ao_rays))
+        c, mu = _ao_counts(counts, w, float(ao_rays))
         out["ao"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
     out["shade"] = _coherent(_shade_counts(counts, phong), w, 0.0, 0.0)
     return out
@@ -123,8 +145,13 @@ def _check_launch(workload: Workload, threads_per_block: int) -> int:
     return math.ceil(workload.pixels / threads_per_block)
 
 
-def _scale(profile: DeviceProfile, phase: str) -> float:
-    return profile.fitted.get(f"scale_{phase}", 1.0)
+def _fitted(profile: DeviceProfile, phase: str, seconds: Any) -> Any:
+    """Apply the calibrated affine correction of a phase: ``scale * seconds + offset``.
+
+    The scale absorbs what Hong–Kim leaves out on a device; the offset is the launch overhead.
+    """
+    fitted = profile.fitted
+    return seconds * fitted.get(f"scale_{phase}", 1.0) + fitted.get(f"offset_{phase}", 0.0)
 
 
 def predict_phase_seconds(
@@ -149,7 +176,7 @@ def predict_phase_seconds(
             threads_per_block=threads_per_block,
             blocks=blocks,
         )
-        out[phase] = predict_cycles(profile, launch).seconds * _scale(profile, phase)
+        out[phase] = _fitted(profile, phase, predict_cycles(profile, launch).seconds)
     return out
 
 
@@ -196,7 +223,7 @@ def predict_frame_seconds_batch(
         s = predict_seconds(
             profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
         )
-        return float(s) * _scale(profile, phase)
+        return float(_fitted(profile, phase, float(s)))
 
     total = np.full(
         a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
@@ -212,7 +239,7 @@ def predict_frame_seconds_batch(
         total += np.where(shadow_on, seconds("shadow", PhaseInstructions(c, 0.0, mu)), 0.0)
     ao_on = a_r > 0
     if ao_on.any():
-        c, mu = _secondary_counts(_lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, a_r)
+        c, mu = _ao_counts(counts, w, a_r)
         ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
-        total += np.where(ao_on, ao_s * _scale(profile, "ao"), 0.0)
+        total += np.where(ao_on, _fitted(profile, "ao", ao_s), 0.0)
     return total

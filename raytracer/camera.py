@@ -52,7 +52,7 @@ class Camera:
 
 def orbit_path(center: np.ndarray, start_eye: np.ndarray, frames: int, turns: float = 0.5,
                dolly: float = 0.5, up=(0.0, 1.0, 0.0), fov_y: float = 45.0) -> list[Camera]:
-    """The paper's animation: orbit around ``center`` while moving in to ``dolly`` of the distance."""
+    """The paper's animation: orbit ``center`` while moving in to ``dolly`` of the distance."""
     center = np.asarray(center, np.float64)
     offset = np.asarray(start_eye, np.float64) - center
     radius0 = math.hypot(offset[0], offset[2])
@@ -70,7 +70,7 @@ def orbit_path(center: np.ndarray, start_eye: np.ndarray, frames: int, turns: fl
 
 def turn_path(eye: np.ndarray, away: np.ndarray, toward: np.ndarray, frames: int,
               turn_at: int, up=(0.0, 1.0, 0.0), fov_y: float = 45.0) -> list[Camera]:
-    """Look at ``away`` (an empty view) and at frame ``turn_at`` snap to ``toward`` (the dense view)."""
+    """Look at ``away`` (an empty view); at frame ``turn_at`` snap to ``toward`` (dense)."""
     eye_t = tuple(map(float, eye))
     return [Camera(eye_t, tuple(map(float, away if i < turn_at else toward)), up, fov_y)
             for i in range(frames)]

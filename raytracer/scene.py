@@ -77,8 +77,9 @@ def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return normals.astype(np.float32)
 
 
-def clean_mesh(vertices: np.ndarray, faces: np.ndarray, source: str) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a raw mesh; drop degenerate triangles with one warning; raise SceneError otherwise."""
+def clean_mesh(vertices: np.ndarray, faces: np.ndarray,
+               source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a raw mesh; drop degenerate triangles with a warning; raise SceneError otherwise."""
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces)
     if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0:
@@ -89,7 +90,8 @@ def clean_mesh(vertices: np.ndarray, faces: np.ndarray, source: str) -> tuple[np
         bad = int((~np.isfinite(vertices).all(axis=1)).sum())
         raise SceneError(f"{source}: {bad} vertices have NaN or infinite coordinates")
     if faces.min() < 0 or faces.max() >= len(vertices):
-        raise SceneError(f"{source}: a face refers to a vertex index outside 0..{len(vertices) - 1}")
+        raise SceneError(f"{source}: a face refers to a vertex index outside "
+                         f"0..{len(vertices) - 1}")
     tri = vertices[faces]
     area2 = np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
     scale = float(np.abs(vertices).max()) or 1.0

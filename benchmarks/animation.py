@@ -1,0 +1,130 @@
+"""Camera paths of the paper's experiments and a runner that records every tuned frame."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from raytracer.camera import Camera, orbit_path, turn_path
+from raytracer.scene import Scene
+from raytracer.tuned import TunedRenderer
+
+
+@dataclass
+class FrameLog:
+    """What one tuned frame measured and predicted (a row of the benchmark's CSV/JSON)."""
+
+    frame: int
+    target: float
+    measured: float
+    predicted: float
+    corrected: float
+    ao_rays: int
+    shadows: bool
+    phong: bool
+    probe_seconds: float
+    over_budget: bool
+
+
+def orbit_camera_path(scene: Scene, frames: int) -> list[Camera]:
+    """Seed 002's animation: orbit half a turn around the scene while moving in."""
+    cam = scene.camera
+    return orbit_path(np.asarray(cam.target), np.asarray(cam.eye), frames, turns=0.5, dolly=0.5,
+                      up=cam.up, fov_y=cam.fov_y)
+
+
+def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
+    """Look away from the scene (an empty view), then turn 180° to its densest view at once."""
+    cam = scene.camera
+    eye, target = np.asarray(cam.eye, np.float64), np.asarray(cam.target, np.float64)
+    away = eye + (eye - target)
+    turn_at = frames // 2
+    return turn_path(eye, away, target, frames, turn_at, cam.up, cam.fov_y), turn_at
+
+
+def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
+             frames_dir: Path | None = None, progress: bool = True) -> list[FrameLog]:
+    """Render every camera of the path through the tuner; optionally save each frame as PNG."""
+    from raytracer.image_io import save_png
+
+    logs = []
+    for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,
+                                 leave=False)):
+        f = renderer.render(cam)
+        logs.append(FrameLog(i, renderer.target_seconds, f.measured, f.predicted, f.corrected,
+                             f.settings.ao_rays, f.settings.shadows, f.settings.phong,
+                             f.probe_seconds, f.over_budget))
+        if frames_dir is not None:
+            save_png(f.image, frames_dir / f"frame_{i:04d}.png")
+    return logs
+
+
+def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:
+    """The experiment's figures: tracking error vs target, over-budget frames, model errors."""
+    m = np.array([x.measured for x in logs])
+    t = np.array([x.target for x in logs])
+    p = np.array([x.predicted for x in logs])
+    c = np.array([x.corrected for x in logs])
+    track = np.abs(m - t) / t
+    out = {
+        "frames": len(logs),
+        "mean_abs_error_vs_target": float(track.mean()),
+        "p95_abs_error_vs_target": float(np.percentile(track, 95)),
+        "frames_over_budget": int((m > t * 1.05).sum()),
+        "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
+        "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
+        "mean_ao_rays": float(np.mean([x.ao_rays for x in logs])),
+        "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
+    }
+    if turn_at is not None and turn_at < len(logs):
+        out["error_first_frame_after_turn"] = float(track[turn_at])
+    return out
+
+
+def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:
+    return [asdict(x) for x in logs]
+
+
+def plot_run(logs_by_controller: dict[str, list[FrameLog]], title: str, path: Path,
+             turn_at: int | None = None) -> None:
+    """Seed 002 figures 5 and 8 in one PNG: frame times vs target, AO rays, model errors."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    for name, logs in logs_by_controller.items():
+        x = [r.frame for r in logs]
+        axes[0].plot(x, [r.measured * 1e3 for r in logs], label=f"{name}: measured")
+        if name == "feedforward":
+            axes[0].plot(x, [r.predicted * 1e3 for r in logs], "--", label="model")
+            axes[0].plot(x, [r.corrected * 1e3 for r in logs], ":", label="model + feedback")
+            axes[2].plot(x, [100 * (r.predicted - r.measured) / r.measured for r in logs],
+                         label="model")
+            axes[2].plot(x, [100 * (r.corrected - r.measured) / r.measured for r in logs],
+                         label="model + feedback")
+        axes[1].plot(x, [r.ao_rays for r in logs], label=name)
+    first = next(iter(logs_by_controller.values()))
+    axes[0].plot([r.frame for r in first], [r.target * 1e3 for r in first], "k-", lw=1,
+                 label="target")
+    if turn_at is not None:
+        for ax in axes:
+            ax.axvline(turn_at, color="grey", lw=0.8, ls=":")
+    axes[0].set_ylabel("frame time (ms)")
+    axes[1].set_ylabel("AO rays")
+    axes[2].set_ylabel("error vs measured (%)")
+    axes[2].set_xlabel("frame")
+    for ax in axes:
+        ax.legend(fontsize=7, loc="best")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)
+

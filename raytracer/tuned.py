@@ -1,0 +1,160 @@
+"""The ray tracer governed by the tuner: probe -> §4.3 counts -> Hong–Kim -> choose -> render.
+
+This is the wiring of seed 002 figures 1 and 2 for the OpenCL tracer; the viewer, the demo and
+the paper benchmark all drive frames through :class:`TunedRenderer`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autotune import BoolKnob, IntKnob, KnobSpace, Tuner
+from autotune.profile_store import find_device_profile
+from models.device_profile import DeviceProfile
+from models.raytrace_cost import KernelCounts, predict_frame_seconds_batch, predict_phase_seconds
+from models.workload import Workload
+from raytracer.camera import Camera
+from raytracer.instruction_counts import load_kernel_counts
+from raytracer.probe import Probe
+from raytracer.scene import Scene
+from raytracer.tracer import MAX_AO_RAYS, TILE, Frame, RenderSettings, Tracer
+
+EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
+
+
+def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
+    """The ray tracer's knobs, ordered by how much they add to the image.
+
+    Phong shading matters most, then shadows, then AO whose visual gain flattens with the ray
+    count (quality grows with log2 of the rays).
+    """
+    def quality(c: dict[str, np.ndarray]) -> np.ndarray:
+        ao = np.log2(1.0 + np.asarray(c["ao_rays"], np.float64)) / np.log2(1.0 + max_ao_rays)
+        return 2.0 * np.asarray(c["phong"], np.float64) + 1.5 * np.asarray(c["shadows"]) + ao
+
+    return KnobSpace([IntKnob("ao_rays", 0, max_ao_rays), BoolKnob("shadows"),
+                      BoolKnob("phong")], quality=quality)
+
+
+class RayTraceModel:
+    """Predicts phase and frame seconds of the tracer from a workload (pure model calls)."""
+
+    def __init__(self, profile: DeviceProfile, counts: KernelCounts) -> None:
+        self.profile, self.counts = profile, counts
+
+    def frame_seconds(self, workload: Workload, ao_rays, shadows, phong) -> np.ndarray:
+        """Vectorized over candidate knob arrays."""
+        return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
+                                           phong, threads_per_block=TILE * TILE)
+
+    def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
+        return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
+                                     settings.shadows, settings.phong, TILE * TILE)
+
+
+def device_model(tracer: Tracer, profile: DeviceProfile | None = None) -> RayTraceModel:
+    """The model for the tracer's device: the given profile, else its calibrated one."""
+    if profile is None:
+        info = tracer.device_info
+        profile = find_device_profile(info.name, info.driver)
+        if profile is None:
+            from raytracer.calibrate import calibrate  # deferred: only when no profile exists
+
+            warnings.warn(f"no calibrated profile for {info.name} (driver {info.driver}); "
+                          f"running a quick calibration (run `autotune calibrate` to keep one)",
+                          stacklevel=2)
+            profile = calibrate(tracer.device_info, quick=True, save=True, progress=False)
+    return RayTraceModel(profile, load_kernel_counts())
+
+
+@dataclass
+class TunedFrame:
+    """A rendered frame with what the tuner chose and predicted for it."""
+
+    image: np.ndarray
+    settings: RenderSettings
+    measured: float  # kernel seconds (sum of phases)
+    predicted: float  # model seconds
+    corrected: float  # model x slow-feedback correction
+    phase_seconds: dict[str, float]
+    probe_seconds: float
+    workload: Workload
+    over_budget: bool = False
+    predicted_phases: dict[str, float] = field(default_factory=dict)
+
+
+class TunedRenderer:
+    """Renders each frame with the knobs the tuner chooses for a target frame time."""
+
+    def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
+                 controller: str = "feedforward", device: str | None = None,
+                 profile: DeviceProfile | None = None, tracer: Tracer | None = None,
+                 ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2) -> None:
+        self.scene = scene
+        self.tracer = tracer or Tracer(scene, device=device)
+        self.model = device_model(self.tracer, profile)
+        self.probe = Probe(scene, self.tracer.bvh, factor=probe_factor,
+                           ao_samples=probe_ao_samples, ao_radius=ao_radius)
+        self.width, self.height = width, height
+        self.ao_radius = ao_radius
+        self.space = knob_space()
+        self.tuning = True
+        self.force_shadows: bool | None = None
+        self.frame_index = 0
+        self._workload: Workload | None = None
+        self._settings = RenderSettings(0, ao_radius, False, False)
+        self.tuner = Tuner(self.space, self._predict, target_seconds, controller=controller)
+
+    @property
+    def target_seconds(self) -> float:
+        return self.tuner.target_seconds
+
+    @target_seconds.setter
+    def target_seconds(self, value: float) -> None:
+        self.tuner.target_seconds = value
+
+    @property
+    def controller(self) -> str:
+        return type(self.tuner.controller).__name__
+
+    def set_controller(self, name: str) -> None:
+        """Switch to the "feedforward", "fixed" or "pi" controller (starts it afresh)."""
+        self.tuner = Tuner(self.space, self._predict, self.tuner.target_seconds, controller=name)
+
+    def resize(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+
+    def _predict(self, c: dict[str, np.ndarray]) -> np.ndarray:
+        seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"])
+        if self.force_shadows is not None:
+            seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
+                               EXCLUDED_SECONDS)
+        return seconds
+
+    def render(self, camera: Camera) -> TunedFrame:
+        """Probe the view, choose knobs (unless tuning is off), render, feed back the time."""
+        self._workload = self.probe.measure(camera, self.width, self.height)
+        probe_seconds = self.probe.last_seconds
+        if self.tuning:
+            decision = self.tuner.choose()
+            k = decision.knobs
+            self._settings = RenderSettings(int(k["ao_rays"]), self.ao_radius,
+                                            bool(k["shadows"]), bool(k["phong"]))
+            over_budget = decision.over_budget
+        else:
+            over_budget = False
+        settings = self._settings
+        predicted_phases = self.model.phase_seconds(self._workload, settings)
+        predicted = float(sum(predicted_phases.values()))
+        frame: Frame = self.tracer.render(camera, self.width, self.height, settings,
+                                          seed=self.frame_index)
+        if self.tuning:
+            self.tuner.observe(frame.seconds)
+        self.frame_index += 1
+        return TunedFrame(frame.image, settings, frame.seconds, predicted,
+                          predicted * self.tuner.correction, frame.phase_seconds, probe_seconds,
+                          self._workload, over_budget, predicted_phases)
+

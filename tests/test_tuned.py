@@ -1,0 +1,132 @@
+"""The tuned ray tracer: the model drives the knobs, targets are honoured, profiles are found."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+import raytracer.tuned as tuned_mod
+from autotune.profile_store import find_device_profile, profile_path
+from models.device_profile import builtin_profiles, save_profile
+from models.raytrace_cost import predict_phase_seconds
+from raytracer.calibrate import Sample, calibration_views, collect_samples, fit_profile
+from raytracer.instruction_counts import load_kernel_counts
+from raytracer.probe import Probe
+from raytracer.tracer import RenderSettings
+from raytracer.tuned import TunedRenderer
+
+W, H = 96, 54
+
+
+@pytest.fixture(autouse=True)
+def private_profile_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_PROFILE_DIR", str(tmp_path / "profiles"))
+
+
+@pytest.fixture(scope="module")
+def fitted_profile(tracers):
+    """A profile fitted on a few small frames of this machine's device."""
+    tracer = tracers("dragon-small")
+    probe = Probe(tracer.scene, tracer.bvh)
+    samples = collect_samples(tracer, probe, calibration_views(tracer.scene, 2), W, H)
+    return fit_profile(builtin_profiles()["gf580"], load_kernel_counts(), samples)
+
+
+def test_fit_recovers_known_scale_and_offset(tracers):
+    tracer = tracers("dragon-small")
+    probe = Probe(tracer.scene, tracer.bvh)
+    base = builtin_profiles()["gf580"]
+    counts = load_kernel_counts()
+    samples = []
+    for cam in calibration_views(tracer.scene, 3):
+        w = probe.measure(cam, W, H)
+        for s in (RenderSettings(0, 0.1, True, True), RenderSettings(8, 0.1, True, False),
+                  RenderSettings(32, 0.1, True, True)):
+            model = predict_phase_seconds(base, counts, w, s.ao_rays, s.shadows, s.phong)
+            samples.append(Sample(w, s, {p: 3.0 * v + 0.002 for p, v in model.items() if v}))
+    fitted = fit_profile(base, counts, samples).fitted
+    assert fitted["scale_ao"] == pytest.approx(3.0, rel=1e-3)
+    assert fitted["offset_ao"] == pytest.approx(0.002, rel=1e-2)
+
+
+def test_tuner_picks_more_quality_for_a_longer_target(tracers, fitted_profile):
+    tracer = tracers("dragon-small")
+    cheap = TunedRenderer(tracer.scene, W, H, 1e-6, profile=fitted_profile, tracer=tracer)
+    with pytest.warns(RuntimeWarning, match="no setting fits"):
+        f = cheap.render(tracer.scene.camera)
+    assert f.over_budget and f.settings == RenderSettings(0, 0.1, False, False)
+    rich = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted_profile, tracer=tracer)
+    f = rich.render(tracer.scene.camera)
+    assert f.settings == RenderSettings(64, 0.1, True, True) and not f.over_budget
+    assert f.measured > 0 and f.predicted > 0 and f.image.shape == (H, W, 4)
+    assert set(f.phase_seconds) == set(f.predicted_phases) - {p for p, v in
+                                                               f.predicted_phases.items() if not v}
+
+
+def test_forced_shadows_and_fixed_knobs(tracers, fitted_profile):
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted_profile, tracer=tracer)
+    r.force_shadows = False
+    assert r.render(tracer.scene.camera).settings.shadows is False
+    r.tuning = False
+    first = r.render(tracer.scene.camera).settings
+    r.target_seconds = 1e-5
+    assert r.render(tracer.scene.camera).settings == first
+
+
+@pytest.mark.parametrize("controller", ["feedforward", "fixed", "pi"])
+def test_every_controller_renders(tracers, fitted_profile, controller):
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 0.05, controller=controller, profile=fitted_profile,
+                      tracer=tracer)
+    for _ in range(3):
+        f = r.render(tracer.scene.camera)
+    assert f.measured > 0
+    r.set_controller("pi")
+    assert r.render(tracer.scene.camera).measured > 0
+
+
+def test_missing_profile_runs_quick_calibration(tracers, fitted_profile, monkeypatch):
+    tracer = tracers("dragon-small")
+    import raytracer.calibrate as calibrate_mod
+
+    monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted_profile)
+    with pytest.warns(UserWarning, match="no calibrated profile.*quick calibration"):
+        model = tuned_mod.device_model(tracer)
+    assert model.profile is fitted_profile
+
+
+def _device_profile(tracer):
+    info = tracer.device_info
+    return dataclasses.replace(builtin_profiles()["gf580"], name=info.name, driver=info.driver)
+
+
+def test_profile_store_round_trip(tracers):
+    tracer = tracers("dragon-small")
+    profile = _device_profile(tracer)
+    path = profile_path(profile.name, profile.driver)
+    path.parent.mkdir(parents=True)
+    save_profile(profile, path)
+    assert find_device_profile(profile.name, profile.driver) == profile
+
+
+def test_corrupt_profile_warns_and_falls_back(tracers):
+    info = tracers("dragon-small").device_info
+    path = profile_path(info.name, info.driver)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema_version": 1, "name": ')
+    with pytest.warns(UserWarning, match="ignoring device profile.*not valid JSON"):
+        assert find_device_profile(info.name, info.driver) is None
+
+
+def test_profile_for_another_device_warns(tracers):
+    tracer = tracers("dragon-small")
+    info = tracer.device_info
+    path = profile_path(info.name, info.driver)
+    path.parent.mkdir(parents=True)
+    other = dataclasses.replace(_device_profile(tracer), name="Some Other GPU")
+    path.write_text(json.dumps(other.to_dict()))
+    with pytest.warns(UserWarning, match="profile is for 'Some Other GPU'"):
+        assert find_device_profile(info.name, info.driver) is None
