@@ -1,1 +1,1 @@
-"""Headless experiments. Each module has ``main(argv) -> int`` and is run as ``autotune bench NAME``."""
+"""Headless experiments: each module has ``main(argv) -> int``, run as ``autotune bench NAME``."""

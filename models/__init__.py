@@ -1,1 +1,1 @@
-"""Performance models as pure functions of numbers: no OpenCL, no MPI, no I/O beyond JSON profiles."""
+"""Performance models as pure functions of numbers: no OpenCL, no MPI, no I/O but JSON."""

@@ -20,11 +20,10 @@ A per-phase multiplicative ``profile.fitted["scale_<phase>"]`` (default 1) is ap
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
