@@ -9,9 +9,21 @@ Flat layout (what ``kernels/*.cl`` and ``raytracer/traversal.py`` read), one inn
     float4 3: child1.hi.xyz, child1.count
 
 ``count > 0``: the child is a leaf holding triangles ``index .. index + count - 1``;
-``count == 0``: the child is the inner node ``index``. Node 0 is the root. Triangles are
-reordered to leaf order, 48 bytes each: float4 v0 (w = original face id as int32 bits),
-float4 edge1 = v1 - v0, float4 edge2 = v2 - v0 (Möller–Trumbore reads the edges directly).
+``count == 0``: the child is the inner node ``index``. Node 0 is the root; inner nodes are
+numbered in depth-first preorder (left subtree before right). Triangles are reordered to leaf
+order, 48 bytes each: float4 v0 (w = original face id as int32 bits), float4 edge1 = v1 - v0,
+float4 edge2 = v2 - v0 (Möller–Trumbore reads the edges directly).
+
+Build (``build_bvh``): per-triangle boxes are copied into one contiguous (F, 8) array that is
+partitioned in place with the triangle ids, so every pass reads memory in order. A node is
+binned once (16 bins on each of the three centroid axes); the winning split's bin sweep also
+gives both children's exact bounds and the partition pass their centroid bounds, so no node is
+re-scanned for bounds. Nodes above ``F / 32`` triangles are built one at a time with the
+binning spread over all threads; the subtrees below are then built in parallel (``prange``),
+each writing its nodes into its own slots ``[base + 2*start, base + 2*end)`` of a shared
+array (a subtree of m triangles has at most 2m - 1 nodes), and a final depth-first walk
+compacts the reachable inner nodes into the flat layout. ``build_bvh_full_sweep`` is the exact
+O(n log² n) sort-and-sweep SAH reference with the same leaf policy (for quality comparisons).
 """
 
 from __future__ import annotations
@@ -24,9 +36,17 @@ import numpy as np
 
 NODE_FLOATS = 16
 TRI_FLOATS = 12
-BINS = 16
+BINS = 16  # bins per axis below the top phase
+TOP_BINS = 64  # bins per axis in the (few, big) top-phase nodes
 TRAVERSAL_COST = 1.0
 INTERSECT_COST = 1.0
+MAX_LEAF_SIZE = 64
+TASKS_PER_BUILD = 32  # subtrees at most F / TASKS_PER_BUILD triangles are built in parallel
+MIN_TASK_TRIS = 2048  # ... but never split the top phase below this many triangles per task
+PAR_BIN_MIN = 32768  # top-phase nodes with more triangles bin in parallel chunks
+STACK = 256
+SMALL_NODE = 16  # nodes up to this many triangles get an exact sweep instead of bins
+MEDIAN_DEPTH = 40  # below this depth nodes split at the object median (kernel stack: 64)
 
 
 @dataclass(frozen=True)
@@ -58,219 +78,840 @@ class BVH:
         return self.nodes.view(np.int32)
 
 
-@nb.njit(cache=True)
+# ---------------------------------------------------------------------------------------------
+# shared helpers
+
+
+@nb.njit(cache=True, inline="always")
 def _area(lo0, lo1, lo2, hi0, hi1, hi2):
+    """Surface area of a box; 0 for an empty (inverted) box."""
     dx, dy, dz = hi0 - lo0, hi1 - lo1, hi2 - lo2
     if dx < 0.0 or dy < 0.0 or dz < 0.0:
         return 0.0
     return 2.0 * (dx * dy + dy * dz + dz * dx)
 
 
+@nb.njit(cache=True, parallel=True)
+def _prepare(tris, threads):
+    """(F,3,3) corners -> (F,8) boxes ``lo.xyz, 0, hi.xyz, 0``, identity ids, root bounds."""
+    n = tris.shape[0]
+    box = np.empty((n, 8), np.float32)
+    ids = np.empty(n, np.int32)
+    chunks = max(1, min(4 * threads, n // 4096))
+    part = np.empty((chunks, 12), np.float32)  # node lo/hi, doubled-centroid lo/hi
+    for c in nb.prange(chunks):
+        s = c * n // chunks
+        e = (c + 1) * n // chunks
+        r = np.empty(12, np.float32)
+        for a in range(3):
+            r[a] = r[6 + a] = np.inf
+            r[3 + a] = r[9 + a] = -np.inf
+        for k in range(s, e):
+            ids[k] = k
+            for a in range(3):
+                x0, x1, x2 = tris[k, 0, a], tris[k, 1, a], tris[k, 2, a]
+                lo = min(x0, min(x1, x2))
+                hi = max(x0, max(x1, x2))
+                box[k, a] = lo
+                box[k, 4 + a] = hi
+                cc = lo + hi
+                r[a] = min(r[a], lo)
+                r[3 + a] = max(r[3 + a], hi)
+                r[6 + a] = min(r[6 + a], cc)
+                r[9 + a] = max(r[9 + a], cc)
+            box[k, 3] = 0.0
+            box[k, 7] = 0.0
+        part[c] = r
+    root = part[0].copy()
+    for c in range(1, chunks):
+        for a in range(3):
+            root[a] = min(root[a], part[c, a])
+            root[3 + a] = max(root[3 + a], part[c, 3 + a])
+            root[6 + a] = min(root[6 + a], part[c, 6 + a])
+            root[9 + a] = max(root[9 + a], part[c, 9 + a])
+    return box, ids, root
+
+
+@nb.njit(cache=True, inline="always")
+def _bin_of(c2, cmin, scale, nbins):
+    """Bin of a doubled centroid coordinate (the same expression for binning and partition)."""
+    b = int((c2 - cmin) * scale)
+    if b < 0:
+        b = 0
+    if b > nbins - 1:
+        b = nbins - 1
+    return b
+
+
 @nb.njit(cache=True)
-def _build_binned(tri_lo, tri_hi, cent, leaf_size):
-    """Top-down binned SAH over 3 axes; returns binary-tree arrays and the triangle order."""
-    n_tris = tri_lo.shape[0]
-    max_nodes = 2 * n_tris + 1
-    node_lo = np.empty((max_nodes, 3), np.float32)
-    node_hi = np.empty((max_nodes, 3), np.float32)
-    node_first = np.zeros(max_nodes, np.int32)  # leaf: first triangle; inner: left child
-    node_count = np.zeros(max_nodes, np.int32)  # leaf: count; inner: 0
-    node_depth = np.zeros(max_nodes, np.int32)
-    order = np.arange(n_tris).astype(np.int32)
-    stack_node = np.empty(128, np.int64)
-    stack_start = np.empty(128, np.int64)
-    stack_end = np.empty(128, np.int64)
-    bin_count = np.zeros((3, BINS), np.int64)
-    bin_lo = np.empty((3, BINS, 3), np.float32)
-    bin_hi = np.empty((3, BINS, 3), np.float32)
+def _bin_range(box, s, e, cmin, scale, cnt, bins):
+    """Accumulate triangles s..e-1 into per-axis bins (counts and bounds)."""
+    nbins = cnt.shape[1]
+    for k in range(s, e):
+        l0, l1, l2 = box[k, 0], box[k, 1], box[k, 2]
+        h0, h1, h2 = box[k, 4], box[k, 5], box[k, 6]
+        for a in range(3):
+            if scale[a] <= 0.0:
+                continue
+            b = _bin_of(box[k, a] + box[k, 4 + a], cmin[a], scale[a], nbins)
+            cnt[a, b] += 1
+            bb = bins[a, b]
+            bb[0] = min(bb[0], l0)
+            bb[1] = min(bb[1], l1)
+            bb[2] = min(bb[2], l2)
+            bb[4] = max(bb[4], h0)
+            bb[5] = max(bb[5], h1)
+            bb[6] = max(bb[6], h2)
+
+
+@nb.njit(cache=True)
+def _reset_bins(cnt, bins):
+    """Empty bins: zero counts, inverted bounds."""
+    for a in range(3):
+        for b in range(cnt.shape[1]):
+            cnt[a, b] = 0
+            for c in range(3):
+                bins[a, b, c] = np.inf
+                bins[a, b, 4 + c] = -np.inf
+
+
+@nb.njit(cache=True)
+def _sweep(cnt, bins, scale, right_area, right_n):
+    """Best (cost, axis, bin) over the bin boundaries of all usable axes; axis -1 if none."""
+    nbins = cnt.shape[1]
+    best_cost = np.inf
+    best_axis = -1
+    best_bin = 0
+    for a in range(3):
+        if scale[a] <= 0.0:
+            continue
+        r0 = r1 = r2 = np.float32(np.inf)
+        r4 = r5 = r6 = np.float32(-np.inf)
+        rn = 0
+        for b in range(nbins - 1, 0, -1):
+            bb = bins[a, b]
+            rn += cnt[a, b]
+            r0 = min(r0, bb[0])
+            r1 = min(r1, bb[1])
+            r2 = min(r2, bb[2])
+            r4 = max(r4, bb[4])
+            r5 = max(r5, bb[5])
+            r6 = max(r6, bb[6])
+            right_area[b] = _area(r0, r1, r2, r4, r5, r6)
+            right_n[b] = rn
+        l0 = l1 = l2 = np.float32(np.inf)
+        l4 = l5 = l6 = np.float32(-np.inf)
+        ln = 0
+        for b in range(nbins - 1):
+            bb = bins[a, b]
+            ln += cnt[a, b]
+            l0 = min(l0, bb[0])
+            l1 = min(l1, bb[1])
+            l2 = min(l2, bb[2])
+            l4 = max(l4, bb[4])
+            l5 = max(l5, bb[5])
+            l6 = max(l6, bb[6])
+            if ln == 0 or right_n[b + 1] == 0:
+                continue
+            cost = _area(l0, l1, l2, l4, l5, l6) * ln + right_area[b + 1] * right_n[b + 1]
+            if cost < best_cost:
+                best_cost, best_axis, best_bin = cost, a, b
+    return best_cost, best_axis, best_bin
+
+
+@nb.njit(cache=True)
+def _child_bounds(bins, a, split, out):
+    """Bounds of bins 0..split (out[0:8]) and the bins after it (out[8:16]) on axis a."""
+    for h in range(2):
+        o = 8 * h
+        for c in range(3):
+            out[o + c] = np.inf
+            out[o + 4 + c] = -np.inf
+        b0, b1 = (0, split + 1) if h == 0 else (split + 1, bins.shape[1])
+        for b in range(b0, b1):
+            for c in range(3):
+                out[o + c] = min(out[o + c], bins[a, b, c])
+                out[o + 4 + c] = max(out[o + 4 + c], bins[a, b, 4 + c])
+
+
+@nb.njit(cache=True)
+def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
+    """In-place partition of s..e-1 by bin <= split on axis a; cb gets both children's
+    doubled-centroid bounds (left lo/hi in 0:6, right in 6:12). Returns the split index."""
+    for c in range(3):
+        cb[c] = cb[6 + c] = np.inf
+        cb[3 + c] = cb[9 + c] = -np.inf
+    i, j = s, e - 1
+    while i <= j:
+        c0 = box[i, 0] + box[i, 4]
+        c1 = box[i, 1] + box[i, 5]
+        c2 = box[i, 2] + box[i, 6]
+        ca = c0 if a == 0 else (c1 if a == 1 else c2)
+        if _bin_of(ca, cmin, scale, nbins) <= split:
+            cb[0] = min(cb[0], c0)
+            cb[1] = min(cb[1], c1)
+            cb[2] = min(cb[2], c2)
+            cb[3] = max(cb[3], c0)
+            cb[4] = max(cb[4], c1)
+            cb[5] = max(cb[5], c2)
+            i += 1
+        else:
+            cb[6] = min(cb[6], c0)
+            cb[7] = min(cb[7], c1)
+            cb[8] = min(cb[8], c2)
+            cb[9] = max(cb[9], c0)
+            cb[10] = max(cb[10], c1)
+            cb[11] = max(cb[11], c2)
+            for c in range(8):
+                box[i, c], box[j, c] = box[j, c], box[i, c]
+            ids[i], ids[j] = ids[j], ids[i]
+            j -= 1
+    return i
+
+
+@nb.njit(cache=True)
+def _range_bounds(box, s, e, out, o):
+    """Exact bounds and doubled-centroid bounds of s..e-1 into out[o:o+8] and out[o+8:o+14]."""
+    for c in range(3):
+        out[o + c] = out[o + 8 + c] = np.inf
+        out[o + 4 + c] = out[o + 11 + c] = -np.inf
+    for k in range(s, e):
+        for c in range(3):
+            out[o + c] = min(out[o + c], box[k, c])
+            out[o + 4 + c] = max(out[o + 4 + c], box[k, 4 + c])
+            cc = box[k, c] + box[k, 4 + c]
+            out[o + 8 + c] = min(out[o + 8 + c], cc)
+            out[o + 11 + c] = max(out[o + 11 + c], cc)
+
+
+@nb.njit(cache=True)
+def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids):
+    """Exact SAH sweep of a small node (insertion sort per axis); reorders s..e-1 along the
+    best axis and returns (cost, mid), or (inf, -1) when no split separates anything."""
+    n = e - s
+    best_cost, best_axis, best_k = np.inf, -1, 0
+    for a in range(3):
+        for k in range(n):
+            key = box[s + k, a] + box[s + k, 4 + a]
+            j = k
+            while j > 0 and keys[a, j - 1] > key:
+                keys[a, j] = keys[a, j - 1]
+                perm[a, j] = perm[a, j - 1]
+                j -= 1
+            keys[a, j] = key
+            perm[a, j] = k
+        l0 = l1 = l2 = np.float32(np.inf)
+        h0 = h1 = h2 = np.float32(-np.inf)
+        for k in range(n - 1):
+            t = s + perm[a, k]
+            l0 = min(l0, box[t, 0])
+            l1 = min(l1, box[t, 1])
+            l2 = min(l2, box[t, 2])
+            h0 = max(h0, box[t, 4])
+            h1 = max(h1, box[t, 5])
+            h2 = max(h2, box[t, 6])
+            left_area[k] = _area(l0, l1, l2, h0, h1, h2)
+        l0 = l1 = l2 = np.float32(np.inf)
+        h0 = h1 = h2 = np.float32(-np.inf)
+        for k in range(n - 1, 0, -1):  # right = perm[k:], left = perm[:k]
+            t = s + perm[a, k]
+            l0 = min(l0, box[t, 0])
+            l1 = min(l1, box[t, 1])
+            l2 = min(l2, box[t, 2])
+            h0 = max(h0, box[t, 4])
+            h1 = max(h1, box[t, 5])
+            h2 = max(h2, box[t, 6])
+            cost = left_area[k - 1] * k + _area(l0, l1, l2, h0, h1, h2) * (n - k)
+            if cost < best_cost:
+                best_cost, best_axis, best_k = cost, a, k
+    if best_axis < 0:
+        return np.inf, -1
+    for k in range(n):
+        tmp_box[k] = box[s + perm[best_axis, k]]
+        tmp_ids[k] = ids[s + perm[best_axis, k]]
+    for k in range(n):
+        box[s + k] = tmp_box[k]
+        ids[s + k] = tmp_ids[k]
+    return best_cost, s + best_k
+
+
+# Work items (stack entries and parallel tasks): ints (node, start, end, depth) and floats
+# 0:8 node bounds (lo.xyz, -, hi.xyz, -), 8:14 doubled-centroid bounds (lo.xyz, hi.xyz).
+ITEM_F = 14
+
+
+@nb.njit(cache=True)
+def _split_node(
+    box,
+    ids,
+    s,
+    e,
+    depth,
+    item_f,
+    leaf_size,
+    cnt,
+    bins,
+    right_area,
+    right_n,
+    scale,
+    cmin,
+    binned,
+    scratch,
+    scratch_small,
+    out_f,
+):
+    """Decide one node: returns mid (-1 for a leaf); out_f gets both children's item floats.
+    ``binned``: cnt/bins already hold this node's bins (parallel binning of the top phase)."""
+    n = e - s
+    if n <= 1:
+        return -1
+    parent_area = _area(item_f[0], item_f[1], item_f[2], item_f[4], item_f[5], item_f[6])
+    if n <= SMALL_NODE and depth < MEDIAN_DEPTH:
+        small = scratch_small
+        best_cost, mid = _small_sweep(
+            box, ids, s, e, small[0], small[1], small[2], small[3], small[4]
+        )
+        split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
+        if n <= leaf_size and INTERSECT_COST * n <= split_cost:
+            return -1
+        if mid < 0:
+            mid = s + n // 2
+        _range_bounds(box, s, mid, out_f, 0)
+        _range_bounds(box, mid, e, out_f, ITEM_F)
+        return mid
+    for a in range(3):
+        cmin[a] = item_f[8 + a]
+        ext = item_f[11 + a] - item_f[8 + a]
+        sc = cnt.shape[1] / ext if ext > 0.0 else 0.0
+        scale[a] = sc if np.isfinite(sc) else 0.0
+    best_cost, best_axis, best_bin = np.inf, -1, 0
+    if scale[0] > 0.0 or scale[1] > 0.0 or scale[2] > 0.0:
+        if not binned:
+            _reset_bins(cnt, bins)
+            _bin_range(box, s, e, cmin, scale, cnt, bins)
+        best_cost, best_axis, best_bin = _sweep(cnt, bins, scale, right_area, right_n)
+    split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
+    if n <= leaf_size and INTERSECT_COST * n <= split_cost:
+        return -1
+    if best_axis < 0 or depth >= MEDIAN_DEPTH:
+        # all centroids coincide, or the tree is deep (the kernels' stack holds 64 entries):
+        # split the range in half, which bounds the depth by MEDIAN_DEPTH + log2(n)
+        mid = s + n // 2
+        _range_bounds(box, s, mid, out_f, 0)
+        _range_bounds(box, mid, e, out_f, ITEM_F)
+        return mid
+    cb = scratch[:12]
+    bounds = scratch[12:28]
+    mid = _partition(
+        box, ids, s, e, best_axis, cmin[best_axis], scale[best_axis], cnt.shape[1], best_bin, cb
+    )
+    _child_bounds(bins, best_axis, best_bin, bounds)
+    for h in range(2):
+        for c in range(8):
+            out_f[ITEM_F * h + c] = bounds[8 * h + c]
+        for c in range(6):
+            out_f[ITEM_F * h + 8 + c] = cb[6 * h + c]
+    return mid
+
+
+@nb.njit(cache=True)
+def _small_scratch():
+    """Work arrays of ``_small_sweep``."""
+    return (
+        np.empty((3, SMALL_NODE), np.int64),
+        np.empty((3, SMALL_NODE), np.float32),
+        np.empty(SMALL_NODE, np.float64),
+        np.empty((SMALL_NODE, 8), np.float32),
+        np.empty(SMALL_NODE, np.int32),
+    )
+
+
+@nb.njit(cache=True)
+def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, node_count, slot0):
+    """Sequential binned-SAH build below one work item; new nodes go to slots from slot0."""
+    cnt = np.zeros((3, BINS), np.int64)
+    bins = np.empty((3, BINS, 8), np.float32)
     right_area = np.empty(BINS, np.float64)
     right_n = np.empty(BINS, np.int64)
-    n_nodes = 1
-    sp = 0
-    stack_node[0], stack_start[0], stack_end[0] = 0, 0, n_tris
+    scale = np.empty(3, np.float64)
+    cmin = np.empty(3, np.float64)
+    st_i = np.empty((STACK, 4), np.int64)
+    st_f = np.empty((STACK, ITEM_F), np.float32)
+    out_f = np.empty(2 * ITEM_F, np.float32)
+    it_f = np.empty(ITEM_F, np.float32)
+    scratch = np.empty(28, np.float32)
+    small = _small_scratch()
+    st_i[0] = root_i
+    st_f[0] = root_f
     sp = 1
+    slot = slot0
+    max_depth = 0
     while sp > 0:
         sp -= 1
-        node, start, end = stack_node[sp], stack_start[sp], stack_end[sp]
-        lo = np.full(3, np.inf, np.float32)
-        hi = np.full(3, -np.inf, np.float32)
-        clo = np.full(3, np.inf, np.float32)
-        chi = np.full(3, -np.inf, np.float32)
-        for k in range(start, end):
-            t = order[k]
-            for a in range(3):
-                lo[a] = min(lo[a], tri_lo[t, a])
-                hi[a] = max(hi[a], tri_hi[t, a])
-                clo[a] = min(clo[a], cent[t, a])
-                chi[a] = max(chi[a], cent[t, a])
-        node_lo[node] = lo
-        node_hi[node] = hi
-        n = end - start
-        parent_area = _area(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2])
-        best_cost = np.inf
-        best_axis = -1
-        best_bin = 0
-        if n > 1:
-            bin_count[:] = 0
-            bin_lo[:] = np.inf
-            bin_hi[:] = -np.inf
-            for k in range(start, end):
-                t = order[k]
-                for a in range(3):
-                    ext = chi[a] - clo[a]
-                    if ext <= 0.0:
-                        continue
-                    b = int((cent[t, a] - clo[a]) * (BINS / ext))
-                    b = min(b, BINS - 1)
-                    bin_count[a, b] += 1
-                    for c in range(3):
-                        bin_lo[a, b, c] = min(bin_lo[a, b, c], tri_lo[t, c])
-                        bin_hi[a, b, c] = max(bin_hi[a, b, c], tri_hi[t, c])
-            for a in range(3):
-                if chi[a] - clo[a] <= 0.0:
-                    continue
-                rl0 = rl1 = rl2 = np.inf
-                rh0 = rh1 = rh2 = -np.inf
-                rn = 0
-                for b in range(BINS - 1, 0, -1):
-                    rn += bin_count[a, b]
-                    rl0 = min(rl0, bin_lo[a, b, 0]); rl1 = min(rl1, bin_lo[a, b, 1])  # noqa: E702
-                    rl2 = min(rl2, bin_lo[a, b, 2]); rh0 = max(rh0, bin_hi[a, b, 0])  # noqa: E702
-                    rh1 = max(rh1, bin_hi[a, b, 1]); rh2 = max(rh2, bin_hi[a, b, 2])  # noqa: E702
-                    right_area[b] = _area(rl0, rl1, rl2, rh0, rh1, rh2)
-                    right_n[b] = rn
-                ll0 = ll1 = ll2 = np.inf
-                lh0 = lh1 = lh2 = -np.inf
-                ln = 0
-                for b in range(BINS - 1):
-                    ln += bin_count[a, b]
-                    ll0 = min(ll0, bin_lo[a, b, 0]); ll1 = min(ll1, bin_lo[a, b, 1])  # noqa: E702
-                    ll2 = min(ll2, bin_lo[a, b, 2]); lh0 = max(lh0, bin_hi[a, b, 0])  # noqa: E702
-                    lh1 = max(lh1, bin_hi[a, b, 1]); lh2 = max(lh2, bin_hi[a, b, 2])  # noqa: E702
-                    if ln == 0 or right_n[b + 1] == 0:
-                        continue
-                    cost = _area(ll0, ll1, ll2, lh0, lh1, lh2) * ln + right_area[b + 1] * right_n[b + 1]
-                    if cost < best_cost:
-                        best_cost, best_axis, best_bin = cost, a, b
-        leaf_cost = INTERSECT_COST * n
-        split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
-        make_leaf = n <= 1 or (n <= leaf_size and leaf_cost <= split_cost)
-        mid = start
-        if not make_leaf:
-            if best_axis >= 0:
-                a = best_axis
-                scale = BINS / (chi[a] - clo[a])
-                i, j = start, end - 1
-                while i <= j:
-                    t = order[i]
-                    b = min(int((cent[t, a] - clo[a]) * scale), BINS - 1)
-                    if b <= best_bin:
-                        i += 1
-                    else:
-                        order[i], order[j] = order[j], order[i]
-                        j -= 1
-                mid = i
-            if mid == start or mid == end:  # all centroids coincide: split the range in half
-                mid = start + n // 2
-        if make_leaf:
-            node_first[node] = start
-            node_count[node] = n
+        node, s, e, depth = st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3]
+        it_f[:] = st_f[sp]
+        max_depth = max(max_depth, depth)
+        for c in range(8):
+            node_box[node, c] = it_f[c]
+        mid = _split_node(
+            box,
+            ids,
+            s,
+            e,
+            depth,
+            it_f,
+            leaf_size,
+            cnt,
+            bins,
+            right_area,
+            right_n,
+            scale,
+            cmin,
+            False,
+            scratch,
+            small,
+            out_f,
+        )
+        if mid < 0:
+            node_first[node] = s
+            node_count[node] = e - s
+            continue
+        left = slot
+        slot += 2
+        node_first[node] = left
+        node_count[node] = 0
+        st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
+        st_f[sp] = out_f[ITEM_F:]
+        st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
+        st_f[sp + 1] = out_f[:ITEM_F]
+        sp += 2
+    return max_depth
+
+
+@nb.njit(cache=True, parallel=True)
+def _bin_parallel(box, s, e, cmin, scale, cnt, bins, threads):
+    """Binning of a big node split over threads, each into its own bins, then merged."""
+    chunks = 2 * threads
+    nbins = cnt.shape[1]
+    pc = np.zeros((chunks, 3, nbins), np.int64)
+    pb = np.empty((chunks, 3, nbins, 8), np.float32)
+    for c in nb.prange(chunks):
+        _reset_bins(pc[c], pb[c])
+        _bin_range(
+            box,
+            s + c * (e - s) // chunks,
+            s + (c + 1) * (e - s) // chunks,
+            cmin,
+            scale,
+            pc[c],
+            pb[c],
+        )
+    _reset_bins(cnt, bins)
+    for c in range(chunks):
+        for a in range(3):
+            for b in range(nbins):
+                cnt[a, b] += pc[c, a, b]
+                for k in range(3):
+                    bins[a, b, k] = min(bins[a, b, k], pb[c, a, b, k])
+                    bins[a, b, 4 + k] = max(bins[a, b, 4 + k], pb[c, a, b, 4 + k])
+
+
+@nb.njit(cache=True)
+def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_count, threads):
+    """Sequential top phase: splits nodes above task_max, returns the subtrees left to build."""
+    n_tris = box.shape[0]
+    cnt = np.zeros((3, TOP_BINS), np.int64)
+    bins = np.empty((3, TOP_BINS, 8), np.float32)
+    right_area = np.empty(TOP_BINS, np.float64)
+    right_n = np.empty(TOP_BINS, np.int64)
+    scale = np.empty(3, np.float64)
+    cmin = np.empty(3, np.float64)
+    out_f = np.empty(2 * ITEM_F, np.float32)
+    it_f = np.empty(ITEM_F, np.float32)
+    scratch = np.empty(28, np.float32)
+    small = _small_scratch()
+    cap = 2 * (n_tris // max(task_max, 1)) + 64
+    st_i = np.empty((STACK, 4), np.int64)
+    st_f = np.empty((STACK, ITEM_F), np.float32)
+    tasks_i = np.empty((cap, 4), np.int64)
+    tasks_f = np.empty((cap, ITEM_F), np.float32)
+    n_tasks = 0
+    st_i[0, 0], st_i[0, 1], st_i[0, 2], st_i[0, 3] = 0, 0, n_tris, 0
+    for c in range(3):
+        st_f[0, c] = root[c]
+        st_f[0, 4 + c] = root[3 + c]
+        st_f[0, 8 + c] = root[6 + c]
+        st_f[0, 11 + c] = root[9 + c]
+    st_f[0, 3] = st_f[0, 7] = 0.0
+    sp = 1
+    n_nodes = 1
+    while sp > 0:
+        sp -= 1
+        node, s, e, depth = st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3]
+        it_f[:] = st_f[sp]
+        if e - s <= task_max or n_tasks >= cap - 2:
+            tasks_i[n_tasks] = st_i[sp]
+            tasks_f[n_tasks] = it_f
+            n_tasks += 1
+            continue
+        for c in range(8):
+            node_box[node, c] = it_f[c]
+        for a in range(3):
+            cmin[a] = it_f[8 + a]
+            ext = it_f[11 + a] - it_f[8 + a]
+            sc = TOP_BINS / ext if ext > 0.0 else 0.0
+            scale[a] = sc if np.isfinite(sc) else 0.0
+        use_par = e - s >= PAR_BIN_MIN
+        if use_par:
+            _bin_parallel(box, s, e, cmin, scale, cnt, bins, threads)
+        mid = _split_node(
+            box,
+            ids,
+            s,
+            e,
+            depth,
+            it_f,
+            leaf_size,
+            cnt,
+            bins,
+            right_area,
+            right_n,
+            scale,
+            cmin,
+            use_par,
+            scratch,
+            small,
+            out_f,
+        )
+        if mid < 0:
+            node_first[node] = s
+            node_count[node] = e - s
             continue
         left = n_nodes
         n_nodes += 2
         node_first[node] = left
         node_count[node] = 0
-        node_depth[left] = node_depth[node] + 1
-        node_depth[left + 1] = node_depth[node] + 1
-        # push right first so the left subtree is built (and numbered) first: depth-first layout
-        stack_node[sp], stack_start[sp], stack_end[sp] = left + 1, mid, end
-        stack_node[sp + 1], stack_start[sp + 1], stack_end[sp + 1] = left, start, mid
+        st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
+        st_f[sp] = out_f[ITEM_F:]
+        st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
+        st_f[sp + 1] = out_f[:ITEM_F]
         sp += 2
-    return node_lo[:n_nodes], node_hi[:n_nodes], node_first[:n_nodes], node_count[:n_nodes], \
-        node_depth[:n_nodes], order
+    return n_nodes, tasks_i[:n_tasks], tasks_f[:n_tasks]
+
+
+@nb.njit(cache=True, parallel=True)
+def _build_tasks(
+    box, ids, tasks_i, tasks_f, leaf_size, node_box, node_first, node_count, base, threads
+):
+    """Build every subtree task; tasks are dealt to threads largest-first (LPT) by size."""
+    n_tasks = tasks_i.shape[0]
+    threads = max(1, min(threads, n_tasks))
+    sizes = tasks_i[:, 2] - tasks_i[:, 1]
+    by_size = np.argsort(-sizes)
+    owner = np.empty(n_tasks, np.int64)
+    load = np.zeros(threads, np.int64)
+    for r in range(n_tasks):
+        t = by_size[r]
+        w = np.argmin(load)
+        owner[t] = w
+        load[w] += sizes[t]
+    depths = np.zeros(n_tasks, np.int64)
+    for w in nb.prange(threads):
+        for t in range(n_tasks):
+            if owner[t] != w:
+                continue
+            depths[t] = _build_subtree(
+                box,
+                ids,
+                tasks_i[t],
+                tasks_f[t],
+                leaf_size,
+                node_box,
+                node_first,
+                node_count,
+                base + 2 * tasks_i[t, 1],
+            )
+    return depths.max() if n_tasks else 0
 
 
 @nb.njit(cache=True)
-def _flatten(node_lo, node_hi, node_first, node_count):
-    """Binary tree -> two-child flat layout (inner nodes only, renumbered)."""
-    n = node_lo.shape[0]
-    flat_id = np.full(n, -1, np.int32)
-    inner = 0
-    for i in range(n):
-        if node_count[i] == 0:
-            flat_id[i] = inner
-            inner += 1
-    out = np.zeros((max(inner, 1), NODE_FLOATS), np.float32)
+def _dfs_order(node_first, node_count):
+    """Inner nodes in depth-first preorder, plus leaves, max depth and SAH areas of the tree."""
+    n_max = node_first.shape[0]
+    order = np.empty(n_max // 2 + 1, np.int64)
+    stack = np.empty(STACK, np.int64)
+    dstack = np.empty(STACK, np.int64)
+    stack[0] = 0
+    dstack[0] = 0
+    sp = 1
+    k = 0
+    leaves = 0
+    depth = 0
+    while sp > 0:
+        sp -= 1
+        node, d = stack[sp], dstack[sp]
+        depth = max(depth, d)
+        if node_count[node] > 0:
+            leaves += 1
+            continue
+        order[k] = node
+        k += 1
+        left = node_first[node]
+        stack[sp], dstack[sp] = left + 1, d + 1
+        stack[sp + 1], dstack[sp + 1] = left, d + 1
+        sp += 2
+    return order[:k], leaves, depth
+
+
+@nb.njit(cache=True, parallel=True)
+def _flatten(node_box, node_first, node_count, order):
+    """Binary tree -> two-child flat layout; returns (nodes, SAH cost)."""
+    n_inner = order.shape[0]
+    flat_id = np.empty(node_first.shape[0], np.int32)
+    for f in range(n_inner):
+        flat_id[order[f]] = f
+    out = np.zeros((max(n_inner, 1), NODE_FLOATS), np.float32)
     ints = out.view(np.int32)
-    if inner == 0:  # the root is a leaf: give it two children (the second repeats the first)
+    root_area = _area(
+        node_box[0, 0],
+        node_box[0, 1],
+        node_box[0, 2],
+        node_box[0, 4],
+        node_box[0, 5],
+        node_box[0, 6],
+    )
+    if root_area <= 0.0:
+        root_area = 1.0
+    if n_inner == 0:  # the root is a leaf: give it two children (the second repeats the first)
         for c in range(2):
             for a in range(3):
-                out[0, 8 * c + a] = node_lo[0, a]
-                out[0, 8 * c + 4 + a] = node_hi[0, a]
+                out[0, 8 * c + a] = node_box[0, a]
+                out[0, 8 * c + 4 + a] = node_box[0, 4 + a]
             ints[0, 8 * c + 3] = node_first[0]
             ints[0, 8 * c + 7] = node_count[0]
-        return out
-    for i in range(n):
-        if node_count[i] != 0:
-            continue
-        f = flat_id[i]
+        return out, INTERSECT_COST * node_count[0]
+    for f in nb.prange(n_inner):
+        i = order[f]
         for c in range(2):
             child = node_first[i] + c
             for a in range(3):
-                out[f, 8 * c + a] = node_lo[child, a]
-                out[f, 8 * c + 4 + a] = node_hi[child, a]
+                out[f, 8 * c + a] = node_box[child, a]
+                out[f, 8 * c + 4 + a] = node_box[child, 4 + a]
             if node_count[child] > 0:
                 ints[f, 8 * c + 3] = node_first[child]
                 ints[f, 8 * c + 7] = node_count[child]
             else:
                 ints[f, 8 * c + 3] = flat_id[child]
                 ints[f, 8 * c + 7] = 0
+    cost = 0.0
+    for f in range(n_inner):
+        i = order[f]
+        cost += TRAVERSAL_COST * _area(
+            node_box[i, 0],
+            node_box[i, 1],
+            node_box[i, 2],
+            node_box[i, 4],
+            node_box[i, 5],
+            node_box[i, 6],
+        )
+        for c in range(2):
+            child = node_first[i] + c
+            if node_count[child] > 0:
+                cost += (
+                    INTERSECT_COST
+                    * node_count[child]
+                    * _area(
+                        node_box[child, 0],
+                        node_box[child, 1],
+                        node_box[child, 2],
+                        node_box[child, 4],
+                        node_box[child, 5],
+                        node_box[child, 6],
+                    )
+                )
+    return out, cost / root_area
+
+
+@nb.njit(cache=True, parallel=True)
+def _pack(tris, ids):
+    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,id | e1,0 | e2,0``."""
+    n = ids.shape[0]
+    out = np.empty((n, TRI_FLOATS), np.float32)
+    for i in nb.prange(n):
+        t = ids[i]
+        for a in range(3):
+            v0 = tris[t, 0, a]
+            out[i, a] = v0
+            out[i, 4 + a] = tris[t, 1, a] - v0
+            out[i, 8 + a] = tris[t, 2, a] - v0
+        out[i, 7] = 0.0
+        out[i, 11] = 0.0
+    out.view(np.int32)[:, 3] = ids
     return out
-
-
-def _sah_cost(node_lo, node_hi, node_count) -> float:
-    areas = _areas(node_lo, node_hi)
-    root = areas[0] if areas[0] > 0 else 1.0
-    inner = node_count == 0
-    return float((TRAVERSAL_COST * areas[inner].sum()
-                  + INTERSECT_COST * (areas[~inner] * node_count[~inner]).sum()) / root)
-
-
-def _areas(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    d = np.maximum(hi.astype(np.float64) - lo, 0.0)
-    return 2.0 * (d[:, 0] * d[:, 1] + d[:, 1] * d[:, 2] + d[:, 2] * d[:, 0])
 
 
 def pack_triangles(tris: np.ndarray, order: np.ndarray) -> np.ndarray:
     """(F,3,3) corners in leaf order -> (F,12) float32 rows ``v0,id | e1,0 | e2,0``."""
-    t = tris[order].astype(np.float32)
-    out = np.zeros((len(order), TRI_FLOATS), np.float32)
-    out[:, 0:3] = t[:, 0]
-    out[:, 3] = order.astype(np.int32).view(np.float32)
-    out[:, 4:7] = t[:, 1] - t[:, 0]
-    out[:, 8:11] = t[:, 2] - t[:, 0]
-    return out
+    return _pack(
+        np.ascontiguousarray(tris, dtype=np.float32), np.ascontiguousarray(order, dtype=np.int32)
+    )
+
+
+def _check(triangles: np.ndarray, leaf_size: int) -> np.ndarray:
+    """Validate the inputs of a build; returns C-contiguous float32 corners."""
+    if (
+        isinstance(leaf_size, bool)
+        or int(leaf_size) != leaf_size
+        or not 1 <= leaf_size <= MAX_LEAF_SIZE
+    ):
+        raise ValueError(f"leaf_size must be an integer in 1..{MAX_LEAF_SIZE}, got {leaf_size!r}")
+    try:
+        tris = np.ascontiguousarray(triangles, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"triangles must be a numeric (F, 3, 3) array ({exc})") from None
+    if tris.ndim != 3 or tris.shape[1:] != (3, 3) or len(tris) == 0:
+        raise ValueError(f"triangles must be a non-empty (F, 3, 3) array, got shape {tris.shape}")
+    if not np.isfinite(tris).all():
+        raise ValueError("triangles contain NaN or infinite coordinates")
+    return tris
+
+
+def _finish(
+    tris: np.ndarray,
+    node_box: np.ndarray,
+    node_first: np.ndarray,
+    node_count: np.ndarray,
+    ids: np.ndarray,
+    start: float,
+) -> BVH:
+    """Compact the slot arrays into the flat layout and pack the triangles."""
+    order, leaves, depth = _dfs_order(node_first, node_count)
+    nodes, sah = _flatten(node_box, node_first, node_count, order)
+    packed = _pack(tris, ids)
+    seconds = time.perf_counter() - start
+    stats = BVHStats(
+        triangles=len(tris),
+        inner_nodes=len(order),
+        leaves=int(leaves),
+        depth=int(depth),
+        sah_cost=float(sah),
+        mean_leaf_size=len(tris) / leaves,
+        build_seconds=seconds,
+        bytes=int(nodes.nbytes + packed.nbytes),
+    )
+    return BVH(nodes, packed, ids, stats)
 
 
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     """Build a binned-SAH BVH over ``triangles`` (F,3,3); ``leaf_size`` caps SAH leaves."""
-    if leaf_size < 1 or leaf_size > 64:
-        raise ValueError(f"leaf_size must be in 1..64, got {leaf_size}")
-    tris = np.ascontiguousarray(triangles, dtype=np.float32)
-    if tris.ndim != 3 or tris.shape[1:] != (3, 3) or len(tris) == 0:
-        raise ValueError(f"triangles must be a non-empty (F, 3, 3) array, got shape {tris.shape}")
+    tris = _check(triangles, leaf_size)
     start = time.perf_counter()
-    tri_lo, tri_hi = tris.min(axis=1), tris.max(axis=1)
-    cent = (tri_lo + tri_hi) * np.float32(0.5)
-    lo, hi, first, count, depth, order = _build_binned(tri_lo, tri_hi, cent, leaf_size)
-    nodes = _flatten(lo, hi, first, count)
-    packed = pack_triangles(tris, order)
-    seconds = time.perf_counter() - start
-    leaves = count > 0
-    stats = BVHStats(
-        triangles=len(tris), inner_nodes=int((~leaves).sum()), leaves=int(leaves.sum()),
-        depth=int(depth.max()) if len(depth) else 0, sah_cost=_sah_cost(lo, hi, count),
-        mean_leaf_size=float(count[leaves].mean()), build_seconds=seconds,
-        bytes=int(nodes.nbytes + packed.nbytes),
+    n = len(tris)
+    threads = nb.get_num_threads()
+    box, ids, root = _prepare(tris, threads)
+    task_max = max(n // TASKS_PER_BUILD, MIN_TASK_TRIS)
+    base = 2 * (n // max(task_max, 1)) + 64  # slots of the top phase (see _build_top's cap)
+    slots = base + 2 * n
+    node_box = np.empty((slots, 8), np.float32)
+    node_first = np.zeros(slots, np.int32)
+    node_count = np.zeros(slots, np.int32)
+    _, tasks_i, tasks_f = _build_top(
+        box, ids, root, int(leaf_size), task_max, node_box, node_first, node_count, threads
     )
-    return BVH(nodes, packed, order, stats)
+    _build_tasks(
+        box, ids, tasks_i, tasks_f, int(leaf_size), node_box, node_first, node_count, base, threads
+    )
+    return _finish(tris, node_box, node_first, node_count, ids, start)
+
+
+# ---------------------------------------------------------------------------------------------
+# exact reference
+
+
+@nb.njit(cache=True)
+def _build_full_sweep(tri_lo, tri_hi, leaf_size):
+    """Top-down SAH with an exact sweep over the centroid-sorted triangles on all 3 axes."""
+    n_tris = tri_lo.shape[0]
+    slots = 2 * n_tris + 1
+    node_box = np.empty((slots, 8), np.float32)
+    node_first = np.zeros(slots, np.int32)
+    node_count = np.zeros(slots, np.int32)
+    ids = np.arange(n_tris).astype(np.int32)
+    cent = tri_lo + tri_hi
+    left_area = np.empty(n_tris, np.float64)
+    st = np.zeros((STACK, 4), np.int64)
+    st[0, 0], st[0, 1], st[0, 2] = 0, 0, n_tris
+    sp = 1
+    n_nodes = 1
+    while sp > 0:
+        sp -= 1
+        node, s, e, depth = st[sp, 0], st[sp, 1], st[sp, 2], st[sp, 3]
+        n = e - s
+        lo = np.full(3, np.inf, np.float32)
+        hi = np.full(3, -np.inf, np.float32)
+        for k in range(s, e):
+            for a in range(3):
+                lo[a] = min(lo[a], tri_lo[ids[k], a])
+                hi[a] = max(hi[a], tri_hi[ids[k], a])
+        node_box[node, 0:3] = lo
+        node_box[node, 4:7] = hi
+        best_cost, best_axis, best_pos = np.inf, -1, 0
+        best_perm = ids[s:e].copy()
+        if n > 1:
+            for a in range(3):
+                perm = ids[s:e][np.argsort(cent[ids[s:e], a], kind="mergesort")]
+                l0 = l1 = l2 = np.float32(np.inf)
+                h0 = h1 = h2 = np.float32(-np.inf)
+                for k in range(n - 1):
+                    t = perm[k]
+                    l0 = min(l0, tri_lo[t, 0])
+                    l1 = min(l1, tri_lo[t, 1])
+                    l2 = min(l2, tri_lo[t, 2])
+                    h0 = max(h0, tri_hi[t, 0])
+                    h1 = max(h1, tri_hi[t, 1])
+                    h2 = max(h2, tri_hi[t, 2])
+                    left_area[k] = _area(l0, l1, l2, h0, h1, h2)
+                l0 = l1 = l2 = np.float32(np.inf)
+                h0 = h1 = h2 = np.float32(-np.inf)
+                found = False
+                for k in range(n - 1, 0, -1):  # right part = perm[k:], left = perm[:k]
+                    t = perm[k]
+                    l0 = min(l0, tri_lo[t, 0])
+                    l1 = min(l1, tri_lo[t, 1])
+                    l2 = min(l2, tri_lo[t, 2])
+                    h0 = max(h0, tri_hi[t, 0])
+                    h1 = max(h1, tri_hi[t, 1])
+                    h2 = max(h2, tri_hi[t, 2])
+                    cost = left_area[k - 1] * k + _area(l0, l1, l2, h0, h1, h2) * (n - k)
+                    if cost < best_cost:
+                        best_cost, best_axis, best_pos = cost, a, k
+                        found = True
+                if found:
+                    best_perm = perm
+        parent_area = _area(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2])
+        split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
+        if n <= 1 or (n <= leaf_size and INTERSECT_COST * n <= split_cost):
+            node_first[node] = s
+            node_count[node] = n
+            continue
+        mid = s + n // 2
+        if best_axis >= 0 and depth < MEDIAN_DEPTH:
+            ids[s:e] = best_perm
+            mid = s + best_pos
+        left = n_nodes
+        n_nodes += 2
+        node_first[node] = left
+        node_count[node] = 0
+        st[sp, 0], st[sp, 1], st[sp, 2], st[sp, 3] = left + 1, mid, e, depth + 1
+        st[sp + 1, 0], st[sp + 1, 1], st[sp + 1, 2], st[sp + 1, 3] = left, s, mid, depth + 1
+        sp += 2
+    return node_box, node_first, node_count, ids
+
+
+def build_bvh_full_sweep(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
+    """Exact (unbinned) sweep-SAH BVH with the same leaf policy: the quality reference."""
+    tris = _check(triangles, leaf_size)
+    start = time.perf_counter()
+    lo, hi = tris.min(axis=1), tris.max(axis=1)
+    node_box, node_first, node_count, ids = _build_full_sweep(lo, hi, int(leaf_size))
+    return _finish(tris, node_box, node_first, node_count, ids, start)
