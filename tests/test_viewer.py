@@ -17,17 +17,33 @@ import pytest
 from PIL import Image
 
 from autotune.viewer import add_view_parser, run_view
+from autotune.viewer.overlay import (
+    GREY,
+    WHITE,
+    FontAtlas,
+    FrameHistory,
+    Sample,
+    font_size_for,
+    graph_scale,
+    graph_vertices,
+    polyline_vertices,
+)
 from raytracer.camera import orbit_path, save_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENE = "spheres"
 SIZE = (320, 180)
+TARGET_MS = "30"  # tight on a CPU: the tuner keeps frames cheap, so the tests stay quick
+pytestmark = pytest.mark.filterwarnings("ignore::autotune.AutotuneWarning")  # target unreachable
 
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_view_parser(parser.add_subparsers())
-    return parser.parse_args(["view", "--scene", SCENE, "--size", "x".join(map(str, SIZE)), *argv])
+    size = "x".join(map(str, SIZE))
+    return parser.parse_args(
+        ["view", "--scene", SCENE, "--size", size, "--target-ms", TARGET_MS, *argv]
+    )
 
 
 def _rows(record: Path) -> list[dict]:
@@ -63,6 +79,45 @@ def _path_file(tmp_path: Path, frames: int, still: bool = False) -> Path:
     return path
 
 
+# ---- overlay layout and history (no GL) -------------------------------------------------------
+
+
+def test_history_keeps_the_last_frames_in_order_and_measures_model_error() -> None:
+    history = FrameHistory(length=4)
+    for i in range(6):
+        history.push(Sample(0.05, 0.01 * (i + 1), 0.01 * (i + 1) * 1.5, 0.01 * (i + 1)))
+    assert len(history) == 4
+    assert np.allclose(history.series("measured"), [0.03, 0.04, 0.05, 0.06])
+    assert history.relative_error("predicted") == pytest.approx(0.5)
+    assert history.relative_error("corrected") == pytest.approx(0.0)
+    assert graph_scale(history) == pytest.approx(0.1)  # 1-2-5 step above 1.1 x 0.09 s
+
+
+def test_graph_geometry_stays_inside_its_panel() -> None:
+    history = FrameHistory(length=10)
+    for i in range(10):
+        history.push(Sample(0.05, 0.02 + 0.01 * i, 0.04, float("nan") if i == 3 else 0.05))
+    rect = (10.0, 100.0, 200.0, 50.0)
+    v = graph_vertices(history, rect, graph_scale(history), 2.0)
+    assert v.shape[1] == 6 and np.isfinite(v).all()
+    assert v[:, 0].min() >= 10 - 1 and v[:, 0].max() <= 210 + 1
+    assert v[:, 1].min() >= 100 - 1 and v[:, 1].max() <= 150 + 1
+    assert len(polyline_vertices(np.array([[0.0, 0.0], [3.0, 4.0], [6.0, 0.0]]), 2, WHITE)) == 12
+
+
+def test_font_atlas_lays_out_text_left_to_right() -> None:
+    font = FontAtlas(font_size_for(720))
+    assert font.size == 15 and font.image.max() == 255  # glyphs were rasterised
+    quads = font.text_vertices([("AB C", 10.4, 20.0, WHITE), ("x", 0, 40, GREY)])
+    assert quads.shape == (4 * 6, 8)  # the space draws nothing
+    lefts = quads[::6, 0]
+    assert lefts[0] == 10 and lefts[0] < lefts[1] < lefts[2]
+    assert lefts[2] - lefts[0] == pytest.approx(font.text_width("AB "))
+    assert lefts[3] == 0 and (quads[18:, 1] >= 40).all()
+    assert font.text_vertices([]).shape == (0, 8)
+    assert font.text_vertices([("\u00e9", 0, 0, WHITE)]).shape == (6, 8)  # unknown -> '?'
+
+
 # ---- headless (no display needed) -------------------------------------------------------------
 
 
@@ -95,6 +150,43 @@ def test_headless_replay_repeats_the_camera_path(tmp_path: Path, monkeypatch) ->
     a, b = _rows(first), _rows(second)
     assert len(a) == len(b) == 3  # the path's length ends the run
     assert [[r[c] for c in cam_cols] for r in a] == [[r[c] for c in cam_cols] for r in b]
+
+
+def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypatch) -> None:
+    import glfw
+
+    from autotune.viewer import app
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    step = app.Viewer.step
+    events = {
+        1: [("scroll", 3.0)],
+        2: [(glfw.KEY_W, glfw.PRESS)],
+        3: [(glfw.KEY_W, glfw.RELEASE), (glfw.KEY_R, glfw.PRESS)],
+        4: [(glfw.KEY_MINUS, glfw.PRESS), (glfw.KEY_T, glfw.PRESS), (glfw.KEY_3, glfw.PRESS)],
+    }
+
+    def scripted_step(viewer: app.Viewer) -> bool:
+        for key, action in events.get(viewer.frame_index, []):
+            if key == "scroll":
+                viewer.scroll_callback(None, 0.0, action)
+            else:
+                viewer.key_callback(None, key, 0, action, 0)
+        return step(viewer)
+
+    monkeypatch.setattr(app.Viewer, "step", scripted_step)
+    record = tmp_path / "rec"
+    assert run_view(_args("--headless", "--frames", "5", "--record", str(record))) == 0
+    rows = _rows(record)
+    eye = [np.array([float(r[f"eye_{a}"]) for a in "xyz"]) for r in rows]
+    target = [np.array([float(r[f"target_{a}"]) for a in "xyz"]) for r in rows]
+    dist = [np.linalg.norm(e - t) for e, t in zip(eye, target, strict=True)]
+    assert dist[1] == pytest.approx(dist[0] * 0.9**3)  # scrolled in
+    assert not np.allclose(target[2], target[1])  # W flew forward, eye and target together
+    assert np.allclose(eye[2] - eye[1], target[2] - target[1])
+    assert np.allclose(eye[3], eye[0]) and np.allclose(target[3], target[0])  # R reset
+    assert float(rows[4]["target_ms"]) == pytest.approx(float(TARGET_MS) / 1.25)
+    assert rows[4]["tuning"] == "0" and rows[4]["controller"] == "pi"
 
 
 def test_headless_needs_an_end(capsys) -> None:
@@ -211,7 +303,7 @@ def test_window_replays_path_keys_screenshot_overlay_resize(xvfb, tmp_path: Path
     rows = _rows(record)
     assert len(rows) == 8
     # '+' at frame 2 raised the target; '2' at frame 4 switched to the fixed controller.
-    assert float(rows[2]["target_ms"]) > float(rows[1]["target_ms"]) == 50.0
+    assert float(rows[2]["target_ms"]) > float(rows[1]["target_ms"]) == float(TARGET_MS)
     assert rows[3]["controller"] == "feedforward" and rows[4]["controller"] == "fixed"
     # Shift+S forced shadows on.
     assert all(r["shadows"] == "1" for r in rows[4:])

@@ -12,6 +12,7 @@ import math
 import os
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import glfw
@@ -55,7 +56,8 @@ HELP = [
     "H              this help",
     "Esc            quit",
 ]
-EMA = 0.1  # smoothing of fps and display time
+EMA = 0.1  # smoothing of the fps
+DISPLAY_WINDOW = 30  # the overlay shows the median display time of this many recent frames
 
 _SCENE_VS = """
 #version 330
@@ -251,7 +253,8 @@ class Viewer:
         self.show_help, self.show_overlay = False, True
         self.screenshot_pending = self.quit = False
         self.frame_index = 0
-        self.fps = self.display_seconds = math.nan
+        self.fps = math.nan
+        self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
         self.screenshots: list[Path] = []
         self._drag: tuple[float, float] | None = None
         self._last_time: float | None = None
@@ -329,8 +332,8 @@ class Viewer:
         forced = {None: "auto", True: "forced", False: "forced"}[r.force_shadows]
         replay = f"  replay {self.frame_index + 1}/{len(self.path)}" if self.path else ""
         err, cerr = (self.history.relative_error(k) for k in ("predicted", "corrected"))
-        disp_ms = self.display_seconds * 1e3
-        share = self.display_seconds / frame.measured if frame.measured > 0 else math.nan
+        display = float(np.median(self.display_times)) if self.display_times else math.nan
+        share = display / frame.measured if frame.measured > 0 else math.nan
         return [
             (
                 f"{self.scene_name} {width}x{height}  {self.fps:.1f} fps  controller "
@@ -348,7 +351,7 @@ class Viewer:
                 WHITE,
             ),
             (
-                f"model error {err:.0%}  corrected {cerr:.0%}  display {disp_ms:.1f} ms "
+                f"model error {err:.0%}  corrected {cerr:.0%}  display {display * 1e3:.1f} ms "
                 f"({share:.0%} of frame)",
                 WHITE,
             ),
@@ -394,11 +397,7 @@ class Viewer:
             )
         self.ctx.finish()
         display = time.perf_counter() - start
-        self.display_seconds = (
-            display
-            if math.isnan(self.display_seconds)
-            else ((1 - EMA) * self.display_seconds + EMA * display)
-        )
+        self.display_times.append(display)
 
         if self.screenshot_pending:
             self.screenshot_pending = False

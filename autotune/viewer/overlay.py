@@ -335,11 +335,14 @@ class Overlay:
         gx, gy = pad, height - pad - gh
         y_max = graph_scale(history)
         solid.append(graph_vertices(history, (gx, gy, gw, gh), y_max, max(1.5, font.size / 8)))
-        items.append((f"{y_max * 1e3:g} ms", gx + pad, gy + pad // 2, GREY))
+        label = f"{y_max * 1e3:g} ms"
+        items.append((label, gx + pad, gy + pad // 2, GREY))
+        legend_w = sum(font.text_width(name) + pad for name in SERIES_COLORS)
         lx = gx + gw - pad
+        ly = gy + pad // 2 + (lh if lx - legend_w < gx + 2 * pad + font.text_width(label) else 0)
         for name, color in reversed(SERIES_COLORS.items()):
             lx -= font.text_width(name) + pad
-            items.append((name, lx, gy + pad // 2, color))
+            items.append((name, lx, ly, color))
         if help_lines:
             hw = max(font.text_width(t) for t in help_lines) + 2 * pad
             hx = width - hw - pad
