@@ -224,6 +224,15 @@ def test_unreadable_camera_path_names_the_file(tmp_path: Path, capsys, content) 
     assert str(path) in err and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_unknown_scene_is_one_line(monkeypatch, capsys) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    args = _args("--headless", "--frames", "1")
+    args.scene = "no-such-scene"
+    assert run_view(args) == 2
+    err = capsys.readouterr().err
+    assert "no-such-scene" in err and "Traceback" not in err and err.count("\n") == 1
+
+
 # ---- window under Xvfb ------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import glfw
 import moderngl
@@ -24,6 +25,9 @@ from autotune.viewer.controls import CameraController
 from autotune.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
 from autotune.viewer.record import Recorder, save_png
 from raytracer.camera import Camera, load_path
+
+if TYPE_CHECKING:
+    from raytracer.tuned import TunedFrame, TunedRenderer
 
 GL_VERSION = 330
 TARGET_STEP = 1.25  # factor per +/- press
@@ -127,7 +131,7 @@ def _read_rgb(fbo: moderngl.Framebuffer, size: tuple[int, int]) -> np.ndarray:
 
 
 class WindowSurface:
-    """A glfw window with an OpenGL 3.3 core context; input goes to the ``on_*`` hooks."""
+    """A glfw window with an OpenGL 3.3 core context (the Viewer installs the input callbacks)."""
 
     def __init__(self, width: int, height: int, title: str) -> None:
         if sys.platform.startswith("linux") and not (
@@ -138,7 +142,17 @@ class WindowSurface:
                 "offscreen, or run under a virtual X server, Xvfb "
                 "(e.g. xvfb-run -s '-screen 0 1280x720x24' autotune view ...)"
             )
-        glfw.ERROR_REPORTING = "raise"
+        glfw.ERROR_REPORTING = "raise"  # setup failures become exceptions with glfw's reason
+        try:
+            self._open(width, height, title)
+        finally:
+            glfw.ERROR_REPORTING = "log"  # from here on, glfw trouble must not stop the loop
+        glfw.swap_interval(0)  # never wait for vsync: the tuner owns the frame time
+        self.fbo = self.ctx.screen
+        self.resized: tuple[int, int] | None = None
+        glfw.set_framebuffer_size_callback(self.window, self._on_resize)
+
+    def _open(self, width: int, height: int, title: str) -> None:
         try:
             glfw.init()
         except glfw.GLFWError as exc:
@@ -154,18 +168,13 @@ class WindowSurface:
             self.window = glfw.create_window(width, height, title, None, None)
             glfw.make_context_current(self.window)
             self.ctx = moderngl.create_context(require=GL_VERSION)
-        except (glfw.GLFWError, Exception) as exc:  # moderngl raises plain Exception
+        except Exception as exc:  # glfw.GLFWError, or moderngl's plain Exception
             glfw.terminate()
             msg = _glfw_message(exc) if isinstance(exc, glfw.GLFWError) else str(exc)
             raise ViewerError(
                 f"no OpenGL 3.3 core context available ({msg}); the viewer needs "
                 f"OpenGL 3.3 (update the graphics driver, or use --headless)"
             ) from None
-        glfw.ERROR_REPORTING = "log"  # from here on, glfw trouble must not stop the loop
-        glfw.swap_interval(0)  # never wait for vsync: the tuner owns the frame time
-        self.fbo = self.ctx.screen
-        self.resized: tuple[int, int] | None = None
-        glfw.set_framebuffer_size_callback(self.window, self._on_resize)
 
     def _on_resize(self, _window, width: int, height: int) -> None:
         self.resized = (width, height)
@@ -232,7 +241,7 @@ class Viewer:
     def __init__(
         self,
         surface: WindowSurface | OffscreenSurface,
-        renderer,
+        renderer: TunedRenderer,
         scene_name: str,
         controller: str,
         path: list[Camera] | None = None,
@@ -255,7 +264,6 @@ class Viewer:
         self.frame_index = 0
         self.fps = math.nan
         self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
-        self.screenshots: list[Path] = []
         self._drag: tuple[float, float] | None = None
         self._last_time: float | None = None
         self._start = time.perf_counter()
@@ -326,7 +334,7 @@ class Viewer:
             self.controls.fly(*np.clip(move, -1, 1), seconds)
         return self.controls.camera()
 
-    def status_lines(self, frame, width: int, height: int) -> list[tuple[str, tuple]]:
+    def status_lines(self, frame: TunedFrame, width: int, height: int) -> list[tuple[str, tuple]]:
         """The overlay's text: rates, times, knobs, model error, display cost."""
         r, s = self.renderer, frame.settings
         forced = {None: "auto", True: "forced", False: "forced"}[r.force_shadows]
@@ -403,7 +411,6 @@ class Viewer:
             self.screenshot_pending = False
             path = self.screenshot_dir / f"screenshot_{self.frame_index:05d}.png"
             save_png(self.surface.read(), path)
-            self.screenshots.append(path)
             print(f"screenshot saved to {path}")
         if self.recorder is not None:
             self.recorder.add(self._row(frame, display, width, height), camera, self.surface.read())
@@ -412,7 +419,7 @@ class Viewer:
         limit = min(self.max_frames or math.inf, len(self.path) if self.path else math.inf)
         return self.frame_index < limit
 
-    def _row(self, frame, display: float, width: int, height: int) -> dict:
+    def _row(self, frame: TunedFrame, display: float, width: int, height: int) -> dict:
         s, r = frame.settings, self.renderer
         phases = {
             f"{p}_ms": frame.phase_seconds.get(p, 0.0) * 1e3
@@ -443,8 +450,9 @@ class Viewer:
             pass
 
 
-def _load_renderer(args: argparse.Namespace, width: int, height: int):
+def _load_renderer(args: argparse.Namespace, width: int, height: int) -> TunedRenderer:
     """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
+    from raytracer.opencl_device import DeviceError
     from raytracer.scene import SceneError, load_scene
     from raytracer.tracer import TracerError
     from raytracer.tuned import TunedRenderer
@@ -459,7 +467,7 @@ def _load_renderer(args: argparse.Namespace, width: int, height: int):
             controller=args.controller,
             device=args.device,
         )
-    except (SceneError, TracerError) as exc:
+    except (SceneError, TracerError, DeviceError) as exc:
         raise ViewerError(str(exc)) from None
 
 
@@ -501,7 +509,9 @@ def run(args: argparse.Namespace) -> dict | None:
     return summary
 
 
-def _run_info(args: argparse.Namespace, surface, renderer) -> dict:
+def _run_info(
+    args: argparse.Namespace, surface: WindowSurface | OffscreenSurface, renderer: TunedRenderer
+) -> dict:
     """What run.json says about the run besides per-frame statistics."""
     return {
         "scene": str(args.scene),
