@@ -53,7 +53,7 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
     logs = []
     for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,
                                  leave=False)):
-        f = renderer.render(cam)
+        f = renderer.render(cam, cameras[i + 1] if i + 1 < len(cameras) else None)
         logs.append(FrameLog(i, renderer.target_seconds, f.measured, f.predicted, f.corrected,
                              f.settings.ao_rays, f.settings.shadows, f.settings.phong,
                              f.probe_seconds, f.over_budget))

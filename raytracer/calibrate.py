@@ -1,9 +1,10 @@
 """Calibrate a device for the ray tracer: microbenchmarks, then fit the model to measured frames.
 
 Step 1 (``autotune.calibration``) measures the Hong–Kim device parameters with OpenCL
-microbenchmarks. Step 2 renders a set of views with several knob settings, and fits per phase
-``measured = scale * HongKim + offset`` by non-negative least squares (scipy), which absorbs
-what the analytical model leaves out on this device (the "remaining free parameters").
+microbenchmarks. Step 2 renders a set of views with several knob settings and fits, by robust
+least squares (scipy), the model's free parameters to the measured phase times: the device
+latencies and issue cost the microbenchmarks only estimate, and per phase
+``measured = scale * HongKim + offset`` (what the analytical model leaves out on this device).
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import least_squares
 from tqdm import tqdm
 
 from autotune.profile_store import profile_path
 from models.device_profile import DeviceProfile, save_profile
-from models.raytrace_cost import KernelCounts, predict_phase_seconds
+from models.hong_kim import predict_seconds
+from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
 from models.workload import Workload
 from raytracer.camera import Camera, orbit_path
 from raytracer.instruction_counts import load_kernel_counts
@@ -30,6 +32,7 @@ from raytracer.tracer import PHASES, TILE, RenderSettings, Tracer
 
 QUICK_SCENES = ("dragon-small", "city")
 FULL_SCENES = ("dragon", "sibenik", "city", "bunny")
+FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 CALIBRATION_SETTINGS = (
     RenderSettings(0, 0.1, False, False), RenderSettings(2, 0.1, True, True),
     RenderSettings(8, 0.1, False, True), RenderSettings(16, 0.1, True, False),
@@ -74,25 +77,63 @@ def _model_phases(profile: DeviceProfile, counts: KernelCounts, sample: Sample) 
                                  TILE * TILE)
 
 
+def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tuple[np.ndarray, ...]]:
+    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks) and measured seconds."""
+    rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in PHASES}
+    for s in samples:
+        st = s.settings
+        ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong)
+        blocks = math.ceil(s.workload.pixels / (TILE * TILE))
+        for phase, measured in s.phase_seconds.items():
+            i = ins[phase]
+            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, measured))
+    return {p: tuple(np.array(r, np.float64).T) for p, r in rows.items() if len(r) >= 2}
+
+
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> DeviceProfile:
-    """Fit ``scale_<phase>`` and ``offset_<phase>`` of every phase to the measured samples."""
-    raw = dataclasses.replace(base, fitted={})
-    fitted: dict[str, float] = {}
-    for phase in PHASES:
-        rows = [(_model_phases(raw, counts, s)[phase], s.phase_seconds[phase])
-                for s in samples if phase in s.phase_seconds]
-        if len(rows) < 2:
-            continue
-        model, measured = np.array(rows).T
-        # relative least squares: every frame counts alike, whatever its length
-        weight = 1.0 / np.maximum(measured, 1e-9)
-        coef, _ = nnls(np.stack([model * weight, weight], axis=1), measured * weight)
-        if coef[0] <= 0:  # the offset alone fits best: keep the model's shape, scale only
-            coef, _ = nnls((model * weight)[:, None], measured * weight)
-            coef = (coef[0], 0.0)
-        fitted[f"scale_{phase}"] = float(coef[0])
-        fitted[f"offset_{phase}"] = float(coef[1])
-    return dataclasses.replace(base, fitted=fitted)
+    """Least-squares fit of the free Hong–Kim parameters to measured phase times.
+
+    Fitted: issue cycles, memory latency and the two departure delays (the device figures the
+    microbenchmarks only estimate, in log space so they stay positive), and per phase a scale
+    and a launch-overhead offset. Residuals are relative, so short and long frames count alike.
+    """
+    data = _phase_arrays(counts, samples)
+    phases = list(data)
+    free0 = np.log([getattr(base, f) for f in FREE_PARAMETERS])
+
+    def unpack(x: np.ndarray) -> tuple[DeviceProfile, dict[str, float]]:
+        profile = dataclasses.replace(base, fitted={}, **{
+            f: float(np.exp(v)) for f, v in zip(FREE_PARAMETERS, x, strict=False)})
+        k = len(FREE_PARAMETERS)
+        fitted = {}
+        for j, phase in enumerate(phases):
+            fitted[f"scale_{phase}"] = float(np.exp(x[k + 2 * j]))
+            fitted[f"offset_{phase}"] = float(x[k + 2 * j + 1])
+        return profile, fitted
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        profile, fitted = unpack(x)
+        out = []
+        for phase in phases:
+            compute, coal, uncoal, blocks, measured = data[phase]
+            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
+            pred = model * fitted[f"scale_{phase}"] + fitted[f"offset_{phase}"]
+            out.append((pred - measured) / measured)
+        return np.concatenate(out)
+
+    # start each phase's scale where the microbenchmark profile's shape fits best
+    x0 = list(free0)
+    for phase in phases:
+        compute, coal, uncoal, blocks, measured = data[phase]
+        model = predict_seconds(dataclasses.replace(base, fitted={}), compute, coal, uncoal, 0.0,
+                                TILE * TILE, blocks)
+        x0 += [float(np.log(np.median(measured / np.maximum(model, 1e-12)))), 0.0]
+    lower = [v - np.log(100.0) for v in free0] + [-np.inf, 0.0] * len(phases)
+    upper = [v + np.log(100.0) for v in free0] + [np.inf, np.inf] * len(phases)
+    result = least_squares(residuals, np.array(x0), bounds=(lower, upper), loss="soft_l1",
+                           f_scale=0.1)
+    profile, fitted = unpack(result.x)
+    return dataclasses.replace(profile, fitted=fitted)
 
 
 def model_errors(profile: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> np.ndarray:

@@ -11,7 +11,13 @@ import raytracer.tuned as tuned_mod
 from autotune.profile_store import find_device_profile, profile_path
 from models.device_profile import builtin_profiles, save_profile
 from models.raytrace_cost import predict_phase_seconds
-from raytracer.calibrate import Sample, calibration_views, collect_samples, fit_profile
+from raytracer.calibrate import (
+    Sample,
+    calibration_views,
+    collect_samples,
+    fit_profile,
+    model_errors,
+)
 from raytracer.instruction_counts import load_kernel_counts
 from raytracer.probe import Probe
 from raytracer.tracer import RenderSettings
@@ -34,7 +40,7 @@ def fitted_profile(tracers):
     return fit_profile(builtin_profiles()["gf580"], load_kernel_counts(), samples)
 
 
-def test_fit_recovers_known_scale_and_offset(tracers):
+def test_fit_reproduces_a_known_affine_device(tracers):
     tracer = tracers("dragon-small")
     probe = Probe(tracer.scene, tracer.bvh)
     base = builtin_profiles()["gf580"]
@@ -46,9 +52,10 @@ def test_fit_recovers_known_scale_and_offset(tracers):
                   RenderSettings(32, 0.1, True, True)):
             model = predict_phase_seconds(base, counts, w, s.ao_rays, s.shadows, s.phong)
             samples.append(Sample(w, s, {p: 3.0 * v + 0.002 for p, v in model.items() if v}))
-    fitted = fit_profile(base, counts, samples).fitted
-    assert fitted["scale_ao"] == pytest.approx(3.0, rel=1e-3)
-    assert fitted["offset_ao"] == pytest.approx(0.002, rel=1e-2)
+    profile = fit_profile(base, counts, samples)
+    # the scale trades off against the device latencies: what must hold is the fit itself
+    assert model_errors(profile, counts, samples).max() < 0.01
+    assert all(profile.fitted[f"offset_{p}"] >= 0 for p in ("primary", "shadow", "ao", "shade"))
 
 
 def test_tuner_picks_more_quality_for_a_longer_target(tracers, fitted_profile):
@@ -130,3 +137,33 @@ def test_profile_for_another_device_warns(tracers):
     path.write_text(json.dumps(other.to_dict()))
     with pytest.warns(UserWarning, match="profile is for 'Some Other GPU'"):
         assert find_device_profile(info.name, info.driver) is None
+
+
+def test_overlapped_probe_gives_the_same_workload(tracers, fitted_profile):
+    tracer = tracers("dragon-small")
+    cams = calibration_views(tracer.scene, 3)
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted_profile, tracer=tracer)
+    r.overlap_probe = True
+    first = r.render(cams[0], next_camera=cams[1])
+    second = r.render(cams[1], next_camera=cams[2])
+    assert second.workload == r.probe.measure(cams[1], W, H)
+    assert first.probe_seconds > 0 and second.probe_seconds >= 0
+    third = r.render(cams[0])  # not the prefetched view: probed again, nothing left running
+    assert third.workload == r.probe.measure(cams[0], W, H)
+
+
+def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
+    import raytracer.calibrate as calibrate_mod
+
+    info = tracers("dragon-small").device_info
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(calibrate_mod, "base_profile",
+                        lambda device, quick: _device_profile(tracers("dragon-small")))
+    monkeypatch.setattr(calibrate_mod, "collect_samples", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        calibrate_mod.calibrate(info, quick=True, progress=False)
+    assert not profile_path(info.name, info.driver).exists()
+    assert not list(profile_path(info.name, info.driver).parent.glob("*"))
