@@ -360,7 +360,7 @@ class Viewer:
             ),
             (
                 f"model error {err:.0%}  corrected {cerr:.0%}  display {display * 1e3:.1f} ms "
-                f"({share:.0%} of frame)",
+                f"({share:.1%} of frame, {display / r.target_seconds:.0%} of target)",
                 WHITE,
             ),
             ("H: keys", GREY),
