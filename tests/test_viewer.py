@@ -164,19 +164,25 @@ def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypat
         2: [(glfw.KEY_W, glfw.PRESS)],
         3: [(glfw.KEY_W, glfw.RELEASE), (glfw.KEY_R, glfw.PRESS)],
         4: [(glfw.KEY_MINUS, glfw.PRESS), (glfw.KEY_T, glfw.PRESS), (glfw.KEY_3, glfw.PRESS)],
+        5: [("cursor", (100, 80)), ("button", glfw.PRESS), ("cursor", (160, 60))],
+        6: [("button", glfw.RELEASE), ("cursor", (300, 10))],
     }
 
     def scripted_step(viewer: app.Viewer) -> bool:
-        for key, action in events.get(viewer.frame_index, []):
+        for key, value in events.get(viewer.frame_index, []):
             if key == "scroll":
-                viewer.scroll_callback(None, 0.0, action)
+                viewer.scroll_callback(None, 0.0, value)
+            elif key == "cursor":
+                viewer.cursor_callback(None, *value)
+            elif key == "button":
+                viewer.mouse_button_callback(None, glfw.MOUSE_BUTTON_LEFT, value, 0)
             else:
-                viewer.key_callback(None, key, 0, action, 0)
+                viewer.key_callback(None, key, 0, value, 0)
         return step(viewer)
 
     monkeypatch.setattr(app.Viewer, "step", scripted_step)
     record = tmp_path / "rec"
-    assert run_view(_args("--headless", "--frames", "5", "--record", str(record))) == 0
+    assert run_view(_args("--headless", "--frames", "7", "--record", str(record))) == 0
     rows = _rows(record)
     eye = [np.array([float(r[f"eye_{a}"]) for a in "xyz"]) for r in rows]
     target = [np.array([float(r[f"target_{a}"]) for a in "xyz"]) for r in rows]
@@ -187,6 +193,9 @@ def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypat
     assert np.allclose(eye[3], eye[0]) and np.allclose(target[3], target[0])  # R reset
     assert float(rows[4]["target_ms"]) == pytest.approx(float(TARGET_MS) / 1.25)
     assert rows[4]["tuning"] == "0" and rows[4]["controller"] == "pi"
+    assert not np.allclose(eye[5], eye[4]) and np.allclose(target[5], target[4])  # dragged
+    assert dist[5] == pytest.approx(dist[4])  # orbiting keeps the distance
+    assert np.allclose(eye[6], eye[5])  # moving with the button up does not orbit
 
 
 def test_headless_needs_an_end(capsys) -> None:

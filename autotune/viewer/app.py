@@ -264,7 +264,8 @@ class Viewer:
         self.frame_index = 0
         self.fps = math.nan
         self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
-        self._drag: tuple[float, float] | None = None
+        self._dragging = False
+        self._cursor: tuple[float, float] | None = None
         self._last_time: float | None = None
         self._start = time.perf_counter()
         if isinstance(surface, WindowSurface):
@@ -312,14 +313,15 @@ class Viewer:
     def set_target(self, seconds: float) -> None:
         self.renderer.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
 
-    def mouse_button_callback(self, window, button: int, action: int, _mods: int) -> None:
+    def mouse_button_callback(self, _window, button: int, action: int, _mods: int) -> None:
         if button == glfw.MOUSE_BUTTON_LEFT:
-            self._drag = glfw.get_cursor_pos(window) if action == glfw.PRESS else None
+            self._dragging = action == glfw.PRESS
 
     def cursor_callback(self, _window, x: float, y: float) -> None:
-        if self._drag is not None:
-            self.controls.orbit(x - self._drag[0], y - self._drag[1])
-            self._drag = (x, y)
+        """Orbit by the cursor's movement while the left button is held."""
+        if self._dragging and self._cursor is not None:
+            self.controls.orbit(x - self._cursor[0], y - self._cursor[1])
+        self._cursor = (x, y)
 
     def scroll_callback(self, _window, _dx: float, dy: float) -> None:
         self.controls.dolly(dy)
