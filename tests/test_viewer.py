@@ -340,6 +340,49 @@ def test_window_replays_path_keys_screenshot_overlay_resize(xvfb, tmp_path: Path
     assert _image(record / "frames" / "00007.png").shape == (144, 256, 3)
 
 
+def _wait_for(check, seconds: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"viewer exited or stalled: {proc.communicate()[1][-2000:]}")
+        time.sleep(0.05)
+
+
+def test_real_x_key_events_through_the_cli(xvfb, tmp_path: Path) -> None:
+    if shutil.which("xdotool") is None:
+        pytest.skip("xdotool is not installed (apt-get install xdotool)")
+    record = tmp_path / "rec"
+    path = _path_file(tmp_path, 200, still=True)
+    argv = ["view", "--scene", SCENE, "--size", "320x180", "--target-ms", TARGET_MS]
+    argv += ["--path", str(path), "--record", str(record)]
+    pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "DISPLAY": xvfb, "PYTHONPATH": pythonpath}
+    code = f"import sys\nfrom autotune.cli import main\nsys.exit(main({argv!r}))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+
+    def key(name: str) -> None:
+        subprocess.run(["xdotool", "key", name], env=env, check=True)
+
+    try:
+        _wait_for(lambda: (record / "frames" / "00000.png").exists(), 90, proc)
+        subprocess.run(["xdotool", "mousemove", "40", "40"], env=env, check=True)  # focus
+        key("equal")
+        key("p")
+        _wait_for(lambda: any(record.glob("screenshot_*.png")), 30, proc)
+        key("Escape")
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    rows = _rows(record)
+    assert len(rows) < 200  # Esc ended the run before the path did
+    assert float(rows[-1]["target_ms"]) == pytest.approx(float(TARGET_MS) * 1.25)
+
+
 def test_no_opengl_33_context_says_so(tmp_path: Path) -> None:
     proc, display = _start_xvfb("-extension", "GLX")
     try:
