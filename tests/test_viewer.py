@@ -242,6 +242,15 @@ def test_unknown_scene_is_one_line(monkeypatch, capsys) -> None:
     assert "no-such-scene" in err and "Traceback" not in err and err.count("\n") == 1
 
 
+def test_unwritable_record_directory_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    assert run_view(_args("--headless", "--frames", "1", "--record", str(blocker / "rec"))) == 2
+    err = capsys.readouterr().err
+    assert str(blocker / "rec") in err and "Traceback" not in err and err.count("\n") == 1
+
+
 # ---- window under Xvfb ------------------------------------------------------------------------
 
 

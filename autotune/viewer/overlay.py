@@ -69,8 +69,7 @@ class FrameHistory:
 
     def relative_error(self, name: str) -> float:
         """Mean |``name`` - measured| / measured over the last :data:`ERROR_WINDOW` frames."""
-        recent = self.array()[-ERROR_WINDOW:]
-        value, measured = recent[:, SERIES.index(name)], recent[:, SERIES.index("measured")]
+        value, measured = self.series(name)[-ERROR_WINDOW:], self.series("measured")[-ERROR_WINDOW:]
         ok = np.isfinite(value) & (measured > 0)
         return (
             float(np.mean(np.abs(value[ok] - measured[ok]) / measured[ok]))

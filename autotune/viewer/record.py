@@ -75,9 +75,8 @@ def _stats(values: list[float]) -> dict[str, float]:
 class Recorder:
     """Writes ``frames/NNNNN.png``, ``frames.csv``, ``camera_path.json`` and ``run.json``."""
 
-    def __init__(self, directory: str | Path, save_frames: bool = True) -> None:
+    def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
-        self.save_frames = save_frames
         try:
             (self.dir / "frames").mkdir(parents=True, exist_ok=True)
             self._csv_file = open(self.dir / "frames.csv", "w", newline="")  # noqa: SIM115
@@ -90,7 +89,7 @@ class Recorder:
         self.cameras: list[Camera] = []
         self.rows: list[dict] = []
 
-    def add(self, row: dict, camera: Camera, image: np.ndarray | None) -> None:
+    def add(self, row: dict, camera: Camera, image: np.ndarray) -> None:
         """Record one frame's figures (keys of :data:`FIELDS`), its camera and its image."""
         row = {
             **row,
@@ -104,8 +103,7 @@ class Recorder:
         self._csv.writerow(row)
         self.rows.append(row)
         self.cameras.append(camera)
-        if self.save_frames and image is not None:
-            save_png(image, self.dir / "frames" / f"{int(row['frame']):05d}.png")
+        save_png(image, self.dir / "frames" / f"{int(row['frame']):05d}.png")
 
     def close(self, info: dict) -> dict:
         """Finish the files; ``run.json`` holds ``info`` plus per-figure statistics (ms) of the
