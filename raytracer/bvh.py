@@ -18,7 +18,7 @@ Build (``build_bvh``): per-triangle boxes are copied into one contiguous (F, 8) 
 partitioned in place with the triangle ids, so every pass reads memory in order. A node is
 binned once (16 bins on each of the three centroid axes); the winning split's bin sweep also
 gives both children's exact bounds and the partition pass their centroid bounds, so no node is
-re-scanned for bounds. Nodes above ``F / 32`` triangles are built one at a time with the
+re-scanned for bounds. Nodes above ``F / (4 * threads)`` triangles are built one at a time with the
 binning spread over all threads; the subtrees below are then built in parallel (``prange``),
 each writing its nodes into its own slots ``[base + 2*start, base + 2*end)`` of a shared
 array (a subtree of m triangles has at most 2m - 1 nodes), and a final depth-first walk
@@ -41,7 +41,7 @@ TOP_BINS = 64  # bins per axis in the (few, big) top-phase nodes
 TRAVERSAL_COST = 1.0
 INTERSECT_COST = 1.0
 MAX_LEAF_SIZE = 64
-TASKS_PER_BUILD = 32  # subtrees at most F / TASKS_PER_BUILD triangles are built in parallel
+TASKS_PER_THREAD = 4  # subtrees of at most F / (4 * threads) triangles are built in parallel
 MIN_TASK_TRIS = 2048  # ... but never split the top phase below this many triangles per task
 PAR_BIN_MIN = 32768  # top-phase nodes with more triangles bin in parallel chunks
 STACK = 256
@@ -143,28 +143,25 @@ def _bin_of(c2, cmin, scale, nbins):
     return b
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _bin_range(box, s, e, cmin, scale, cnt, bins):
     """Accumulate triangles s..e-1 into per-axis bins (counts and bounds)."""
     nbins = cnt.shape[1]
     for k in range(s, e):
         l0, l1, l2 = box[k, 0], box[k, 1], box[k, 2]
         h0, h1, h2 = box[k, 4], box[k, 5], box[k, 6]
-        for a in range(3):
-            if scale[a] <= 0.0:
-                continue
+        for a in range(3):  # an unusable axis (scale 0) fills bin 0, which _sweep ignores
             b = _bin_of(box[k, a] + box[k, 4 + a], cmin[a], scale[a], nbins)
             cnt[a, b] += 1
-            bb = bins[a, b]
-            bb[0] = min(bb[0], l0)
-            bb[1] = min(bb[1], l1)
-            bb[2] = min(bb[2], l2)
-            bb[4] = max(bb[4], h0)
-            bb[5] = max(bb[5], h1)
-            bb[6] = max(bb[6], h2)
+            bins[a, b, 0] = min(bins[a, b, 0], l0)
+            bins[a, b, 1] = min(bins[a, b, 1], l1)
+            bins[a, b, 2] = min(bins[a, b, 2], l2)
+            bins[a, b, 4] = max(bins[a, b, 4], h0)
+            bins[a, b, 5] = max(bins[a, b, 5], h1)
+            bins[a, b, 6] = max(bins[a, b, 6], h2)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _reset_bins(cnt, bins):
     """Empty bins: zero counts, inverted bounds."""
     for a in range(3):
@@ -175,7 +172,7 @@ def _reset_bins(cnt, bins):
                 bins[a, b, 4 + c] = -np.inf
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _sweep(cnt, bins, scale, right_area, right_n):
     """Best (cost, axis, bin) over the bin boundaries of all usable axes; axis -1 if none."""
     nbins = cnt.shape[1]
@@ -189,28 +186,26 @@ def _sweep(cnt, bins, scale, right_area, right_n):
         r4 = r5 = r6 = np.float32(-np.inf)
         rn = 0
         for b in range(nbins - 1, 0, -1):
-            bb = bins[a, b]
             rn += cnt[a, b]
-            r0 = min(r0, bb[0])
-            r1 = min(r1, bb[1])
-            r2 = min(r2, bb[2])
-            r4 = max(r4, bb[4])
-            r5 = max(r5, bb[5])
-            r6 = max(r6, bb[6])
+            r0 = min(r0, bins[a, b, 0])
+            r1 = min(r1, bins[a, b, 1])
+            r2 = min(r2, bins[a, b, 2])
+            r4 = max(r4, bins[a, b, 4])
+            r5 = max(r5, bins[a, b, 5])
+            r6 = max(r6, bins[a, b, 6])
             right_area[b] = _area(r0, r1, r2, r4, r5, r6)
             right_n[b] = rn
         l0 = l1 = l2 = np.float32(np.inf)
         l4 = l5 = l6 = np.float32(-np.inf)
         ln = 0
         for b in range(nbins - 1):
-            bb = bins[a, b]
             ln += cnt[a, b]
-            l0 = min(l0, bb[0])
-            l1 = min(l1, bb[1])
-            l2 = min(l2, bb[2])
-            l4 = max(l4, bb[4])
-            l5 = max(l5, bb[5])
-            l6 = max(l6, bb[6])
+            l0 = min(l0, bins[a, b, 0])
+            l1 = min(l1, bins[a, b, 1])
+            l2 = min(l2, bins[a, b, 2])
+            l4 = max(l4, bins[a, b, 4])
+            l5 = max(l5, bins[a, b, 5])
+            l6 = max(l6, bins[a, b, 6])
             if ln == 0 or right_n[b + 1] == 0:
                 continue
             cost = _area(l0, l1, l2, l4, l5, l6) * ln + right_area[b + 1] * right_n[b + 1]
@@ -219,7 +214,7 @@ def _sweep(cnt, bins, scale, right_area, right_n):
     return best_cost, best_axis, best_bin
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _child_bounds(bins, a, split, out):
     """Bounds of bins 0..split (out[0:8]) and the bins after it (out[8:16]) on axis a."""
     for h in range(2):
@@ -234,7 +229,7 @@ def _child_bounds(bins, a, split, out):
                 out[o + 4 + c] = max(out[o + 4 + c], bins[a, b, 4 + c])
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     """In-place partition of s..e-1 by bin <= split on axis a; cb gets both children's
     doubled-centroid bounds (left lo/hi in 0:6, right in 6:12). Returns the split index."""
@@ -269,7 +264,7 @@ def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     return i
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _range_bounds(box, s, e, out, o):
     """Exact bounds and doubled-centroid bounds of s..e-1 into out[o:o+8] and out[o+8:o+14]."""
     for c in range(3):
@@ -284,10 +279,12 @@ def _range_bounds(box, s, e, out, o):
             out[o + 11 + c] = max(out[o + 11 + c], cc)
 
 
-@nb.njit(cache=True)
-def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids):
+@nb.njit(cache=True, inline="always")
+def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids, left_box, out_f):
     """Exact SAH sweep of a small node (insertion sort per axis); reorders s..e-1 along the
-    best axis and returns (cost, mid), or (inf, -1) when no split separates anything."""
+    best axis and returns (cost, mid), or (inf, -1) when no split separates anything.
+    out_f gets both children's bounds (their centroid bounds are not needed: small nodes
+    have small children)."""
     n = e - s
     best_cost, best_axis, best_k = np.inf, -1, 0
     for a in range(3):
@@ -311,6 +308,8 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids):
             h1 = max(h1, box[t, 5])
             h2 = max(h2, box[t, 6])
             left_area[k] = _area(l0, l1, l2, h0, h1, h2)
+            left_box[k, 0], left_box[k, 1], left_box[k, 2] = l0, l1, l2
+            left_box[k, 3], left_box[k, 4], left_box[k, 5] = h0, h1, h2
         l0 = l1 = l2 = np.float32(np.inf)
         h0 = h1 = h2 = np.float32(-np.inf)
         for k in range(n - 1, 0, -1):  # right = perm[k:], left = perm[:k]
@@ -324,13 +323,20 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids):
             cost = left_area[k - 1] * k + _area(l0, l1, l2, h0, h1, h2) * (n - k)
             if cost < best_cost:
                 best_cost, best_axis, best_k = cost, a, k
+                for c in range(3):
+                    out_f[c] = left_box[k - 1, c]
+                    out_f[4 + c] = left_box[k - 1, 3 + c]
+                out_f[ITEM_F], out_f[ITEM_F + 1], out_f[ITEM_F + 2] = l0, l1, l2
+                out_f[ITEM_F + 4], out_f[ITEM_F + 5], out_f[ITEM_F + 6] = h0, h1, h2
     if best_axis < 0:
         return np.inf, -1
     for k in range(n):
-        tmp_box[k] = box[s + perm[best_axis, k]]
+        for c in range(8):
+            tmp_box[k, c] = box[s + perm[best_axis, k], c]
         tmp_ids[k] = ids[s + perm[best_axis, k]]
     for k in range(n):
-        box[s + k] = tmp_box[k]
+        for c in range(8):
+            box[s + k, c] = tmp_box[k, c]
         ids[s + k] = tmp_ids[k]
     return best_cost, s + best_k
 
@@ -340,7 +346,7 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids):
 ITEM_F = 14
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, inline="always")
 def _split_node(
     box,
     ids,
@@ -369,15 +375,15 @@ def _split_node(
     if n <= SMALL_NODE and depth < MEDIAN_DEPTH:
         small = scratch_small
         best_cost, mid = _small_sweep(
-            box, ids, s, e, small[0], small[1], small[2], small[3], small[4]
+            box, ids, s, e, small[0], small[1], small[2], small[3], small[4], small[5], out_f
         )
         split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
         if n <= leaf_size and INTERSECT_COST * n <= split_cost:
             return -1
         if mid < 0:
             mid = s + n // 2
-        _range_bounds(box, s, mid, out_f, 0)
-        _range_bounds(box, mid, e, out_f, ITEM_F)
+            _range_bounds(box, s, mid, out_f, 0)
+            _range_bounds(box, mid, e, out_f, ITEM_F)
         return mid
     for a in range(3):
         cmin[a] = item_f[8 + a]
@@ -400,8 +406,8 @@ def _split_node(
         _range_bounds(box, s, mid, out_f, 0)
         _range_bounds(box, mid, e, out_f, ITEM_F)
         return mid
-    cb = scratch[:12]
-    bounds = scratch[12:28]
+    cb = scratch[0]
+    bounds = scratch[1]
     mid = _partition(
         box, ids, s, e, best_axis, cmin[best_axis], scale[best_axis], cnt.shape[1], best_bin, cb
     )
@@ -423,6 +429,7 @@ def _small_scratch():
         np.empty(SMALL_NODE, np.float64),
         np.empty((SMALL_NODE, 8), np.float32),
         np.empty(SMALL_NODE, np.int32),
+        np.empty((SMALL_NODE, 6), np.float32),
     )
 
 
@@ -439,7 +446,7 @@ def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, no
     st_f = np.empty((STACK, ITEM_F), np.float32)
     out_f = np.empty(2 * ITEM_F, np.float32)
     it_f = np.empty(ITEM_F, np.float32)
-    scratch = np.empty(28, np.float32)
+    scratch = (np.empty(12, np.float32), np.empty(16, np.float32))
     small = _small_scratch()
     st_i[0] = root_i
     st_f[0] = root_f
@@ -449,7 +456,8 @@ def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, no
     while sp > 0:
         sp -= 1
         node, s, e, depth = st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3]
-        it_f[:] = st_f[sp]
+        for c in range(ITEM_F):
+            it_f[c] = st_f[sp, c]
         max_depth = max(max_depth, depth)
         for c in range(8):
             node_box[node, c] = it_f[c]
@@ -481,9 +489,10 @@ def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, no
         node_first[node] = left
         node_count[node] = 0
         st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
-        st_f[sp] = out_f[ITEM_F:]
+        for c in range(ITEM_F):
+            st_f[sp, c] = out_f[ITEM_F + c]
+            st_f[sp + 1, c] = out_f[c]
         st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
-        st_f[sp + 1] = out_f[:ITEM_F]
         sp += 2
     return max_depth
 
@@ -517,6 +526,12 @@ def _bin_parallel(box, s, e, cmin, scale, cnt, bins, threads):
 
 
 @nb.njit(cache=True)
+def _task_cap(n_tris, task_max):
+    """Most subtree tasks the top phase may hand out (then it stops splitting)."""
+    return 2 * (n_tris // max(task_max, 1)) + 64
+
+
+@nb.njit(cache=True)
 def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_count, threads):
     """Sequential top phase: splits nodes above task_max, returns the subtrees left to build."""
     n_tris = box.shape[0]
@@ -528,9 +543,9 @@ def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_c
     cmin = np.empty(3, np.float64)
     out_f = np.empty(2 * ITEM_F, np.float32)
     it_f = np.empty(ITEM_F, np.float32)
-    scratch = np.empty(28, np.float32)
+    scratch = (np.empty(12, np.float32), np.empty(16, np.float32))
     small = _small_scratch()
-    cap = 2 * (n_tris // max(task_max, 1)) + 64
+    cap = _task_cap(n_tris, task_max)
     st_i = np.empty((STACK, 4), np.int64)
     st_f = np.empty((STACK, ITEM_F), np.float32)
     tasks_i = np.empty((cap, 4), np.int64)
@@ -548,7 +563,8 @@ def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_c
     while sp > 0:
         sp -= 1
         node, s, e, depth = st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3]
-        it_f[:] = st_f[sp]
+        for c in range(ITEM_F):
+            it_f[c] = st_f[sp, c]
         if e - s <= task_max or n_tasks >= cap - 2:
             tasks_i[n_tasks] = st_i[sp]
             tasks_f[n_tasks] = it_f
@@ -592,9 +608,10 @@ def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_c
         node_first[node] = left
         node_count[node] = 0
         st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
-        st_f[sp] = out_f[ITEM_F:]
+        for c in range(ITEM_F):
+            st_f[sp, c] = out_f[ITEM_F + c]
+            st_f[sp + 1, c] = out_f[c]
         st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
-        st_f[sp + 1] = out_f[:ITEM_F]
         sp += 2
     return n_nodes, tasks_i[:n_tasks], tasks_f[:n_tasks]
 
@@ -809,8 +826,9 @@ def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     n = len(tris)
     threads = nb.get_num_threads()
     box, ids, root = _prepare(tris, threads)
-    task_max = max(n // TASKS_PER_BUILD, MIN_TASK_TRIS)
-    base = 2 * (n // max(task_max, 1)) + 64  # slots of the top phase (see _build_top's cap)
+    task_max = max(n // (TASKS_PER_THREAD * threads), MIN_TASK_TRIS)
+    # the top phase makes at most cap tasks, so at most 2 * cap - 1 nodes
+    base = 2 * _task_cap(n, task_max)
     slots = base + 2 * n
     node_box = np.empty((slots, 8), np.float32)
     node_first = np.zeros(slots, np.int32)
