@@ -750,8 +750,8 @@ def _flatten(node_box, node_first, node_count, order):
 
 
 @nb.njit(cache=True, parallel=True)
-def _pack(tris, ids):
-    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,id | e1,0 | e2,0``."""
+def _pack_corners(tris, ids):
+    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,- | e1,0 | e2,0``."""
     n = ids.shape[0]
     out = np.empty((n, TRI_FLOATS), np.float32)
     for i in nb.prange(n):
@@ -761,9 +761,16 @@ def _pack(tris, ids):
             out[i, a] = v0
             out[i, 4 + a] = tris[t, 1, a] - v0
             out[i, 8 + a] = tris[t, 2, a] - v0
+        out[i, 3] = 0.0
         out[i, 7] = 0.0
         out[i, 11] = 0.0
-    out.view(np.int32)[:, 3] = ids
+    return out
+
+
+def _pack(tris: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,id | e1,0 | e2,0``."""
+    out = _pack_corners(tris, ids)
+    out.view(np.int32)[:, 3] = ids  # (numba's parfors do not see writes through a view)
     return out
 
 
