@@ -23,14 +23,15 @@ def safe_inverse(d):
 
 
 @nb.njit(cache=True, inline="always")
-def _slab(nodes, n, c, ox, oy, oz, ix, iy, iz, tmax):
+def _slab(nodes, n, c, oix, oiy, oiz, ix, iy, iz, tmax):
+    """Ray/box distance for child c of node n (``oi* = o * inv``: t = lo * inv - o * inv)."""
     b = 8 * c
-    tx0 = (nodes[n, b + 0] - ox) * ix
-    tx1 = (nodes[n, b + 4] - ox) * ix
-    ty0 = (nodes[n, b + 1] - oy) * iy
-    ty1 = (nodes[n, b + 5] - oy) * iy
-    tz0 = (nodes[n, b + 2] - oz) * iz
-    tz1 = (nodes[n, b + 6] - oz) * iz
+    tx0 = nodes[n, b + 0] * ix - oix
+    tx1 = nodes[n, b + 4] * ix - oix
+    ty0 = nodes[n, b + 1] * iy - oiy
+    ty1 = nodes[n, b + 5] * iy - oiy
+    tz0 = nodes[n, b + 2] * iz - oiz
+    tz1 = nodes[n, b + 6] * iz - oiz
     tnear = max(max(min(tx0, tx1), min(ty0, ty1)), max(min(tz0, tz1), 0.0))
     tfar = min(min(max(tx0, tx1), max(ty0, ty1)), min(max(tz0, tz1), tmax))
     return tnear if tnear <= tfar else np.inf
@@ -73,6 +74,7 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     last inner node visited (the probe's coherence measure).
     """
     ix, iy, iz = safe_inverse(dx), safe_inverse(dy), safe_inverse(dz)
+    oix, oiy, oiz = ox * ix, oy * iy, oz * iz
     stack = np.empty(STACK_SIZE, np.int32)
     sp = 0
     node = 0
@@ -83,8 +85,8 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     while node >= 0:
         steps += 1
         last = node
-        t0 = _slab(nodes, node, 0, ox, oy, oz, ix, iy, iz, best_t)
-        t1 = _slab(nodes, node, 1, ox, oy, oz, ix, iy, iz, best_t)
+        t0 = _slab(nodes, node, 0, oix, oiy, oiz, ix, iy, iz, best_t)
+        t1 = _slab(nodes, node, 1, oix, oiy, oiz, ix, iy, iz, best_t)
         nxt0 = -1
         nxt1 = -1
         for c in range(2):
@@ -133,8 +135,19 @@ def trace_rays(nodes, ints, tris, origins, dirs, tmax, any_hit):
     steps_out = np.empty(n, np.int32)
     tests_out = np.empty(n, np.int32)
     for i in nb.prange(n):
-        t, p, _, _, s, k, _ = trace(nodes, ints, tris, origins[i, 0], origins[i, 1], origins[i, 2],
-                                    dirs[i, 0], dirs[i, 1], dirs[i, 2], tmax[i], any_hit)
+        t, p, _, _, s, k, _ = trace(
+            nodes,
+            ints,
+            tris,
+            origins[i, 0],
+            origins[i, 1],
+            origins[i, 2],
+            dirs[i, 0],
+            dirs[i, 1],
+            dirs[i, 2],
+            tmax[i],
+            any_hit,
+        )
         t_out[i], prim_out[i], steps_out[i], tests_out[i] = t, p, s, k
     return t_out, prim_out, steps_out, tests_out
 
@@ -148,8 +161,16 @@ def brute_force(tris, origins, dirs, tmax):
     for i in nb.prange(n):
         best = tmax[i]
         for k in range(tris.shape[0]):
-            t, _, _ = intersect_triangle(tris, k, origins[i, 0], origins[i, 1], origins[i, 2],
-                                         dirs[i, 0], dirs[i, 1], dirs[i, 2])
+            t, _, _ = intersect_triangle(
+                tris,
+                k,
+                origins[i, 0],
+                origins[i, 1],
+                origins[i, 2],
+                dirs[i, 0],
+                dirs[i, 1],
+                dirs[i, 2],
+            )
             if t < best:
                 best = t
                 prim_out[i] = k

@@ -16,9 +16,10 @@ inline float safe_inverse(float d) {
     return 1.0f / d;
 }
 
-inline float slab(float4 lo, float4 hi, float3 o, float3 inv, float tmax) {
-    float3 t0 = (lo.xyz - o) * inv;
-    float3 t1 = (hi.xyz - o) * inv;
+/* oi = o * inv, so each plane costs one multiply-add: t = lo * inv - o * inv */
+inline float slab(float4 lo, float4 hi, float3 oi, float3 inv, float tmax) {
+    float3 t0 = lo.xyz * inv - oi;
+    float3 t1 = hi.xyz * inv - oi;
     float3 tmin3 = fmin(t0, t1), tmax3 = fmax(t0, t1);
     float tnear = fmax(fmax(tmin3.x, tmin3.y), fmax(tmin3.z, 0.0f));
     float tfar = fmin(fmin(tmax3.x, tmax3.y), fmin(tmax3.z, tmax));
@@ -52,6 +53,7 @@ inline int trace(__global const float4* nodes, __global const float4* tris, floa
                  float* t_io, float* u_out, float* v_out, const int any_hit,
                  int* steps, int* tests) {
     float3 inv = (float3)(safe_inverse(d.x), safe_inverse(d.y), safe_inverse(d.z));
+    float3 oi = o * inv;
     int stack[STACK_SIZE];
     int sp = 0;
     int node = 0;
@@ -61,8 +63,8 @@ inline int trace(__global const float4* nodes, __global const float4* tris, floa
         COUNT((*steps)++);
         float4 a0 = nodes[4 * node], a1 = nodes[4 * node + 1];
         float4 b0 = nodes[4 * node + 2], b1 = nodes[4 * node + 3];
-        float t0 = slab(a0, a1, o, inv, best);
-        float t1 = slab(b0, b1, o, inv, best);
+        float t0 = slab(a0, a1, oi, inv, best);
+        float t1 = slab(b0, b1, oi, inv, best);
         int next0 = -1, next1 = -1;
         if (t0 != INF_T) {
             int first = as_int(a0.w), count = as_int(a1.w);
