@@ -85,6 +85,14 @@ def _coherent(lc: LoopCounts, w: Workload, p_t: float, p_i: float) -> PhaseInstr
     return PhaseInstructions(compute=compute, coal=i_t * w.m, uncoal=i_t * (1.0 - w.m))
 
 
+def _shade(counts: KernelCounts, w: Workload, phong: bool) -> PhaseInstructions:
+    """Shading counts: the lit-surface path runs only where the primary ray hit (the sky
+    path of missed pixels is a few instructions, left to the calibrated offset)."""
+    full = _coherent(_shade_counts(counts, phong), w, 0.0, 0.0)
+    h = w.hit_fraction
+    return PhaseInstructions(full.compute * h, full.coal * h, full.uncoal * h)
+
+
 def _cache_miss(steps: float, p_t: float) -> float:
     """a_ca: share of secondary-ray node fetches missing the cache, from traversal depth."""
     return 1.0 - min(1.0, 2.0 ** (-((steps + p_t) / AO_CACHE_DEPTH - 1.0)))
@@ -131,7 +139,7 @@ def phase_instructions(
     if ao_rays > 0:
         c, mu = _ao_counts(counts, w, float(ao_rays))
         out["ao"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
-    out["shade"] = _coherent(_shade_counts(counts, phong), w, 0.0, 0.0)
+    out["shade"] = _shade(counts, w, phong)
     return out
 
 
@@ -228,10 +236,10 @@ def predict_frame_seconds_batch(
         a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
     )
     if phong_on.any():
-        phong_s = seconds("shade", _coherent(_shade_counts(counts, True), w, 0.0, 0.0))
+        phong_s = seconds("shade", _shade(counts, w, True))
         total += np.where(phong_on, phong_s, 0.0)
     if not phong_on.all():
-        flat_s = seconds("shade", _coherent(_shade_counts(counts, False), w, 0.0, 0.0))
+        flat_s = seconds("shade", _shade(counts, w, False))
         total += np.where(phong_on, 0.0, flat_s)
     if shadow_on.any():
         c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)

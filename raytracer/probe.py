@@ -38,24 +38,31 @@ def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
 
 
 class Probe:
-    """Measures :class:`Workload` of a view at ``1/factor`` of the frame's resolution per axis."""
+    """Measures :class:`Workload` of a view at a reduced resolution (see :meth:`resolution`)."""
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
-                 tile: int = 4, ao_radius: float = 0.1) -> None:
+                 tile: int = 4, ao_radius: float = 0.1, min_pixels: int = 160 * 90) -> None:
         if factor < 1 or ao_samples < 1 or tile < 1:
             raise ValueError(f"probe factor, ao_samples and tile must be >= 1, "
                              f"got {factor}, {ao_samples}, {tile}")
         self.scene, self.bvh = scene, bvh
         self.factor, self.ao_samples, self.tile = factor, ao_samples, tile
         self.ao_radius = ao_radius
+        self.min_pixels = min_pixels
         self._normals = packed_normals(scene, bvh)
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
 
+    def resolution(self, width: int, height: int) -> tuple[int, int]:
+        """Probe size: ``1/factor`` per axis, but never below ``min_pixels`` (nor above the
+        frame): small frames would otherwise be probed with too few rays to measure anything."""
+        f = min(float(self.factor), max(1.0, (width * height / self.min_pixels) ** 0.5))
+        return max(1, round(width / f)), max(1, round(height / f))
+
     def measure(self, camera: Camera, width: int, height: int) -> Workload:
         """Trace the view at low resolution and return per-pixel mean work counts."""
         start = time.perf_counter()
-        pw, ph = max(1, round(width / self.factor)), max(1, round(height / self.factor))
+        pw, ph = self.resolution(width, height)
         b = self.bvh
         _, counters, last_node, prim = render_cpu(
             b.nodes, b.node_ints, b.triangles, self._normals, camera.basis(pw, ph), pw, ph,

@@ -60,3 +60,11 @@ def test_bad_probe_settings(tracers):
     t = tracers("dragon-small")
     with pytest.raises(ValueError, match="probe factor"):
         Probe(t.scene, t.bvh, factor=0)
+
+
+def test_probe_resolution_has_a_floor(tracers):
+    t = tracers("dragon-small")
+    probe = Probe(t.scene, t.bvh, factor=8, min_pixels=160 * 90)
+    assert probe.resolution(1280, 720) == (160, 90)
+    assert probe.resolution(320, 180) == (160, 90)
+    assert probe.resolution(100, 50) == (100, 50)
