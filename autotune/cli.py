@@ -38,7 +38,9 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scene", default="dragon", help="scene name or .obj/.ply path")
     p.add_argument("--width", type=_positive_int, default=1280)
     p.add_argument("--height", type=_positive_int, default=720)
-    p.add_argument("--ao-rays", type=int, default=8, help="ambient-occlusion rays per pixel")
+    p.add_argument("--ao-rays", type=float, default=8,
+                   help="ambient-occlusion rays per pixel (0-64; a fraction adds one ray to "
+                        "that share of the pixels)")
     p.add_argument("--ao-radius", type=float, default=0.1,
                    help="AO radius as a fraction of the scene diagonal")
     p.add_argument("--shadows", action=argparse.BooleanOptionalAction, default=True)
@@ -112,7 +114,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from raytracer.opencl_device import choose_device
 
     info, _ = choose_device(args.device)
-    profile = calibrate(info, quick=args.quick, save=True, progress=not args.json,
+    profile = calibrate(info, quick=args.quick, save=True, progress=True,
                         out=args.output)
     emit(profile.to_dict(), args.json, title=f"calibrated profile for {info.name}")
     return 0

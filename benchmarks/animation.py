@@ -22,7 +22,7 @@ class FrameLog:
     measured: float
     predicted: float
     corrected: float
-    ao_rays: int
+    ao_rays: float
     shadows: bool
     phong: bool
     probe_seconds: float

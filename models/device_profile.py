@@ -179,7 +179,8 @@ def _builtin_profiles() -> tuple[tuple[str, DeviceProfile], ...]:
 
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
-    """The shipped profiles (seed 002 Table 4), keyed "gf8800", "gf580", "radeon5870"."""
+    """The shipped profiles by file stem: seed 002 Table 4 ("gf8800", "gf580", "radeon5870")
+    and devices measured here with ``autotune calibrate`` ("pocl-...")."""
     return dict(_builtin_profiles())
 
 

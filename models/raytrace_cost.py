@@ -152,13 +152,15 @@ def _check_launch(workload: Workload, threads_per_block: int) -> int:
     return math.ceil(workload.pixels / threads_per_block)
 
 
-def _fitted(profile: DeviceProfile, phase: str, seconds: Any) -> Any:
-    """Apply the calibrated affine correction of a phase: ``scale * seconds + offset``.
+def _fitted(profile: DeviceProfile, phase: str, seconds: Any, pixels: int) -> Any:
+    """Apply the calibrated correction of a phase: ``scale * seconds + offset * pixels``.
 
-    The scale absorbs what Hong–Kim leaves out on a device; the offset is the launch overhead.
+    The scale absorbs what Hong–Kim leaves out on a device; the offset is a per-pixel cost the
+    instruction counts miss (e.g. the sky path of pixels whose primary ray missed).
     """
     fitted = profile.fitted
-    return seconds * fitted.get(f"scale_{phase}", 1.0) + fitted.get(f"offset_{phase}", 0.0)
+    offset = fitted.get(f"offset_{phase}", 0.0) * pixels
+    return seconds * fitted.get(f"scale_{phase}", 1.0) + offset
 
 
 def predict_phase_seconds(
@@ -183,7 +185,9 @@ def predict_phase_seconds(
             threads_per_block=threads_per_block,
             blocks=blocks,
         )
-        out[phase] = _fitted(profile, phase, predict_cycles(profile, launch).seconds)
+        out[phase] = _fitted(
+            profile, phase, predict_cycles(profile, launch).seconds, workload.pixels
+        )
     return out
 
 
@@ -230,7 +234,7 @@ def predict_frame_seconds_batch(
         s = predict_seconds(
             profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
         )
-        return float(_fitted(profile, phase, float(s)))
+        return float(_fitted(profile, phase, float(s), w.pixels))
 
     total = np.full(
         a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
@@ -248,5 +252,5 @@ def predict_frame_seconds_batch(
     if ao_on.any():
         c, mu = _ao_counts(counts, w, a_r)
         ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
-        total += np.where(ao_on, _fitted(profile, "ao", ao_s), 0.0)
+        total += np.where(ao_on, _fitted(profile, "ao", ao_s, w.pixels), 0.0)
     return total

@@ -4,7 +4,7 @@ Step 1 (``autotune.calibration``) measures the Hong–Kim device parameters with
 microbenchmarks. Step 2 renders a set of views with several knob settings and fits, by robust
 least squares (scipy), the model's free parameters to the measured phase times: the device
 latencies and issue cost the microbenchmarks only estimate, and per phase
-``measured = scale * HongKim + offset`` (what the analytical model leaves out on this device).
+``measured = scale * HongKim + offset * pixels`` (what the analytical model leaves out here).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _model_phases(profile: DeviceProfile, counts: KernelCounts, sample: Sample) 
 
 
 def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tuple[np.ndarray, ...]]:
-    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks) and measured seconds."""
+    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks), pixels, measured seconds."""
     rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in PHASES}
     for s in samples:
         st = s.settings
@@ -89,7 +89,8 @@ def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tupl
         blocks = math.ceil(s.workload.pixels / (TILE * TILE))
         for phase, measured in s.phase_seconds.items():
             i = ins[phase]
-            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, measured))
+            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, s.workload.pixels,
+                                measured))
     return {p: tuple(np.array(r, np.float64).T) for p, r in rows.items() if len(r) >= 2}
 
 
@@ -98,7 +99,7 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
 
     Fitted: issue cycles, memory latency and the two departure delays (the device figures the
     microbenchmarks only estimate, in log space so they stay positive), and per phase a scale
-    and a launch-overhead offset. Residuals are relative, so short and long frames count alike.
+    and a per-pixel offset. Residuals are relative, so short and long frames count alike.
     """
     data = _phase_arrays(counts, samples)
     phases = list(data)
@@ -118,9 +119,9 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         profile, fitted = unpack(x)
         out = []
         for phase in phases:
-            compute, coal, uncoal, blocks, measured = data[phase]
+            compute, coal, uncoal, blocks, pixels, measured = data[phase]
             model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
-            pred = model * fitted[f"scale_{phase}"] + fitted[f"offset_{phase}"]
+            pred = model * fitted[f"scale_{phase}"] + fitted[f"offset_{phase}"] * pixels
             out.append((pred - measured) / measured)
         return np.concatenate(out)
 
@@ -136,11 +137,11 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         x0 = list(start)
         trial, _ = unpack(np.concatenate([start, np.zeros(2 * len(phases))]))
         for phase in phases:  # each phase's scale where that start's shape fits best
-            compute, coal, uncoal, blocks, measured = data[phase]
+            compute, coal, uncoal, blocks, _, measured = data[phase]
             model = predict_seconds(trial, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
             x0 += [float(np.log(np.median(measured / np.maximum(model, 1e-12)))), 0.0]
         result = least_squares(residuals, np.array(x0), bounds=(lower, upper), loss="soft_l1",
-                               f_scale=0.1)
+                               f_scale=0.1, x_scale="jac")
         if best is None or result.cost < best.cost:
             best = result
     profile, fitted = unpack(best.x)

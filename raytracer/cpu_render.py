@@ -73,17 +73,23 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
             if p2 >= 0:
                 vis = 0.0
     open_ = 1.0
-    if ao_rays > 0:
+    state = pcg_hash((y * width + x) ^ pcg_hash(seed))
+    rays = int(ao_rays)
+    frac = ao_rays - rays
+    if frac > 0.0:  # a fractional count: one more ray in that share of the pixels
+        state = pcg_hash(state)
+        if (state >> 8) * (1.0 / 16777216.0) < frac:
+            rays += 1
+    if rays > 0:
         sign = 1.0 if gz >= 0.0 else -1.0
         a = -1.0 / (sign + gz)
         b = gx * gy * a
         b1x, b1y, b1z = 1.0 + sign * gx * gx * a, sign * b, -sign * gx
         b2x, b2y, b2z = b, sign + gy * gy * a, -gy
-        state = pcg_hash((y * width + x) ^ pcg_hash(seed))
         blocked = 0
         steps_ao = 0
         tests_ao = 0
-        for _ in range(ao_rays):
+        for _ in range(rays):
             state = pcg_hash(state)
             r1 = (state >> 8) * (1.0 / 16777216.0)
             state = pcg_hash(state)
@@ -102,7 +108,7 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
                 blocked += 1
         counters[y, x, AO, 0] = steps_ao
         counters[y, x, AO, 1] = tests_ao
-        open_ = 1.0 - blocked / ao_rays
+        open_ = 1.0 - blocked / rays
     w = 1.0 - u - v
     nx = normals[prim, 0] * w + normals[prim, 4] * u + normals[prim, 8] * v
     ny = normals[prim, 1] * w + normals[prim, 5] * u + normals[prim, 9] * v

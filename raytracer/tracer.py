@@ -29,14 +29,14 @@ class TracerError(RuntimeError):
 class RenderSettings:
     """The knobs the tuner controls for one frame."""
 
-    ao_rays: int = 0
+    ao_rays: float = 0  # fractional counts trace one extra ray in that share of the pixels
     ao_radius: float = 0.1  # fraction of the scene diagonal
     shadows: bool = True
     phong: bool = True
 
     def validate(self) -> None:
-        if not (0 <= int(self.ao_rays) <= MAX_AO_RAYS) or int(self.ao_rays) != self.ao_rays:
-            raise TracerError(f"ao_rays must be an integer in 0..{MAX_AO_RAYS}, got {self.ao_rays}")
+        if not (math.isfinite(self.ao_rays) and 0 <= self.ao_rays <= MAX_AO_RAYS):
+            raise TracerError(f"ao_rays must be a number in 0..{MAX_AO_RAYS}, got {self.ao_rays}")
         if not (math.isfinite(self.ao_radius) and self.ao_radius > 0):
             raise TracerError(f"ao_radius must be a positive fraction of the scene diagonal, "
                               f"got {self.ao_radius}")
@@ -149,11 +149,11 @@ class Tracer:
             events["shadow"] = k["shadow"](q, gsize, lsize, self._nodes, self._tris, *cam, light,
                                            self.scene_scale, self._hits, self._vis,
                                            *extra("shadow"))
-        ao_rays = int(settings.ao_rays)
+        ao_rays = float(settings.ao_rays)
         if ao_rays > 0:
             radius = np.float32(settings.ao_radius * self.scene.diagonal)
             events["ao"] = k["ao"](q, gsize, lsize, self._nodes, self._tris, *cam,
-                                   np.int32(ao_rays), radius, self.scene_scale, np.uint32(seed),
+                                   np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
                                    self._hits, self._occ, *extra("ao"))
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
                          | (4 if ao_rays > 0 else 0))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import BoolKnob, IntKnob, KnobSpace, Tuner
+from autotune import BoolKnob, FloatKnob, KnobSpace, Tuner
 from autotune.profile_store import find_device_profile
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import KernelCounts, predict_frame_seconds_batch, predict_phase_seconds
@@ -24,6 +24,7 @@ from raytracer.probe import Probe
 from raytracer.scene import Scene
 from raytracer.tracer import MAX_AO_RAYS, TILE, Frame, RenderSettings, Tracer
 
+AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
 
 
@@ -31,14 +32,16 @@ def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
     """The ray tracer's knobs, ordered by how much they add to the image.
 
     Phong shading matters most, then shadows, then AO whose visual gain flattens with the ray
-    count (quality grows with log2 of the rays).
+    count (quality grows with log2 of the rays). The AO count is continuous: a fractional
+    count traces one more ray in that share of the pixels, so the target can be met between
+    whole-ray steps.
     """
     def quality(c: dict[str, np.ndarray]) -> np.ndarray:
-        ao = np.log2(1.0 + np.asarray(c["ao_rays"], np.float64)) / np.log2(1.0 + max_ao_rays)
-        return 2.0 * np.asarray(c["phong"], np.float64) + 1.5 * np.asarray(c["shadows"]) + ao
+        rays = np.log2(1.0 + np.asarray(c["ao_rays"], np.float64)) / np.log2(1.0 + max_ao_rays)
+        return 2.0 * np.asarray(c["phong"], np.float64) + 1.5 * np.asarray(c["shadows"]) + rays
 
-    return KnobSpace([IntKnob("ao_rays", 0, max_ao_rays), BoolKnob("shadows"),
-                      BoolKnob("phong")], quality=quality)
+    ao = FloatKnob("ao_rays", 0, max_ao_rays, levels=AO_LEVELS_PER_RAY * max_ao_rays + 1)
+    return KnobSpace([ao, BoolKnob("shadows"), BoolKnob("phong")], quality=quality)
 
 
 class RayTraceModel:
@@ -159,7 +162,7 @@ class TunedRenderer:
         if self.tuning:
             decision = self.tuner.choose()
             k = decision.knobs
-            self._settings = RenderSettings(int(k["ao_rays"]), self.ao_radius,
+            self._settings = RenderSettings(float(k["ao_rays"]), self.ao_radius,
                                             bool(k["shadows"]), bool(k["phong"]))
             over_budget = decision.over_budget
         else:

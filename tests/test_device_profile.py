@@ -157,7 +157,7 @@ def test_direct_construction_validated() -> None:
 
 def test_builtin_profiles_match_table_4() -> None:
     ps = builtin_profiles()
-    assert set(ps) == {"gf8800", "gf580", "radeon5870"}
+    assert {"gf8800", "gf580", "radeon5870"} <= set(ps)
     table = {  # M_d, D_c, D_tw, C_i, max b_o, F, c_l, c_dc, c_du
         "gf8800": (86, 16, 32, 4, 8, 1.35, 420, 4, 9.8),
         "gf580": (192, 16, 32, 2, 8, 1.54, 550, 0.08, 0.66),
@@ -178,6 +178,14 @@ def test_builtin_profiles_match_table_4() -> None:
         )
         assert got == row
         assert "Table 4" in p.source and "garbled" in p.source
+
+
+def test_shipped_measured_profiles_are_fitted() -> None:
+    measured = [p for k, p in builtin_profiles().items() if k.startswith("pocl-")]
+    assert measured, "the PoCL CPU profile measured by `autotune calibrate` is shipped"
+    for p in measured:
+        assert "autotune calibrate" in p.source
+        assert {"scale_primary", "scale_ao", "offset_shade"} <= set(p.fitted)
 
 
 def test_find_profile(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_phase_seconds_are_hong_kim_of_the_counts(key: str) -> None:
-    profile = builtin_profiles()[key]
+    profile = dataclasses.replace(builtin_profiles()[key], fitted={})  # the raw model
     got = predict_phase_seconds(profile, COUNTS, SMALL, 3, True, False, threads_per_block=32)
     ins = phase_instructions(COUNTS, SMALL, 3, True, False)
     for phase, i in ins.items():
@@ -123,7 +123,7 @@ def test_fitted_scale_per_phase() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_zero_hit_workload_is_finite_and_small(key: str) -> None:
-    profile = builtin_profiles()[key]
+    profile = dataclasses.replace(builtin_profiles()[key], fitted={})  # the raw model
     empty = Workload(
         pixels=FRAME.pixels,
         hit_fraction=0,

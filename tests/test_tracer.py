@@ -39,6 +39,7 @@ def test_image_matches_cpu_reference(tracers, name):
 
 @pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False),
                                       RenderSettings(2, 0.05, False, True),
+                                      RenderSettings(2.4, 0.1, True, True),
                                       RenderSettings(3, 0.2, True, False)])
 def test_knob_combinations_match_reference(tracers, settings):
     tracer = tracers("spheres")
@@ -82,10 +83,10 @@ def test_bad_image_size(tracers, w, h):
         tracers("dragon-small").render(tracers("dragon-small").scene.camera, w, h)
 
 
-@pytest.mark.parametrize("rays", [-1, 65, 2.5])
+@pytest.mark.parametrize("rays", [-1, 65, float("nan"), float("inf")])
 def test_ao_rays_out_of_range(tracers, rays):
     t = tracers("dragon-small")
-    with pytest.raises(TracerError, match="ao_rays must be an integer in 0..64"):
+    with pytest.raises(TracerError, match="ao_rays must be a number in 0..64"):
         t.render(t.scene.camera, 8, 8, RenderSettings(ao_rays=rays))
 
 
@@ -123,3 +124,14 @@ def test_kernel_build_failure_shows_build_log(scenes, monkeypatch):
     with pytest.raises(TracerError, match="kernel build failed") as err:
         Tracer(scenes("dragon-small"))
     assert "oops" in str(err.value) or "error" in str(err.value).lower()
+
+
+def test_fractional_ao_count_costs_between_its_neighbours(tracers):
+    tracer = tracers("dragon-small", counters=True)
+    cam = tracer.scene.camera
+    ao = {}
+    for rays in (2, 2.5, 3):
+        frame = tracer.render(cam, W, H, RenderSettings(rays, 0.1, False, True))
+        ao[rays] = frame.counters["ao"][..., 0].sum()
+    assert ao[2] < ao[2.5] < ao[3]
+    assert (ao[2.5] - ao[2]) / (ao[3] - ao[2]) == pytest.approx(0.5, abs=0.1)

@@ -100,6 +100,7 @@ def test_missing_profile_runs_quick_calibration(tracers, fitted_profile, monkeyp
     import raytracer.calibrate as calibrate_mod
 
     monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted_profile)
+    monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
     with pytest.warns(UserWarning, match="no calibrated profile.*quick calibration"):
         model = tuned_mod.device_model(tracer)
     assert model.profile is fitted_profile
@@ -125,7 +126,8 @@ def test_corrupt_profile_warns_and_falls_back(tracers):
     path.parent.mkdir(parents=True)
     path.write_text('{"schema_version": 1, "name": ')
     with pytest.warns(UserWarning, match="ignoring device profile.*not valid JSON"):
-        assert find_device_profile(info.name, info.driver) is None
+        found = find_device_profile(info.name, info.driver)
+    assert found is None or "autotune calibrate" in found.source  # a shipped one, if any
 
 
 def test_profile_for_another_device_warns(tracers):
@@ -136,7 +138,8 @@ def test_profile_for_another_device_warns(tracers):
     other = dataclasses.replace(_device_profile(tracer), name="Some Other GPU")
     path.write_text(json.dumps(other.to_dict()))
     with pytest.warns(UserWarning, match="profile is for 'Some Other GPU'"):
-        assert find_device_profile(info.name, info.driver) is None
+        found = find_device_profile(info.name, info.driver)
+    assert found is None or (found.name, found.driver) == (info.name, info.driver)
 
 
 def test_overlapped_probe_gives_the_same_workload(tracers, fitted_profile):

@@ -356,7 +356,7 @@ class Viewer:
                 WHITE,
             ),
             (
-                f"AO rays {s.ao_rays}  AO radius {s.ao_radius:.2f}  shadows "
+                f"AO rays {s.ao_rays:.2f}  AO radius {s.ao_radius:.2f}  shadows "
                 f"{on_off(s.shadows)} ({forced})  phong {on_off(s.phong)}",
                 WHITE,
             ),

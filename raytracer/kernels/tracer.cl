@@ -83,7 +83,7 @@ __kernel void shadow(__global const float4* nodes, __global const float4* tris,
 
 __kernel void ao(__global const float4* nodes, __global const float4* tris,
                  const float4 eye, const float4 top_left, const float4 du, const float4 dv,
-                 const int width, const int height, const int ao_rays, const float ao_radius,
+                 const int width, const int height, const float ao_rays, const float ao_radius,
                  const float scene_scale, const uint seed,
                  __global const float4* hits, __global float* occlusion COUNTER_ARG) {
     int x = get_global_id(0), y = get_global_id(1);
@@ -93,7 +93,12 @@ __kernel void ao(__global const float4* nodes, __global const float4* tris,
     float4 h = hits[i];
     int prim = as_int(h.w);
     float open = 1.0f;
-    if (prim >= 0 && ao_rays > 0) {
+    uint state = pcg_hash((uint)i ^ pcg_hash(seed));
+    int rays = (int)ao_rays;
+    float frac = ao_rays - (float)rays;
+    /* a fractional count: one more ray in that share of the pixels (a continuous knob) */
+    if (frac > 0.0f && next_random(&state) < frac) rays++;
+    if (prim >= 0 && rays > 0) {
         float3 d = primary_dir(top_left, du, dv, x, y);
         float3 n = facing_normal(tris, prim, d);
         float3 o = offset_origin(eye.xyz + h.x * d, n, scene_scale);
@@ -103,9 +108,8 @@ __kernel void ao(__global const float4* nodes, __global const float4* tris,
         float b = n.x * n.y * a;
         float3 b1 = (float3)(1.0f + sign * n.x * n.x * a, sign * b, -sign * n.x);
         float3 b2 = (float3)(b, sign + n.y * n.y * a, -n.y);
-        uint state = pcg_hash((uint)i ^ pcg_hash(seed));
         int blocked = 0;
-        for (int s = 0; s < ao_rays; ++s) {
+        for (int s = 0; s < rays; ++s) {
             float r1 = next_random(&state), r2 = next_random(&state);
             float r = sqrt(r1), phi = 6.28318530718f * r2;
             float3 dir = normalize(b1 * (r * cos(phi)) + b2 * (r * sin(phi))
@@ -113,7 +117,7 @@ __kernel void ao(__global const float4* nodes, __global const float4* tris,
             float t = ao_radius, u, v;
             if (trace(nodes, tris, o, dir, &t, &u, &v, 1, &steps, &tests) >= 0) blocked++;
         }
-        open = 1.0f - (float)blocked / (float)ao_rays;
+        open = 1.0f - (float)blocked / (float)rays;
     }
     occlusion[i] = open;
     STORE_COUNTERS(i);
