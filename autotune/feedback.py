@@ -5,6 +5,11 @@
 ``log(correction) += gain * e``, which converges geometrically (factor ``1 - gain`` per frame)
 to the model's true bias and averages measurement noise down by ``sqrt(gain / (2 - gain))``.
 
+Start-up: the first frames use the decreasing gain ``max(gain, 1 / (n + 1))`` (the running
+mean of the first n log ratios), so a model that is off by 40 % on its first view is corrected
+within a frame or two instead of the ~20 frames a low gain needs; the first frame has no
+reference yet and is never treated as an outlier.
+
 Robustness: an innovation larger than ``outlier`` (in log units) is treated as a one-off spike
 (a page fault, a compositor hiccup) and ignored, unless ``persist`` such outliers of the same
 sign arrive in a row: then it is a real change and is integrated. A single 10x frame therefore
@@ -32,6 +37,7 @@ class BiasCorrection:
         self.log_correction = 0.0
         self.rejected = 0
         self._streak = 0  # signed count of consecutive same-sign outliers
+        self.observed = 0  # frames folded in so far
 
     @property
     def correction(self) -> float:
@@ -43,7 +49,7 @@ class BiasCorrection:
         if not (predicted > 0 and measured > 0 and math.isfinite(predicted * measured)):
             return self.correction
         innovation = math.log(measured / predicted) - self.log_correction
-        if abs(innovation) > self.outlier:
+        if self.observed and abs(innovation) > self.outlier:
             sign = 1 if innovation > 0 else -1
             self._streak = self._streak + sign if self._streak * sign > 0 else sign
             if abs(self._streak) < self.persist:
@@ -51,5 +57,6 @@ class BiasCorrection:
                 return self.correction
         else:
             self._streak = 0
-        self.log_correction += self.gain * innovation
+        self.log_correction += max(self.gain, 1.0 / (self.observed + 1)) * innovation
+        self.observed += 1
         return self.correction

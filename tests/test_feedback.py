@@ -103,3 +103,13 @@ def test_without_hysteresis_the_same_noise_does_flip_knobs() -> None:
     run(ctrl, 100, noisy)
     knobs = [d.knobs for d, _ in run(ctrl, 100, noisy)]
     assert sum(a != b for a, b in zip(knobs, knobs[1:], strict=False)) > 1
+
+
+def test_first_frames_correct_a_large_bias_at_once() -> None:
+    fb = BiasCorrection(gain=0.1)
+    fb.update(predicted=0.010, measured=0.0167)  # model 40 % low on the very first view
+    assert fb.correction == pytest.approx(1.67)
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # noisy frames average in quickly rather than at the low gain
+        fb.update(0.010, 0.0167 * (1 + 0.03 * rng.standard_normal()))
+    assert fb.correction == pytest.approx(1.67, rel=0.03)

@@ -1,0 +1,72 @@
+"""The ``autotune`` command: render writes images and figures, errors are one clear line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from autotune.cli import main
+
+
+def test_render_writes_png_and_json(tmp_path, capsys):
+    out = tmp_path / "dragon.png"
+    rc = main(["render", "--scene", "dragon-small", "--width", "64", "--height", "36",
+               "--ao-rays", "2", "--shadows", "-o", str(out), "--json", "--counters"])
+    assert rc == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert set(figures["phase_ms"]) == {"primary", "shadow", "ao", "shade"}
+    assert figures["total_ms"] > 0 and figures["counters"]["primary"]["nodes_per_pixel"] > 0
+    image = np.asarray(Image.open(out))
+    assert image.shape == (36, 64, 4) and image[..., :3].std() > 5
+    assert not list(tmp_path.glob(".*tmp"))  # nothing half-written left beside it
+
+
+def test_render_table_output(capsys):
+    assert main(["render", "--scene", "spheres", "--width", "32", "--height", "18",
+                 "--no-shadows", "--ao-rays", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "phase_ms" in out and "primary" in out and "shadow" not in out.split("phase_ms")[1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["render", "--scene", "teapot"], "unknown scene 'teapot'"),
+    (["render", "--scene", "dragon-small", "--ao-rays", "99"], "ao_rays must be a number"),
+    (["render", "--scene", "dragon-small", "--device", "no-such-gpu"], "no OpenCL device"),
+    (["render", "--scene", "dragon-small", "-o", "/no/such/folder/x.png", "--width", "8",
+      "--height", "8"], "does not exist"),
+    (["demo", "--scene", "dragon-small", "--target-ms", "-5", "--frames", "2"],
+     "--target-ms must be a positive number"),
+])
+def test_errors_are_one_line_with_exit_2(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_bad_size_is_rejected_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["render", "--width", "0"])
+    assert exc.value.code == 2
+    assert "must be >= 1" in capsys.readouterr().err
+
+
+def test_devices_lists_the_default(capsys):
+    assert main(["devices", "--json"]) == 0
+    devices = json.loads(capsys.readouterr().out)
+    assert sum(d["default"] for d in devices) == 1
+
+
+def test_demo_writes_frames_plot_and_report(tmp_path, capsys):
+    out = tmp_path / "demo"
+    rc = main(["demo", "--scene", "dragon-small", "--frames", "3", "--width", "64",
+               "--height", "36", "--target-ms", "20", "--out", str(out)])
+    assert rc == 0
+    assert len(list((out / "frames").glob("*.png"))) == 3
+    assert (out / "plot.png").stat().st_size > 0
+    figures = json.loads((out / "figures.json").read_text())
+    assert figures["summary"]["frames"] == 3 and len(figures["per_frame"]) == 3
+    assert "mean |frame - target|" in (out / "report.txt").read_text()
+    assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # no work folder left behind
