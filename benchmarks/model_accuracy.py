@@ -32,7 +32,7 @@ def measure_path(scene_name: str, frames: int, width: int, height: int, device: 
     """Render the scene's path with every setting; one probe per view."""
     scene = load_scene(scene_name)
     tracer = Tracer(scene, device=device)
-    probe = Probe(scene, tracer.bvh)
+    probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
     settings = tuple(RenderSettings(a, 0.1, s, True) for a in AO_COUNTS for s in (False, True))
     samples = collect_samples(tracer, probe, orbit_camera_path(scene, frames), width, height,
                               settings, bar)
@@ -61,7 +61,8 @@ def transfer_profile(base: DeviceProfile, model: RayTraceModel, device: str | No
     """The device's microbenchmark profile fitted on ``TRANSFER_SCENE`` only."""
     scene = load_scene(TRANSFER_SCENE)
     tracer = Tracer(scene, device=device)
-    samples = collect_samples(tracer, Probe(scene, tracer.bvh), calibration_views(scene, views),
+    probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
+    samples = collect_samples(tracer, probe, calibration_views(scene, views),
                               width, height)
     return fit_profile(dataclasses.replace(base, fitted={}), model.counts, samples)
 

@@ -187,7 +187,7 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
         for name in scenes:
             scene = load_scene(name)
             tracer = Tracer(scene, device=spec)
-            probe = Probe(scene, tracer.bvh)
+            probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
             samples += collect_samples(tracer, probe, calibration_views(scene, views), width,
                                        height, bar=bar)
     profile = fit_profile(base, counts, samples)

@@ -29,6 +29,7 @@ class DeviceInfo:
     clock_mhz: int
     global_mem_mb: int
     driver: str
+    simd_width: int  # work-items that execute in lockstep (a warp; CPU vector lanes)
 
 
 def _kind(device: cl.Device) -> str:
@@ -40,6 +41,17 @@ def _kind(device: cl.Device) -> str:
     if t & cl.device_type.ACCELERATOR:
         return "ACCELERATOR"
     return "OTHER"
+
+
+def _simd_width(device: cl.Device, kind: str) -> int:
+    """Lanes executing in lockstep: NVIDIA's warp, AMD's wavefront, else the float vector width
+    (PoCL vectorizes a work-group's work-items across the CPU's vector lanes)."""
+    vendor = device.vendor.lower()
+    if kind == "GPU" and "nvidia" in vendor:
+        return 32
+    if kind == "GPU" and ("amd" in vendor or "advanced micro" in vendor):
+        return 64
+    return max(1, int(device.native_vector_width_float))
 
 
 def _all_devices() -> list[tuple[DeviceInfo, cl.Device]]:
@@ -54,9 +66,11 @@ def _all_devices() -> list[tuple[DeviceInfo, cl.Device]]:
         except cl.Error:
             continue
         for d_i, dev in enumerate(devices):
-            info = DeviceInfo(p_i, d_i, platform.name.strip(), dev.name.strip(), _kind(dev),
+            kind = _kind(dev)
+            info = DeviceInfo(p_i, d_i, platform.name.strip(), dev.name.strip(), kind,
                               dev.max_compute_units, dev.max_clock_frequency,
-                              dev.global_mem_size // (1 << 20), dev.driver_version)
+                              dev.global_mem_size // (1 << 20), dev.driver_version,
+                              _simd_width(dev, kind))
             found.append((info, dev))
     if not found:
         raise DeviceError(f"no OpenCL device found; {INSTALL_HINT}")

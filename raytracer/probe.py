@@ -16,7 +16,7 @@ from raytracer.bvh import BVH
 from raytracer.camera import Camera
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
 from raytracer.scene import Scene
-from raytracer.tracer import packed_normals
+from raytracer.tracer import TILE, packed_normals
 
 
 def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
@@ -37,11 +37,29 @@ def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
     return shared / total if total else 0.0
 
 
+def warp_max(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
+    """Each pixel's value replaced by the maximum of its SIMD group (rows x cols pixels).
+
+    Lanes of a warp (a vector on a CPU) run in lockstep until the slowest is done, so the
+    per-thread instruction count Hong–Kim needs is the group's maximum, not the pixel's own.
+    """
+    rows, cols = group
+    if rows == cols == 1:
+        return values.astype(np.float64)
+    h, w = values.shape[:2]
+    h2, w2 = h - h % rows or h, w - w % cols or w
+    v = values[:h2, :w2].astype(np.float64)
+    rows, cols = min(rows, h2), min(cols, w2)
+    blocks = v.reshape(h2 // rows, rows, w2 // cols, cols, *v.shape[2:]).max(axis=(1, 3))
+    return np.repeat(np.repeat(blocks, rows, axis=0), cols, axis=1)
+
+
 class Probe:
     """Measures :class:`Workload` of a view at a reduced resolution (see :meth:`resolution`)."""
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
-                 tile: int = 4, ao_radius: float = 0.1, min_pixels: int = 160 * 90) -> None:
+                 tile: int = 4, ao_radius: float = 0.1, min_pixels: int = 160 * 90,
+                 simd_width: int = 1) -> None:
         if factor < 1 or ao_samples < 1 or tile < 1:
             raise ValueError(f"probe factor, ao_samples and tile must be >= 1, "
                              f"got {factor}, {ao_samples}, {tile}")
@@ -49,6 +67,7 @@ class Probe:
         self.factor, self.ao_samples, self.tile = factor, ao_samples, tile
         self.ao_radius = ao_radius
         self.min_pixels = min_pixels
+        self.simd_width = simd_width
         self._normals = packed_normals(scene, bvh)
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
@@ -58,6 +77,13 @@ class Probe:
         frame): small frames would otherwise be probed with too few rays to measure anything."""
         f = min(float(self.factor), max(1.0, (width * height / self.min_pixels) ** 0.5))
         return max(1, round(width / f)), max(1, round(height / f))
+
+    def lane_group(self, factor: float) -> tuple[int, int]:
+        """Probe pixels (rows, columns) standing for one SIMD group of lanes: the tracer's
+        8x8 work-group runs lanes along rows of 8 pixels, ``simd_width`` at a time."""
+        cols = max(1, round(min(self.simd_width, TILE) / factor))
+        rows = max(1, round(max(self.simd_width // TILE, 1) / factor))
+        return rows, cols
 
     def measure(self, camera: Camera, width: int, height: int) -> Workload:
         """Trace the view at low resolution and return per-pixel mean work counts."""
@@ -69,9 +95,10 @@ class Probe:
             self.scene.light, np.float32(self.scene.diagonal), self.ao_samples,
             self.ao_radius * self.scene.diagonal, True, False, 0)
         hit = prim >= 0
-        mean = counters.reshape(-1, 3, 2).mean(axis=0, dtype=np.float64)
+        group = self.lane_group(width / pw)
+        mean = warp_max(counters, group).reshape(-1, 3, 2).mean(axis=0)
         workload = Workload(
-            pixels=int(width * height), hit_fraction=float(hit.mean()),
+            pixels=int(width * height), hit_fraction=float(warp_max(hit, group).mean()),
             p_t=float(mean[PRIMARY, 0]), p_i=float(mean[PRIMARY, 1]),
             s_t=float(mean[SHADOW, 0]), s_i=float(mean[SHADOW, 1]),
             a_t=float(mean[AO, 0] / self.ao_samples), a_i=float(mean[AO, 1] / self.ao_samples),

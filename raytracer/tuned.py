@@ -102,6 +102,7 @@ class TunedRenderer:
         self.tracer = tracer or Tracer(scene, device=device)
         self.model = device_model(self.tracer, profile)
         self.probe = Probe(scene, self.tracer.bvh, factor=probe_factor,
+                           simd_width=self.tracer.device_info.simd_width,
                            ao_samples=probe_ao_samples, ao_radius=ao_radius)
         self.width, self.height = width, height
         self.ao_radius = ao_radius

@@ -68,3 +68,20 @@ def test_probe_resolution_has_a_floor(tracers):
     assert probe.resolution(1280, 720) == (160, 90)
     assert probe.resolution(320, 180) == (160, 90)
     assert probe.resolution(100, 50) == (100, 50)
+
+
+def test_warp_max_takes_the_slowest_lane():
+    from raytracer.probe import warp_max
+
+    v = np.array([[1, 5, 2, 2], [3, 1, 0, 7]], float)
+    assert warp_max(v, (1, 2)).tolist() == [[5, 5, 2, 2], [3, 3, 7, 7]]
+    assert warp_max(v, (2, 2)).tolist() == [[5, 5, 7, 7], [5, 5, 7, 7]]
+    assert warp_max(v, (1, 1)).tolist() == v.tolist()
+
+
+def test_divergence_raises_the_per_thread_counts(tracers):
+    t = tracers("dragon-small")
+    scalar = Probe(t.scene, t.bvh, simd_width=1).measure(t.scene.camera, 320, 180)
+    simd = Probe(t.scene, t.bvh, simd_width=16).measure(t.scene.camera, 320, 180)
+    assert simd.p_t >= scalar.p_t and simd.a_t > scalar.a_t
+    assert simd.hit_fraction > scalar.hit_fraction  # silhouettes: groups with any hit
