@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
                              .phase_seconds["primary"] for c in cams])
         row = {"primary_phase_ms": float(primary * 1e3)}
         for f in factors:
-            probe = Probe(scene, tracer.bvh, factor=f, simd_width=tracer.device_info.simd_width)
+            probe = Probe(scene, tracer.bvh, factor=f, simd_width=tracer.device_info.simd_width,
+                          min_pixels=1)  # measure the factor itself, without the floor
             probe.measure(cams[0], width, height)  # compile / warm caches
             seconds = []
             for c in cams:

@@ -23,18 +23,13 @@ def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
     """Seed 002 §4.2's ``m``: share of hit rays whose last BVH node is shared by another hit
     ray of the same ``tile`` x ``tile`` screen tile (likely cached / coalesced fetches)."""
     h, w = last_node.shape
-    shared = 0
-    total = 0
-    for y0 in range(0, h, tile):
-        for x0 in range(0, w, tile):
-            nodes = last_node[y0:y0 + tile, x0:x0 + tile][hit[y0:y0 + tile, x0:x0 + tile]]
-            if nodes.size < 2:
-                total += nodes.size
-                continue
-            _, counts = np.unique(nodes, return_counts=True)
-            shared += int(counts[counts > 1].sum())
-            total += nodes.size
-    return shared / total if total else 0.0
+    ys, xs = np.nonzero(hit)
+    if ys.size == 0:
+        return 0.0
+    tile_id = (ys // tile) * ((w + tile - 1) // tile) + xs // tile
+    keys = tile_id.astype(np.int64) * (int(last_node.max()) + 1) + last_node[ys, xs]
+    _, counts = np.unique(keys, return_counts=True)
+    return float(counts[counts > 1].sum()) / ys.size
 
 
 def warp_max(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:

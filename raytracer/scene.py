@@ -12,6 +12,7 @@ import os
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -46,9 +47,9 @@ class Scene:
     def triangle_count(self) -> int:
         return int(len(self.faces))
 
-    @property
+    @cached_property
     def bounds(self) -> np.ndarray:
-        """(2, 3) array: min and max corner."""
+        """(2, 3) array: min and max corner (computed once: callers ask every frame)."""
         return np.stack([self.vertices.min(axis=0), self.vertices.max(axis=0)])
 
     @property
