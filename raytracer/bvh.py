@@ -433,6 +433,20 @@ def _small_scratch():
     )
 
 
+@nb.njit(cache=True, inline="always")
+def _push_children(node, left, s, mid, e, depth, out_f, node_first, node_count, st_i, st_f, sp):
+    """Make ``node`` inner with children ``left``, ``left + 1`` and push both (right first, so
+    the left subtree is built next: depth-first node order). Returns the new stack size."""
+    node_first[node] = left
+    node_count[node] = 0
+    st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
+    for c in range(ITEM_F):
+        st_f[sp, c] = out_f[ITEM_F + c]
+        st_f[sp + 1, c] = out_f[c]
+    st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
+    return sp + 2
+
+
 @nb.njit(cache=True)
 def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, node_count, slot0):
     """Sequential binned-SAH build below one work item; new nodes go to slots from slot0."""
@@ -484,16 +498,9 @@ def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, no
             node_first[node] = s
             node_count[node] = e - s
             continue
-        left = slot
+        sp = _push_children(node, slot, s, mid, e, depth, out_f, node_first, node_count, st_i,
+                            st_f, sp)
         slot += 2
-        node_first[node] = left
-        node_count[node] = 0
-        st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
-        for c in range(ITEM_F):
-            st_f[sp, c] = out_f[ITEM_F + c]
-            st_f[sp + 1, c] = out_f[c]
-        st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
-        sp += 2
     return max_depth
 
 
@@ -603,16 +610,9 @@ def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_c
             node_first[node] = s
             node_count[node] = e - s
             continue
-        left = n_nodes
+        sp = _push_children(node, n_nodes, s, mid, e, depth, out_f, node_first, node_count, st_i,
+                            st_f, sp)
         n_nodes += 2
-        node_first[node] = left
-        node_count[node] = 0
-        st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3] = left + 1, mid, e, depth + 1
-        for c in range(ITEM_F):
-            st_f[sp, c] = out_f[ITEM_F + c]
-            st_f[sp + 1, c] = out_f[c]
-        st_i[sp + 1, 0], st_i[sp + 1, 1], st_i[sp + 1, 2], st_i[sp + 1, 3] = left, s, mid, depth + 1
-        sp += 2
     return n_nodes, tasks_i[:n_tasks], tasks_f[:n_tasks]
 
 
