@@ -11,6 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from models.json_file import read_json
+
 SCHEMA_VERSION = 1
 
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
@@ -157,19 +159,7 @@ def save_profile(profile: DeviceProfile, path: str | os.PathLike[str]) -> None:
 def load_profile(path: str | os.PathLike[str]) -> DeviceProfile:
     """Read and validate a profile JSON file; any problem raises one ProfileError naming it."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ProfileError(f"{path}: profile file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{path}: cannot read profile ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(
-            f"{path}: not valid JSON (truncated or corrupt?): {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}"
-        ) from None
+    data = read_json(path, ProfileError, "profile")
     return DeviceProfile.from_dict(data, where=str(path))
 
 

@@ -41,7 +41,6 @@ the SHA-256 of the kernel source; ``counts_are_current()`` checks it).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -49,6 +48,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from models.json_file import read_json
 from models.raytrace_cost import LoopCounts
 
 COUNTS_PATH = Path(__file__).resolve().parent.parent / "models" / "data" / "kernel_counts.json"
@@ -392,21 +392,9 @@ def counts_document(source: str, ptx: str) -> dict[str, Any]:
 
 
 def _read_document(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KernelCountsError(
-            f"{path}: kernel counts file not found (run python tools/count_ptx.py)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KernelCountsError(f"{path}: cannot read kernel counts ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise KernelCountsError(
-            f"{path}: not valid JSON (truncated or corrupt?): {exc.msg} "
-            f"at line {exc.lineno} column {exc.colno}"
-        ) from None
+    data = read_json(
+        path, KernelCountsError, "kernel counts", " (run python tools/count_ptx.py)"
+    )
     if not isinstance(data, dict):
         raise KernelCountsError(f"{path}: expected a JSON object, got {type(data).__name__}")
     for key in ("source_sha256", "compiler", "phases"):

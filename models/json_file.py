@@ -1,0 +1,27 @@
+"""Reading a JSON file with one clear error that names the file and what is wrong with it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def read_json(path: Path, error: type[Exception], what: str, missing_hint: str = "") -> Any:
+    """Parse ``path``; a missing, unreadable or corrupt file raises ``error`` naming it.
+
+    ``what`` names the kind of file in the message ("profile", "kernel counts").
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise error(f"{path}: {what} file not found{missing_hint}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{path}: cannot read {what} ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(
+            f"{path}: not valid JSON (truncated or corrupt?): {exc.msg} "
+            f"at line {exc.lineno} column {exc.colno}"
+        ) from None
