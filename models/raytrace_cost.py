@@ -104,27 +104,26 @@ def _secondary_counts(
     tests: float,
     p_t: float,
     rays: ArrayLike,
-    hit_fraction: float,
     per_ray: LoopCounts | None = None,
+    hit_fraction: float = 1.0,
 ) -> tuple[ArrayLike, ArrayLike]:
     """(i_c, i_mu) of a secondary-ray phase for ``rays`` rays per pixel (scalar or array).
 
-    Secondary rays start only where the primary ray hit, so the phase's constant (hit point,
-    normal, basis) and ``per_ray`` (instructions per ray outside traversal: ray generation)
-    are paid by that share of the pixels.
+    ``per_ray`` holds the instructions spent per secondary ray outside traversal (ray
+    generation), paid only by pixels whose primary ray hit.
     """
-    compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco * hit_fraction
+    compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco
     a_m = _cache_miss(steps, p_t) * (lc.i_mt * steps * rays + tests * lc.i_mi * rays / 2.0)
     if per_ray is not None:
         compute = compute + per_ray.i_cco * hit_fraction * rays
         a_m = a_m + per_ray.i_mco * hit_fraction * rays
-    return compute, a_m + lc.i_mco * hit_fraction
+    return compute, a_m + lc.i_mco
 
 
 def _ao_counts(counts: KernelCounts, w: Workload, rays: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
     """(i_c, i_mu) of the AO phase, including the per-AO-ray constant where counted."""
     return _secondary_counts(
-        _lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, rays, w.hit_fraction, counts.get("ao_ray")
+        _lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, rays, counts.get("ao_ray"), w.hit_fraction
     )
 
 
@@ -135,9 +134,7 @@ def phase_instructions(
     w = workload
     out = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
     if shadows:
-        c, mu = _secondary_counts(
-            _lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0, w.hit_fraction
-        )
+        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
         out["shadow"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
     if ao_rays > 0:
         c, mu = _ao_counts(counts, w, float(ao_rays))
@@ -249,9 +246,7 @@ def predict_frame_seconds_batch(
         flat_s = seconds("shade", _shade(counts, w, False))
         total += np.where(phong_on, 0.0, flat_s)
     if shadow_on.any():
-        c, mu = _secondary_counts(
-            _lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0, w.hit_fraction
-        )
+        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
         total += np.where(shadow_on, seconds("shadow", PhaseInstructions(c, 0.0, mu)), 0.0)
     ao_on = a_r > 0
     if ao_on.any():

@@ -58,11 +58,10 @@ def test_hand_computed_counts_per_phase() -> None:
     got = phase_instructions(COUNTS, SMALL, ao_rays=3, shadows=True, phong=True)
     # primary: i_c = 2*10 + 3*4 + 10; i_t = (10 + 8 + 4) * (1 - 0.25) = 16.5, split by m = 0.5
     assert got["primary"] == PhaseInstructions(compute=42.0, coal=8.25, uncoal=8.25)
-    # shadow, constants paid by the 90 % that hit: i_c = 2*36 + 3*2 + 5*0.9;
-    # a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1*0.9
-    assert got["shadow"] == pytest.approx(PhaseInstructions(compute=82.5, coal=0.0, uncoal=19.9))
-    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7*0.9; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3*0.9
-    assert got["ao"] == pytest.approx(PhaseInstructions(compute=150.3, coal=0.0, uncoal=115.2))
+    # shadow: i_c = 2*36 + 3*2 + 5; a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1
+    assert got["shadow"] == PhaseInstructions(compute=83.0, coal=0.0, uncoal=20.0)
+    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3
+    assert got["ao"] == PhaseInstructions(compute=151.0, coal=0.0, uncoal=115.5)
     # shade (phong), paid by the 90 % of pixels that hit: i_c = 50; i_t = 4 * 0.75 = 3, by m
     assert got["shade"] == pytest.approx(PhaseInstructions(compute=45.0, coal=1.35, uncoal=1.35))
     flat = phase_instructions(COUNTS, SMALL, ao_rays=0, shadows=False, phong=False)
@@ -73,7 +72,7 @@ def test_hand_computed_counts_per_phase() -> None:
 def test_ao_cache_estimate_is_zero_for_shallow_traversal() -> None:
     shallow = dataclasses.replace(SMALL, a_t=5.0)  # (5 + 10) / 23 < 1: a_ca = 0
     got = phase_instructions(COUNTS, shallow, ao_rays=2, shadows=False, phong=True)
-    assert got["ao"].uncoal == pytest.approx(2.7)  # only i_mco, paid by the 90 % that hit
+    assert got["ao"].uncoal == 3.0  # only i_mco
 
 
 def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
@@ -93,7 +92,7 @@ def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
         dep_delay_uncoal=10,
     )
     counts = {**COUNTS, "ao": LoopCounts(i_ct=3, i_ci=5, i_cco=5, i_mco=6)}
-    w = dataclasses.replace(SMALL, pixels=80 * 128, p_t=1, a_t=2, a_i=1, hit_fraction=1.0)
+    w = dataclasses.replace(SMALL, pixels=80 * 128, p_t=1, a_t=2, a_i=1)
     got = predict_phase_seconds(profile, counts, w, 2, False, True, threads_per_block=128)
     assert got["ao"] == pytest.approx(38428.1875e-9)
     assert got["shadow"] == 0.0
