@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from benchmarks.report import pyplot, save_figure
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.scene import Scene
 from raytracer.tuned import TunedRenderer
@@ -91,11 +92,7 @@ def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:
 def plot_run(logs_by_controller: dict[str, list[FrameLog]], title: str, path: Path,
              turn_at: int | None = None) -> None:
     """Seed 002 figures 5 and 8 in one PNG: frame times vs target, AO rays, model errors."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     for name, logs in logs_by_controller.items():
         x = [r.frame for r in logs]
@@ -123,8 +120,5 @@ def plot_run(logs_by_controller: dict[str, list[FrameLog]], title: str, path: Pa
         ax.grid(alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 

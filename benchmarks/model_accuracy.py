@@ -15,7 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from benchmarks.animation import orbit_camera_path
-from benchmarks.report import emit
+from benchmarks.report import emit, pyplot, save_figure
 from models.device_profile import DeviceProfile
 from raytracer.calibrate import Sample, calibration_views, collect_samples, fit_profile
 from raytracer.probe import Probe
@@ -69,11 +69,7 @@ def transfer_profile(base: DeviceProfile, model: RayTraceModel, device: str | No
 
 def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: Path) -> None:
     """Predicted vs measured frame time per frame, one panel per scene."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(len(samples_by_scene), 1, figsize=(9, 3 * len(samples_by_scene)),
                              squeeze=False)
     for ax, (name, samples) in zip(axes[:, 0], samples_by_scene.items(), strict=True):
@@ -88,10 +84,7 @@ def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: 
         ax.legend(fontsize=6, ncol=4)
     axes[-1, 0].set_xlabel("frame of the orbit-and-dolly path")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:

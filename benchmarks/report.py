@@ -6,6 +6,7 @@ import json
 import math
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 
@@ -45,3 +46,21 @@ def _print_table(figures: Mapping[str, Any], indent: int) -> None:
             print(f"{pad}{key:<{width}}  {value:.4g}")
         else:
             print(f"{pad}{key:<{width}}  {value}")
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the headless Agg backend (benchmarks run without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    """Write a figure as PNG through a temporary file, so no half-written plot is left."""
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=90)
+    pyplot().close(fig)
+    tmp.replace(path)
