@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
-from benchmarks.report import emit
+from autotune.app.report import emit
 
 BUDGET_US = 1000.0
 

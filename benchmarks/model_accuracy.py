@@ -14,14 +14,15 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.animation import orbit_camera_path
-from benchmarks.report import emit, pyplot, save_figure
+from autotune.app.animation import orbit_camera_path
+from autotune.app.report import emit, pyplot, save_figure
 from models.device_profile import DeviceProfile
-from raytracer.calibrate import Sample, calibration_views, collect_samples, fit_profile
-from raytracer.probe import Probe
+from raytracer.phases import PHASES
 from raytracer.scene import load_scene
-from raytracer.tracer import PHASES, RenderSettings, Tracer
-from raytracer.tuned import RayTraceModel, device_model
+from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tuning.calibration_fit import Sample, calibration_views, collect_samples, fit_profile
+from raytracer.tuning.probe import Probe
+from raytracer.tuning.tuned_renderer import RayTraceModel, device_model
 
 AO_COUNTS = (0, 2, 8, 32)
 TRANSFER_SCENE = "city"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from benchmarks.animation import (
+from autotune.app.animation import (
     logs_to_dicts,
     orbit_camera_path,
     plot_run,
@@ -17,10 +17,10 @@ from benchmarks.animation import (
     summarize,
     turn_camera_path,
 )
-from benchmarks.report import emit
+from autotune.app.report import emit
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
-from raytracer.tuned import TunedRenderer
+from raytracer.tuning.tuned_renderer import TunedRenderer
 
 CONTROLLERS = ("feedforward", "fixed", "pi")
 REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)

@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 
-from benchmarks.animation import orbit_camera_path
-from benchmarks.report import emit
-from raytracer.probe import Probe
+from autotune.app.animation import orbit_camera_path
+from autotune.app.report import emit
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tuning.probe import Probe
 
 BUDGET_30FPS = 1.0 / 30.0
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.report import emit
+from autotune.app.report import emit
 from raytracer.bvh import build_bvh, build_bvh_full_sweep
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         import json
 
-        from benchmarks.report import _plain
+        from autotune.app.report import _plain
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(_plain(figures), indent=2) + "\n")

@@ -30,9 +30,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba as nb
 import numpy as np
+
+if TYPE_CHECKING:
+    from raytracer.scene import Scene
 
 NODE_FLOATS = 16
 TRI_FLOATS = 12
@@ -940,3 +944,12 @@ def build_bvh_full_sweep(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     lo, hi = tris.min(axis=1), tris.max(axis=1)
     node_box, node_first, node_count, ids = _build_full_sweep(lo, hi, int(leaf_size))
     return _finish(tris, node_box, node_first, node_count, ids, start)
+
+
+def packed_normals(scene: Scene, bvh: BVH) -> np.ndarray:
+    """Per-corner vertex normals in the BVH's triangle order: (F, 12) float32 (three float4)."""
+    out = np.zeros((len(bvh.face_ids), 12), np.float32)
+    corners = scene.normals[scene.faces[bvh.face_ids]]
+    for k in range(3):
+        out[:, 4 * k:4 * k + 3] = corners[:, k]
+    return out

@@ -9,15 +9,14 @@ from importlib import resources
 import numpy as np
 import pyopencl as cl
 
-from raytracer.bvh import BVH, build_bvh
+from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
 from raytracer.opencl_device import DeviceInfo, choose_device
+from raytracer.phases import PHASE_LIST, TILE, TRACING_PHASES
 from raytracer.scene import Scene
 
-PHASES = ("primary", "shadow", "ao", "shade")
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
-TILE = 8  # work-group is TILE x TILE pixels (the model's threads per block = 64)
 KERNEL_FILES = ("traverse.cl", "tracer.cl")
 
 
@@ -79,15 +78,6 @@ def _build(context: cl.Context, options: list[str]) -> cl.Program:
                           f"({' '.join(options) or 'no options'}):\n{exc}") from None
 
 
-def packed_normals(scene: Scene, bvh: BVH) -> np.ndarray:
-    """Per-corner vertex normals in the BVH's triangle order: (F, 12) float32 (three float4)."""
-    out = np.zeros((len(bvh.face_ids), 12), np.float32)
-    corners = scene.normals[scene.faces[bvh.face_ids]]
-    for k in range(3):
-        out[:, 4 * k:4 * k + 3] = corners[:, k]
-    return out
-
-
 class Tracer:
     """Renders a scene with OpenCL; phase times come from profiling events."""
 
@@ -102,7 +92,7 @@ class Tracer:
         self.counters = counters
         self.program = _build(self.context, ["-cl-fast-relaxed-math", "-DCOUNTERS"] if counters
                               else ["-cl-fast-relaxed-math"])
-        self._kernels = {name: getattr(self.program, name) for name in PHASES}
+        self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
@@ -125,7 +115,7 @@ class Tracer:
         self._occ = cl.Buffer(self.context, mf.READ_WRITE, 4 * n)
         self._image = cl.Buffer(self.context, mf.WRITE_ONLY, 4 * n)
         self._counter_bufs = {p: cl.Buffer(self.context, mf.READ_WRITE, 8 * n)
-                              for p in PHASES[:3]} if self.counters else {}
+                              for p in TRACING_PHASES} if self.counters else {}
         self._size = (width, height)
 
     def render(self, camera: Camera, width: int, height: int,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from models.raytrace_cost import LoopCounts
-from raytracer.instruction_counts import (
+from raytracer.tuning.instruction_counts import (
     COUNTS_PATH,
     KernelCountsError,
     compile_ptx,

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from raytracer.camera import Camera
-from raytracer.probe import Probe, coherence
 from raytracer.tracer import RenderSettings
+from raytracer.tuning.probe import Probe, coherence
 
 
 def test_workload_matches_full_resolution_counters(tracers):
@@ -71,7 +71,7 @@ def test_probe_resolution_has_a_floor(tracers):
 
 
 def test_warp_max_takes_the_slowest_lane():
-    from raytracer.probe import warp_max
+    from raytracer.tuning.probe import warp_max
 
     v = np.array([[1, 5, 2, 2], [3, 1, 0, 7]], float)
     assert warp_max(v, (1, 2)).tolist() == [[5, 5, 2, 2], [3, 3, 7, 7]]

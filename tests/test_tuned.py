@@ -7,21 +7,21 @@ import json
 
 import pytest
 
-import raytracer.tuned as tuned_mod
+import raytracer.tuning.tuned_renderer as tuned_mod
 from autotune.profile_store import find_device_profile, profile_path
 from models.device_profile import builtin_profiles, save_profile
 from models.raytrace_cost import predict_phase_seconds
-from raytracer.calibrate import (
+from raytracer.tracer import RenderSettings
+from raytracer.tuning.calibration_fit import (
     Sample,
     calibration_views,
     collect_samples,
     fit_profile,
     model_errors,
 )
-from raytracer.instruction_counts import load_kernel_counts
-from raytracer.probe import Probe
-from raytracer.tracer import RenderSettings
-from raytracer.tuned import TunedRenderer
+from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.probe import Probe
+from raytracer.tuning.tuned_renderer import TunedRenderer
 
 W, H = 96, 54
 
@@ -100,7 +100,7 @@ def test_every_controller_renders(tracers, fitted_profile, controller):
 
 def test_missing_profile_runs_quick_calibration(tracers, fitted_profile, monkeypatch):
     tracer = tracers("dragon-small")
-    import raytracer.calibrate as calibrate_mod
+    import raytracer.tuning.calibration_fit as calibrate_mod
 
     monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted_profile)
     monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
@@ -159,7 +159,7 @@ def test_overlapped_probe_gives_the_same_workload(tracers, fitted_profile):
 
 
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
-    import raytracer.calibrate as calibrate_mod
+    import raytracer.tuning.calibration_fit as calibrate_mod
 
     info = tracers("dragon-small").device_info
 

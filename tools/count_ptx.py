@@ -1,4 +1,4 @@
-"""Regenerate models/data/kernel_counts.json: per-loop PTX instruction counts of the kernels.
+"""Regenerate raytracer/tuning/data/kernel_counts.json: per-loop PTX counts of the kernels.
 
 Run after any edit of raytracer/kernels/*.cl (needs clang-14 and libclc-14 on Debian:
 ``apt-get install clang-14 libclc-14``)::
@@ -7,7 +7,7 @@ Run after any edit of raytracer/kernels/*.cl (needs clang-14 and libclc-14 on De
     python tools/count_ptx.py --check    # exit 1 if the shipped file is stale
     python tools/count_ptx.py --ptx out.ptx   # also keep the PTX for inspection
 
-Counting rules and the loop heuristic are documented in raytracer/instruction_counts.py.
+Counting rules and the loop heuristic are documented in raytracer/tuning/instruction_counts.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from raytracer.instruction_counts import (  # noqa: E402
+from raytracer.tracer import kernel_source  # noqa: E402
+from raytracer.tuning.instruction_counts import (  # noqa: E402
     COUNTS_PATH,
     LOOP_FIELDS,
     CompilerError,
@@ -29,7 +30,6 @@ from raytracer.instruction_counts import (  # noqa: E402
     compile_ptx,
     counts_document,
 )
-from raytracer.tracer import kernel_source  # noqa: E402
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from autotune.viewer import ViewerError
+from autotune.app.viewer import ViewerError
 from raytracer.camera import Camera, save_path
 
 FIELDS = (

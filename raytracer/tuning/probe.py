@@ -12,11 +12,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 
 from models.workload import Workload
-from raytracer.bvh import BVH
+from raytracer.bvh import BVH, packed_normals
 from raytracer.camera import Camera
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
+from raytracer.phases import TILE
 from raytracer.scene import Scene
-from raytracer.tracer import TILE, packed_normals
 
 
 def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:

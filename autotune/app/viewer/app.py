@@ -20,14 +20,15 @@ import glfw
 import moderngl
 import numpy as np
 
-from autotune.viewer import ViewerError
-from autotune.viewer.controls import CameraController
-from autotune.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
-from autotune.viewer.record import Recorder, save_png
+from autotune.app.viewer import ViewerError
+from autotune.app.viewer.controls import CameraController
+from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
+from autotune.app.viewer.record import Recorder, save_png
 from raytracer.camera import Camera, load_path
+from raytracer.phases import PHASES
 
 if TYPE_CHECKING:
-    from raytracer.tuned import TunedFrame, TunedRenderer
+    from raytracer.tuning.tuned_renderer import TunedFrame, TunedRenderer
 
 GL_VERSION = 330
 TARGET_STEP = 1.25  # factor per +/- press
@@ -425,7 +426,7 @@ class Viewer:
         s, r = frame.settings, self.renderer
         phases = {
             f"{p}_ms": frame.phase_seconds.get(p, 0.0) * 1e3
-            for p in ("primary", "shadow", "ao", "shade")
+            for p in PHASES
         }
         return {
             "frame": self.frame_index,
@@ -457,7 +458,7 @@ def _load_renderer(args: argparse.Namespace, width: int, height: int) -> TunedRe
     from raytracer.opencl_device import DeviceError
     from raytracer.scene import SceneError, load_scene
     from raytracer.tracer import TracerError
-    from raytracer.tuned import TunedRenderer
+    from raytracer.tuning.tuned_renderer import TunedRenderer
 
     try:
         scene = load_scene(args.scene)

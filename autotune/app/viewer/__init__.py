@@ -92,7 +92,7 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def run_view(args: argparse.Namespace) -> int:
     """Run ``autotune view``; a :class:`ViewerError` is printed as one line and returns 2."""
-    from autotune.viewer.app import run
+    from autotune.app.viewer.app import run
 
     try:
         run(args)

@@ -19,10 +19,11 @@ from models.device_profile import DeviceProfile
 from models.raytrace_cost import KernelCounts, predict_frame_seconds_batch, predict_phase_seconds
 from models.workload import Workload
 from raytracer.camera import Camera
-from raytracer.instruction_counts import load_kernel_counts
-from raytracer.probe import Probe
+from raytracer.phases import TILE
 from raytracer.scene import Scene
-from raytracer.tracer import MAX_AO_RAYS, TILE, Frame, RenderSettings, Tracer
+from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
+from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.probe import Probe
 
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
@@ -66,7 +67,9 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None) -> RayTra
         info = tracer.device_info
         profile = find_device_profile(info.name, info.driver)
         if profile is None:
-            from raytracer.calibrate import calibrate  # deferred: only when no profile exists
+            from raytracer.tuning.calibration_fit import (
+                calibrate,  # deferred: only when no profile exists
+            )
 
             warnings.warn(f"no calibrated profile for {info.name} (driver {info.driver}); "
                           f"running a quick calibration (run `autotune calibrate` to keep one)",

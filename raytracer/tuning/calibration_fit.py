@@ -24,11 +24,12 @@ from models.hong_kim import predict_seconds
 from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
 from models.workload import Workload
 from raytracer.camera import Camera, orbit_path
-from raytracer.instruction_counts import load_kernel_counts
 from raytracer.opencl_device import DeviceInfo
-from raytracer.probe import Probe
+from raytracer.phases import PHASES, TILE
 from raytracer.scene import Scene, load_scene
-from raytracer.tracer import PHASES, TILE, RenderSettings, Tracer
+from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.probe import Probe
 
 QUICK_SCENES = ("dragon-small", "city")
 FULL_SCENES = ("dragon", "sibenik", "city", "bunny")

@@ -5,7 +5,7 @@ The §4.3 equations need, per kernel, compute and memory instructions per BVH tr
 (``i_cco, i_mco``). ``tools/count_ptx.py`` compiles ``raytracer.tracer.kernel_source()`` to
 PTX with clang-14 (``-target nvptx64-nvidia-nvcl``, ``-cl-fast-relaxed-math`` as the tracer
 builds it, libclc linked so the OpenCL builtins are real instructions rather than calls)
-and writes ``models/data/kernel_counts.json``; this module parses PTX and loads that file.
+and writes ``raytracer/tuning/data/kernel_counts.json``; this module parses PTX and loads that file.
 
 Counting rules (static counts: every instruction of a region once, whatever path a thread
 takes, so a loop body's count is an upper bound on one iteration's dynamic count):
@@ -51,7 +51,7 @@ from typing import Any
 from models.json_file import read_json
 from models.raytrace_cost import LoopCounts
 
-COUNTS_PATH = Path(__file__).resolve().parent.parent / "models" / "data" / "kernel_counts.json"
+COUNTS_PATH = Path(__file__).resolve().parent / "data" / "kernel_counts.json"
 CLANG = "clang-14"
 CLANG_FLAGS = (
     "-cl-std=CL1.2",

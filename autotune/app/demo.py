@@ -8,11 +8,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from benchmarks.animation import logs_to_dicts, orbit_camera_path, plot_run, run_path, summarize
+from autotune.app.animation import logs_to_dicts, orbit_camera_path, plot_run, run_path, summarize
 from benchmarks.paper import reference_target
 from raytracer.scene import load_scene
 from raytracer.tracer import Tracer
-from raytracer.tuned import TunedRenderer
+from raytracer.tuning.tuned_renderer import TunedRenderer
 
 REPORT = """autotune demo: {scene} ({triangles} triangles) on {device}
 {frames} frames at {width}x{height}, target {target_ms:.1f} ms per frame (kernel time)

@@ -85,7 +85,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
             "nodes_per_pixel": float(c[..., 0].mean()), "tests_per_pixel": float(c[..., 1].mean())}
     if args.output:
         figures["output"] = str(args.output)
-    from benchmarks.report import emit
+    from autotune.app.report import emit
 
     emit(figures, args.json, title=f"autotune render: {scene.name} on {tracer.device.name}")
     return 0
@@ -109,9 +109,9 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from benchmarks.report import emit
-    from raytracer.calibrate import calibrate
+    from autotune.app.report import emit
     from raytracer.opencl_device import choose_device
+    from raytracer.tuning.calibration_fit import calibrate
 
     info, _ = choose_device(args.device)
     profile = calibrate(info, quick=args.quick, save=True, progress=True,
@@ -126,7 +126,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from benchmarks.demo import run_demo
+    from autotune.app.demo import run_demo
 
     return run_demo(args)
 
@@ -155,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="target frame time (default: chosen from the first frame)")
     p.add_argument("--device")
     try:
-        from autotune.viewer import add_view_parser
+        from autotune.app.viewer import add_view_parser
     except ImportError:  # the viewer's GL dependencies are missing
         pass
     else:
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"render": _cmd_render, "devices": _cmd_devices, "calibrate": _cmd_calibrate,
                 "bench": _cmd_bench, "demo": _cmd_demo}
     if args.command == "view":
-        from autotune.viewer import run_view
+        from autotune.app.viewer import run_view
 
         handlers["view"] = run_view
     from models.device_profile import ProfileError

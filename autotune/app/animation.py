@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from benchmarks.report import pyplot, save_figure
+from autotune.app.report import pyplot, save_figure
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.scene import Scene
-from raytracer.tuned import TunedRenderer
+from raytracer.tuning.tuned_renderer import TunedRenderer
 
 
 @dataclass

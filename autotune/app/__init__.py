@@ -1,0 +1,1 @@
+"""The applications on top of the libraries: the ``autotune`` command, the viewer, the demo."""

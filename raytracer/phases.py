@@ -1,0 +1,31 @@
+"""The tracer's render phases (one kernel launch each) and the work-group tile they launch with.
+
+One registry shared by the OpenCL host, the CPU probe, the cost model's glue, calibration and
+the viewer, so a phase is named in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TILE = 8  # a work-group is TILE x TILE pixels (the model's threads per block = 64)
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One kernel launch of a frame: its name, its kernel and the setting that turns it on."""
+
+    name: str
+    kernel: str
+    enabled_by: str | None  # RenderSettings field that switches the phase on; None = always
+    traces_rays: bool  # walks the BVH (has traversal counters)
+
+
+PHASE_LIST = (
+    Phase("primary", "primary", None, True),
+    Phase("shadow", "shadow", "shadows", True),
+    Phase("ao", "ao", "ao_rays", True),
+    Phase("shade", "shade", None, False),
+)
+PHASES = tuple(p.name for p in PHASE_LIST)
+TRACING_PHASES = tuple(p.name for p in PHASE_LIST if p.traces_rays)
