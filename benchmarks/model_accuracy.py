@@ -15,7 +15,8 @@ import numpy as np
 from tqdm import tqdm
 
 from autotune.app.animation import orbit_camera_path
-from autotune.app.report import emit, pyplot, save_figure
+from autotune.app.report import emit, pyplot
+from autotune.atomic_files import save_figure
 from models.device_profile import DeviceProfile
 from raytracer.phases import PHASES
 from raytracer.scene import load_scene

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from autotune.app.report import pyplot, save_figure
+from autotune.app.report import pyplot
+from autotune.atomic_files import save_figure
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.scene import Scene
 from raytracer.tuning.tuned_renderer import TunedRenderer
@@ -49,7 +50,7 @@ def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
 def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
              frames_dir: Path | None = None, progress: bool = True) -> list[FrameLog]:
     """Render every camera of the path through the tuner; optionally save each frame as PNG."""
-    from raytracer.image_io import save_png
+    from autotune.atomic_files import save_png
 
     logs = []
     for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,

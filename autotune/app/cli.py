@@ -57,7 +57,7 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from raytracer.image_io import save_png
+    from autotune.atomic_files import save_png
     from raytracer.scene import load_scene
     from raytracer.tracer import RenderSettings, Tracer
 

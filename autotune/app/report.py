@@ -6,7 +6,6 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 
@@ -56,11 +55,3 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    """Write a figure as PNG through a temporary file, so no half-written plot is left."""
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=90)
-    pyplot().close(fig)
-    tmp.replace(path)
