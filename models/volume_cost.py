@@ -1,0 +1,223 @@
+"""Per-rank analytical model of the distributed volume renderer (after seed 004).
+
+Each code section of a rank's frame gets a small linear model in the quantities that drive it,
+calibrated per rank by non-negative least squares from measured section timings:
+
+* local raycast: ``a·samples + b·rays + c·pixels + d`` (samples taken inside the rank's brick,
+  rays that enter the brick, pixels of the full-size image the rank clears and hands on);
+* each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (seed 004's
+  neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
+* the gather to rank 0: ``α_g + β_g·bytes``.
+
+Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
+ones are summed: rank 0's frame = max_i render_i + Σ_stages max_i stage_i + gather (+ the
+rank-0-only finish: upscale etc.). Everything here is numbers in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.optimize import nnls
+
+RENDER_TERMS = ("samples", "rays", "pixels", "const")
+STAGE_TERMS = ("partners", "bytes", "pixels")
+GATHER_TERMS = ("const", "bytes")
+
+
+class VolumeModelError(ValueError):
+    """A model cannot be fitted or evaluated: too few rows, non-finite data, bad coefficients."""
+
+
+def _design(columns: Sequence[ArrayLike], n: int) -> NDArray[np.float64]:
+    x = np.empty((n, len(columns)))
+    for j, col in enumerate(columns):
+        x[:, j] = np.broadcast_to(np.asarray(col, np.float64), (n,))
+    if not np.all(np.isfinite(x)):
+        raise VolumeModelError("non-finite values in the model's inputs")
+    return x
+
+
+def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str) -> tuple[NDArray, float]:
+    """Relative-error NNLS: rows are scaled by 1/y so small and large frames weigh alike."""
+    y = np.asarray(y, np.float64)
+    if len(y) < x.shape[1]:
+        raise VolumeModelError(f"{what}: {len(y)} timed frames cannot fit {x.shape[1]} "
+                               f"coefficients")
+    if not np.all(np.isfinite(y)) or np.any(y <= 0):
+        raise VolumeModelError(f"{what}: measured times must be finite and > 0")
+    scale = x.max(axis=0)
+    scale[scale == 0] = 1.0
+    w = 1.0 / y
+    coef, _ = nnls((x / scale) * w[:, None], np.ones_like(y))
+    coef = coef / scale
+    pred = x @ coef
+    return coef, float(np.mean(np.abs(pred - y) / y))
+
+
+@dataclass(frozen=True)
+class RenderModel:
+    """One rank's local raycast time: ``a·samples + b·rays + c·pixels + d`` seconds."""
+
+    per_sample: float
+    per_ray: float
+    per_pixel: float
+    constant: float
+    fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
+
+    def __post_init__(self) -> None:
+        for k, v in asdict(self).items():
+            if k != "fit_error" and not (math.isfinite(v) and v >= 0):
+                raise VolumeModelError(f"render model: {k} must be finite and >= 0, got {v}")
+
+    def predict(self, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike) -> NDArray:
+        return (self.per_sample * np.asarray(samples, np.float64)
+                + self.per_ray * np.asarray(rays, np.float64)
+                + self.per_pixel * np.asarray(pixels, np.float64) + self.constant)
+
+    @classmethod
+    def fit(cls, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
+            seconds: ArrayLike) -> RenderModel:
+        y = np.asarray(seconds, np.float64)
+        x = _design([samples, rays, pixels, 1.0], len(y))
+        coef, err = _fit_nnls(x, y, "render model")
+        return cls(*map(float, coef), fit_error=err)
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """One compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` seconds."""
+
+    per_partner: float
+    per_byte: float
+    per_pixel: float
+    fit_error: float = math.nan
+
+    def __post_init__(self) -> None:
+        for k, v in asdict(self).items():
+            if k != "fit_error" and not (math.isfinite(v) and v >= 0):
+                raise VolumeModelError(f"stage model: {k} must be finite and >= 0, got {v}")
+
+    def predict(self, partner_ratio: ArrayLike, nbytes: ArrayLike, pixels: ArrayLike) -> NDArray:
+        return (self.per_partner * np.asarray(partner_ratio, np.float64)
+                + self.per_byte * np.asarray(nbytes, np.float64)
+                + self.per_pixel * np.asarray(pixels, np.float64))
+
+    @classmethod
+    def fit(cls, partner_ratio: ArrayLike, nbytes: ArrayLike, pixels: ArrayLike,
+            seconds: ArrayLike) -> StageModel:
+        y = np.asarray(seconds, np.float64)
+        x = _design([partner_ratio, nbytes, pixels], len(y))
+        coef, err = _fit_nnls(x, y, "compositing stage model")
+        return cls(*map(float, coef), fit_error=err)
+
+
+@dataclass(frozen=True)
+class GatherModel:
+    """The gather of the composited pieces to rank 0: ``α + β·bytes`` seconds."""
+
+    constant: float
+    per_byte: float
+    fit_error: float = math.nan
+
+    def predict(self, nbytes: ArrayLike) -> NDArray:
+        return self.constant + self.per_byte * np.asarray(nbytes, np.float64)
+
+    @classmethod
+    def fit(cls, nbytes: ArrayLike, seconds: ArrayLike) -> GatherModel:
+        y = np.asarray(seconds, np.float64)
+        coef, err = _fit_nnls(_design([1.0, nbytes], len(y)), y, "gather model")
+        return cls(float(coef[0]), float(coef[1]), fit_error=err)
+
+
+@dataclass(frozen=True)
+class StageWork:
+    """What one compositing stage costs a rank at full image scale (it scales with pixels)."""
+
+    partners: int
+    max_partners: int
+    nbytes: float  # bytes sent + received by the rank in this stage at scale 1
+    pixels: float  # pixels blended by the rank in this stage at scale 1
+
+    @property
+    def partner_ratio(self) -> float:
+        return self.partners / max(self.max_partners, 1)
+
+
+@dataclass(frozen=True)
+class ClusterFrameModel:
+    """Rank 0's frame time for a P-rank frame: per-rank render models, stage and gather models."""
+
+    render: tuple[RenderModel, ...]  # one per rank
+    stage: StageModel  # shared by all stages and ranks (same code, same links)
+    gather: GatherModel
+    finish: RenderModel | None = None  # rank-0-only tail (upscale), in pixels of the display
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ranks(self) -> int:
+        return len(self.render)
+
+    def predict_sections(self, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
+                         stages: Sequence[Sequence[StageWork]], gather_bytes: float,
+                         image_scale: ArrayLike = 1.0, display_pixels: float = 0.0
+                         ) -> dict[str, NDArray]:
+        """Seconds per section for candidates.
+
+        ``samples``/``rays``: (ranks, candidates) estimates; ``pixels``: (candidates,) rendered
+        pixels; ``stages[s][r]``: rank r's work in stage s at scale 1; ``image_scale``:
+        (candidates,) — compositing bytes and pixels scale with its square.
+        """
+        samples = np.atleast_2d(np.asarray(samples, np.float64))
+        rays = np.atleast_2d(np.asarray(rays, np.float64))
+        if samples.shape[0] != self.ranks or rays.shape != samples.shape:
+            raise VolumeModelError(f"expected ({self.ranks}, candidates) samples and rays, got "
+                                   f"{samples.shape} and {rays.shape}")
+        area = np.broadcast_to(np.asarray(image_scale, np.float64) ** 2, samples.shape[1:])
+        per_rank = np.stack([m.predict(samples[i], rays[i], pixels)
+                             for i, m in enumerate(self.render)])
+        out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank}
+        comp = np.zeros_like(area)
+        for s, works in enumerate(stages):
+            t = np.stack([self.stage.predict(w.partner_ratio, w.nbytes * area, w.pixels * area)
+                          for w in works]).max(axis=0)
+            out[f"stage{s}"] = t
+            comp = comp + t
+        out["composite"] = comp
+        out["gather"] = self.gather.predict(gather_bytes * area) if self.ranks > 1 \
+            else np.zeros_like(area)
+        finish = (self.finish.predict(0.0, 0.0, display_pixels) if self.finish is not None
+                  else 0.0)
+        out["finish"] = np.broadcast_to(np.asarray(finish, np.float64), area.shape).copy()
+        out["frame"] = out["render"] + comp + out["gather"] + out["finish"]
+        return out
+
+    def predict_frame(self, *args: Any, **kwargs: Any) -> NDArray:
+        """Rank 0's frame seconds for each candidate (see :meth:`predict_sections`)."""
+        return self.predict_sections(*args, **kwargs)["frame"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"render": [asdict(m) for m in self.render], "stage": asdict(self.stage),
+                "gather": asdict(self.gather),
+                "finish": asdict(self.finish) if self.finish else None, "meta": self.meta}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "<volume model>") -> ClusterFrameModel:
+        try:
+            return cls(tuple(RenderModel(**r) for r in d["render"]), StageModel(**d["stage"]),
+                       GatherModel(**d["gather"]),
+                       RenderModel(**d["finish"]) if d.get("finish") else None,
+                       dict(d.get("meta", {})))
+        except (KeyError, TypeError) as exc:
+            raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
+
+
+def relative_errors(predicted: ArrayLike, measured: ArrayLike) -> NDArray:
+    """|predicted − measured| / measured, element-wise."""
+    p, m = np.asarray(predicted, np.float64), np.asarray(measured, np.float64)
+    return np.abs(p - m) / m

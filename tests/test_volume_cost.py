@@ -1,0 +1,56 @@
+"""The per-rank volume model: fits recover known coefficients, sections aggregate by max / sum."""
+
+import numpy as np
+import pytest
+
+from models.volume_cost import (
+    ClusterFrameModel,
+    GatherModel,
+    RenderModel,
+    StageModel,
+    StageWork,
+    VolumeModelError,
+)
+
+
+def test_render_fit_recovers_coefficients():
+    rng = np.random.default_rng(0)
+    samples = rng.uniform(1e5, 5e6, 40)
+    rays = rng.uniform(1e3, 2e5, 40)
+    pixels = rng.choice([65536.0, 262144.0], 40)
+    truth = RenderModel(2e-9, 5e-8, 1e-9, 1e-3)
+    y = truth.predict(samples, rays, pixels) * rng.normal(1.0, 0.002, 40)
+    fit = RenderModel.fit(samples, rays, pixels, y)
+    assert fit.per_sample == pytest.approx(2e-9, rel=0.02)
+    assert fit.constant == pytest.approx(1e-3, rel=0.2)
+    assert fit.fit_error < 0.01
+
+
+def test_fit_rejects_bad_rows():
+    with pytest.raises(VolumeModelError, match="cannot fit"):
+        RenderModel.fit([1.0], [1.0], [1.0], [1.0])
+    with pytest.raises(VolumeModelError, match="finite"):
+        RenderModel.fit([1.0] * 5, [1.0] * 5, [1.0] * 5, [1.0, 1.0, np.nan, 1.0, 1.0])
+    with pytest.raises(VolumeModelError, match=">= 0"):
+        RenderModel(-1.0, 0.0, 0.0, 0.0)
+
+
+def test_frame_is_max_render_plus_sum_of_stage_maxima():
+    render = (RenderModel(1e-9, 0, 0, 0.0), RenderModel(1e-9, 0, 0, 0.01))
+    model = ClusterFrameModel(render, StageModel(1e-3, 1e-9, 0.0), GatherModel(2e-3, 0.0))
+    stages = [[StageWork(1, 1, 1e6, 0), StageWork(1, 1, 3e6, 0)]]
+    samples = np.array([[1e7, 2e7], [1e6, 1e6]])  # rank 0 heavy, rank 1 light
+    out = model.predict_sections(samples, np.zeros_like(samples), np.zeros(2), stages, 0.0,
+                                 image_scale=np.array([1.0, 0.5]))
+    np.testing.assert_allclose(out["render"], [0.011, 0.02])
+    np.testing.assert_allclose(out["stage0"], [1e-3 + 3e-3, 1e-3 + 0.75e-3])
+    np.testing.assert_allclose(out["frame"], out["render"] + out["stage0"] + 2e-3)
+
+
+def test_round_trip_and_bad_dict():
+    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0),), StageModel(0, 1e-9, 0),
+                              GatherModel(0, 0), meta={"device": "x"})
+    again = ClusterFrameModel.from_dict(model.to_dict())
+    assert again == model
+    with pytest.raises(VolumeModelError, match="bad.json"):
+        ClusterFrameModel.from_dict({"render": []}, where="bad.json")
