@@ -1,0 +1,98 @@
+"""Performance histograms and the cluster model: pure numbers, seeded, no MPI."""
+
+import numpy as np
+import pytest
+
+from models.cluster_model import (
+    ClusterModel,
+    ClusterModelError,
+    CompositingTerm,
+    features,
+    fit_cluster_model,
+    regression_scores,
+)
+from models.perf_histogram import HistogramError, PathHistogram, PerfHistogram
+
+
+def test_histogram_of_times():
+    h = PerfHistogram.of([1.0, 1.0, 2.0, 3.0])
+    assert (h.minimum, h.maximum, h.mean) == (1.0, 3.0, 1.75)
+    assert h.frequencies[0] == 0.5 and h.frequencies[-1] == 0.25
+    assert len(h.features()) == 13
+    with pytest.raises(HistogramError, match="no"):
+        PerfHistogram.of([])
+    with pytest.raises(HistogramError, match="finite"):
+        PerfHistogram.of([1.0, np.nan])
+
+
+def test_sampling_reproduces_the_distribution():
+    rng = np.random.default_rng(1)
+    times = rng.gamma(4.0, 0.01, 5000)
+    h = PerfHistogram.of(times)
+    drawn = h.sample(np.random.default_rng(2), 20000)
+    assert drawn.min() >= h.minimum and drawn.max() <= h.maximum
+    assert drawn.mean() == pytest.approx(times.mean(), rel=0.03)
+    assert h.scaled(0.7).mean == pytest.approx(0.7 * h.mean)
+
+
+def test_per_frame_histograms_keep_slow_frames_together():
+    # all ranks slow in odd frames vs one rank always slow: same overall spread, different frames
+    frames_slow = np.where(np.arange(20)[:, None] % 2 == 1, 2.0, 1.0) * np.ones((20, 4))
+    rank_slow = np.ones((20, 4))
+    rank_slow[:, 0] = 2.0
+    rank_slow[::2, 0] = 1.0
+    rank_slow[1::2, 1:] = 1.0
+    a, b = PathHistogram.of(frames_slow), PathHistogram.of(rank_slow)
+    assert a.frame_spread()[0] > b.frame_spread()[0]
+    rng = np.random.default_rng(0)
+    emulated = a.sample_frames(rng, 20, 4, per_frame=True)
+    assert np.all(emulated[1::2].min(axis=1) >= emulated[::2].max(axis=1))
+
+
+def test_histogram_json_round_trip_and_errors():
+    p = PathHistogram.of(np.random.default_rng(0).uniform(0.1, 0.2, (6, 3)), {"volume": "x"})
+    again = PathHistogram.from_dict(p.to_dict(), "h.json")
+    assert again.overall == p.overall and again.ranks == 3
+    bad = p.to_dict() | {"version": 99}
+    with pytest.raises(HistogramError, match="h.json.*version"):
+        PathHistogram.from_dict(bad, "h.json")
+    zero = p.to_dict()
+    zero["overall"]["samples"] = 0
+    with pytest.raises(HistogramError, match="at least one sample"):
+        PathHistogram.from_dict(zero, "h.json")
+
+
+def _synthetic(rng, n, term):
+    px = rng.choice([256.0**2, 512.0**2, 1024.0**2], n)
+    ranks = rng.integers(1, 17, n)
+    scale = rng.uniform(0.5, 2.0, n)
+    hists = [PerfHistogram.of(rng.gamma(5.0, 0.004 * s, 200)) for s in scale]
+    hf = np.array([h.features() for h in hists])
+    y = hf[:, 2] * 0.9 + 0.1 * hf[:, 1] + term.seconds(px, ranks)
+    return features(px, ranks, hf), y, px, ranks
+
+
+def test_mlp_learns_and_transfers_to_a_faster_network():
+    rng = np.random.default_rng(0)
+    slow = CompositingTerm(1e-4, 1e9, 5e8)
+    x, y, px, rk = _synthetic(rng, 160, slow)
+    model = fit_cluster_model(x, y, px, rk, term=slow, lambdas=(1e-2, 1.0))
+    xt, yt, pt, rt = _synthetic(np.random.default_rng(5), 40, slow)
+    assert regression_scores(model.predict(xt, pt, rt), yt)["r2"] > 0.9
+    fast = CompositingTerm(1e-5, 1e10, 5e8)
+    yf = yt - slow.seconds(pt, rt) + fast.seconds(pt, rt)
+    assert regression_scores(model.predict(xt, pt, rt, term=fast), yf)["r2"] > 0.9
+    again = ClusterModel.from_dict(model.to_dict(), "m.json")
+    np.testing.assert_allclose(again.predict(xt, pt, rt), model.predict(xt, pt, rt))
+
+
+def test_bad_training_data_and_model_files():
+    x = np.ones((6, 16))
+    y = np.ones(6)
+    y[2] = np.nan
+    with pytest.raises(ClusterModelError, match="rows \\[2\\]"):
+        fit_cluster_model(x, y, np.ones(6), np.ones(6))
+    with pytest.raises(ClusterModelError, match="m.json.*version"):
+        ClusterModel.from_dict({"kind": "autotune-cluster-model", "version": 0}, "m.json")
+    with pytest.raises(ClusterModelError, match="bandwidth"):
+        CompositingTerm(1e-5, 0.0, 1e8)
