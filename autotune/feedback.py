@@ -14,17 +14,27 @@ Robustness: an innovation larger than ``outlier`` (in log units) is treated as a
 (a page fault, a compositor hiccup) and ignored, unless ``persist`` such outliers of the same
 sign arrive in a row: then it is a real change and is integrated. A single 10x frame therefore
 leaves the correction, and so the chosen quality, untouched.
+
+Change detection: a lasting change of the renderer's cost (a heavier view, another volume, a
+slower device clock) shows as ``persist`` innovations in a row of the same sign, each larger
+than ``shift`` (log units, above the frame noise). Then the correction jumps by their median
+and the start-up averaging restarts, so the tuner is back on target ``persist`` + 1 frames
+after the change instead of the ~1/gain frames an integrator needs. A spike is one frame, so
+it never triggers a jump; a jump lands on the new level, so it cannot oscillate.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 
 
 class BiasCorrection:
     """Low-gain log-space integrator of measured/predicted ratios with outlier rejection."""
 
-    def __init__(self, gain: float = 0.1, outlier: float = math.log(1.5), persist: int = 3) -> None:
+    def __init__(self, gain: float = 0.1, outlier: float = math.log(1.5), persist: int = 3,
+                 shift: float = math.log(1.12)) -> None:
         if not 0 < gain <= 1:
             raise ValueError(f"gain must be in (0, 1], got {gain!r}")
         if not outlier > 0:
@@ -34,6 +44,11 @@ class BiasCorrection:
         self.gain = float(gain)
         self.outlier = float(outlier)
         self.persist = int(persist)
+        if not 0 < shift <= outlier:
+            raise ValueError(f"shift must be in (0, outlier], got {shift!r}")
+        self.shift = float(shift)
+        self.shifts = 0  # lasting changes detected so far
+        self._recent: deque[float] = deque(maxlen=self.persist)
         self.log_correction = 0.0
         self.rejected = 0
         self._streak = 0  # signed count of consecutive same-sign outliers
@@ -49,6 +64,14 @@ class BiasCorrection:
         if not (predicted > 0 and measured > 0 and math.isfinite(predicted * measured)):
             return self.correction
         innovation = math.log(measured / predicted) - self.log_correction
+        self._recent.append(innovation)
+        if self.observed and self._lasting_change():
+            self.log_correction += statistics.median(self._recent)
+            self._recent.clear()
+            self._streak = 0
+            self.shifts += 1
+            self.observed = 1  # restart the start-up average at the new level
+            return self.correction
         if self.observed and abs(innovation) > self.outlier:
             sign = 1 if innovation > 0 else -1
             self._streak = self._streak + sign if self._streak * sign > 0 else sign
@@ -60,3 +83,9 @@ class BiasCorrection:
         self.log_correction += max(self.gain, 1.0 / (self.observed + 1)) * innovation
         self.observed += 1
         return self.correction
+
+    def _lasting_change(self) -> bool:
+        """``persist`` innovations in a row, same sign, each beyond ``shift``."""
+        r = self._recent
+        return (len(r) == self.persist and all(abs(x) > self.shift for x in r)
+                and (all(x > 0 for x in r) or all(x < 0 for x in r)))

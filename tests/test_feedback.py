@@ -113,3 +113,49 @@ def test_first_frames_correct_a_large_bias_at_once() -> None:
     for _ in range(5):  # noisy frames average in quickly rather than at the low gain
         fb.update(0.010, 0.0167 * (1 + 0.03 * rng.standard_normal()))
     assert fb.correction == pytest.approx(1.67, rel=0.03)
+
+
+def _recovery_frames(step: float, noise: float = 0.03, seed: int = 0) -> tuple[int, int]:
+    """Closed loop on a noisy plant whose cost steps by ``step`` at frame 40: frames until the
+    measured time is back within 5 % of target for good, and misses among the next 100."""
+    rng = np.random.default_rng(seed)
+    ctrl = FeedForwardController(SPACE, TARGET)
+    times = [truth(ctrl.choose(model).knobs, bias=1.0)]
+    ctrl.observe(times[0])
+    for i in range(1, 140):
+        knobs = ctrl.choose(model).knobs
+        t = truth(knobs, bias=1.3 * (step if i >= 40 else 1.0)) * rng.normal(1.0, noise)
+        ctrl.observe(t)
+        times.append(t)
+    after = np.abs(np.array(times[40:]) / TARGET - 1.0)
+    bad = np.flatnonzero(after > 0.05 + 3 * noise)
+    last_bad = int(bad[bad < 30].max()) + 1 if np.any(bad < 30) else 0
+    return last_bad, int(np.sum(after[:100] > 0.05 + 3 * noise))
+
+
+@pytest.mark.parametrize("step", [2.0, 0.75, 1.25])  # the target stays reachable
+def test_lasting_cost_change_recovered_within_five_frames(step: float) -> None:
+    frames, misses = _recovery_frames(step)
+    assert frames <= 5, f"took {frames} frames to return to target after a {step}x step"
+    assert misses <= 5
+
+
+def test_one_frame_spikes_never_move_the_correction_and_noise_never_triggers_a_jump() -> None:
+    fb = BiasCorrection()
+    rng = np.random.default_rng(3)
+    for i in range(400):
+        spike = 8.0 if i % 37 == 36 else 1.0
+        fb.update(1.0, 1.2 * spike * rng.normal(1.0, 0.03))
+    assert fb.correction == pytest.approx(1.2, rel=0.03)
+    assert fb.shifts == 0
+
+
+def test_alternating_spikes_do_not_oscillate() -> None:
+    fb = BiasCorrection()
+    for _ in range(5):
+        fb.update(1.0, 1.0)
+    history = []
+    for i in range(30):
+        fb.update(1.0, 3.0 if i % 2 else 0.33)
+        history.append(fb.correction)
+    assert max(history) / min(history) < 1.05
