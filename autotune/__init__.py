@@ -20,6 +20,9 @@ The core knows nothing about ray tracing: any renderer with knobs and a cost mod
 """  # noqa: E501
 
 from autotune.controllers import (
+    CONTROLLER_NAMES,
+    CONTROLLERS,
+    DEFAULT_CONTROLLER,
     Controller,
     Decision,
     FeedForwardController,
@@ -32,6 +35,9 @@ from autotune.search import BisectionSearch, GridSearch, Predictor, PredictorErr
 from autotune.tuner import AutotuneWarning, FrameRecord, Tuner
 
 __all__ = [
+    "CONTROLLERS",
+    "CONTROLLER_NAMES",
+    "DEFAULT_CONTROLLER",
     "AutotuneWarning",
     "BiasCorrection",
     "BisectionSearch",

@@ -124,12 +124,18 @@ class FeedForwardController(Controller):
 
 
 class FixedController(Controller):
-    """Baseline: the model picks the knobs on the first frame; they never change afterwards."""
+    """Baseline: one setting for the whole run.
 
-    def __init__(self, space: KnobSpace, target_seconds: float, max_grid: int = MAX_GRID) -> None:
+    Given ``knobs`` (tuned by measurement on the first frame, as seed 002 did by hand; see
+    :func:`autotune.replay.fixed_by_measurement`) it holds them; otherwise the model picks them
+    on the first frame.
+    """
+
+    def __init__(self, space: KnobSpace, target_seconds: float, max_grid: int = MAX_GRID,
+                 knobs: dict[str, Any] | None = None) -> None:
         super().__init__(space, target_seconds)
         self.max_grid = max_grid
-        self.knobs: dict[str, Any] | None = None
+        self.knobs: dict[str, Any] | None = dict(knobs) if knobs is not None else None
 
     def choose(self, predictor: Predictor | Callable[..., Any]) -> Decision:
         started = time.perf_counter()
@@ -152,9 +158,11 @@ class PIController(Controller):
     """Baseline: PI law on the last measured frame time; no model.
 
     The error ``e = (target - measured) / target`` moves a quality level ``u`` in [0, 1]
-    (velocity form: ``u += kp * (e - e_prev) + ki * e``; clamping is the anti-windup). ``u`` maps
-    to knobs by raising every knob together: knob level = round(u * (levels - 1)), so cost is
-    monotone in ``u`` without knowing any costs.
+    (velocity form: ``u += kp * (e - e_prev) + ki * e``; clamping is the anti-windup). ``u``
+    walks the same quality-ranked candidate order the feed-forward search ranks by (every
+    setting of the space, worst look first), so it can reach every setting the tuned controller
+    can; it starts at ``initial``. Gains should be tuned on a path not used for evaluation
+    (:func:`autotune.replay.tune_pi_gains`).
     """
 
     def __init__(
@@ -172,10 +180,15 @@ class PIController(Controller):
         self.level = float(initial)
         self._error = 0.0
         self._measured: float | None = None
+        self._order: np.ndarray | None = None
 
     def knobs_at(self, level: float) -> dict[str, Any]:
-        """Settings for a quality level in [0, 1]."""
-        return self.space.at_levels([round(level * (len(k) - 1)) for k in self.space.knobs])
+        """Settings for a quality level in [0, 1]: that share along the quality-ranked order."""
+        if self._order is None:
+            grid = self.space.grid()
+            self._order = np.argsort(self.space.quality(grid), kind="stable")
+        index = int(math.floor(level * (len(self._order) - 1) + 0.5))
+        return self.space.at_index(int(self._order[index]))
 
     def choose(self, predictor: Predictor | Callable[..., Any]) -> Decision:
         """Ignores the predictor: this controller only reacts to measured times."""
@@ -190,3 +203,14 @@ class PIController(Controller):
         self.level = min(1.0, max(0.0, self.level + step))
         self._error = error
         self._measured = measured_seconds
+
+
+# The one registry of controllers: the name a caller passes (Tuner, TunedRenderer, the CLI and
+# the viewer), the class, and the name shown to a person. The first is the default.
+CONTROLLERS: dict[str, type[Controller]] = {
+    "feedforward": FeedForwardController,
+    "fixed": FixedController,
+    "pi": PIController,
+}
+CONTROLLER_NAMES: dict[str, str] = {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
+DEFAULT_CONTROLLER = "feedforward"

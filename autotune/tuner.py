@@ -24,21 +24,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.controllers import (
+    CONTROLLERS,
+    DEFAULT_CONTROLLER,
     Controller,
     Decision,
-    FeedForwardController,
-    FixedController,
-    PIController,
     check_target,
 )
 from autotune.knobs import KnobSpace
 from autotune.search import Predictor, PredictorError
 
-CONTROLLERS: dict[str, type[Controller]] = {
-    "feedforward": FeedForwardController,
-    "fixed": FixedController,
-    "pi": PIController,
-}
+__all__ = ["CONTROLLERS", "AutotuneWarning", "FrameRecord", "Tuner"]
 
 
 class AutotuneWarning(RuntimeWarning):
@@ -66,7 +61,7 @@ class Tuner:
         space: KnobSpace,
         predictor: Callable[..., Any],
         target_seconds: float,
-        controller: str | Controller = "feedforward",
+        controller: str | Controller = DEFAULT_CONTROLLER,
         vectorized: bool = True,
         history_limit: int | None = 100_000,
     ) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import BoolKnob, FloatKnob, KnobSpace, Tuner
+from autotune import DEFAULT_CONTROLLER, BoolKnob, FloatKnob, KnobSpace, Tuner
 from autotune.profile_store import find_device_profile
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import KernelCounts, predict_frame_seconds_batch, predict_phase_seconds
@@ -98,7 +98,7 @@ class TunedRenderer:
     """Renders each frame with the knobs the tuner chooses for a target frame time."""
 
     def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
-                 controller: str = "feedforward", device: str | None = None,
+                 controller: str = DEFAULT_CONTROLLER, device: str | None = None,
                  profile: DeviceProfile | None = None, tracer: Tracer | None = None,
                  ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2) -> None:
         self.scene = scene
@@ -133,7 +133,7 @@ class TunedRenderer:
         return type(self.tuner.controller).__name__
 
     def set_controller(self, name: str) -> None:
-        """Switch to the "feedforward", "fixed" or "pi" controller (starts it afresh)."""
+        """Switch to another controller of :data:`autotune.CONTROLLERS` (starts it afresh)."""
         self.tuner = Tuner(self.space, self._predict, self.tuner.target_seconds, controller=name)
 
     def resize(self, width: int, height: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-CONTROLLERS = ("feedforward", "fixed", "pi")
+from autotune.controllers import CONTROLLERS
 
 
 class ViewerError(RuntimeError):

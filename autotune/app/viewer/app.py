@@ -24,6 +24,7 @@ from autotune.app.viewer import ViewerError
 from autotune.app.viewer.controls import CameraController
 from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
 from autotune.app.viewer.record import Recorder, save_png
+from autotune.controllers import CONTROLLER_NAMES, CONTROLLERS
 from raytracer.camera import Camera, load_path
 from raytracer.phases import PHASES
 
@@ -33,8 +34,7 @@ if TYPE_CHECKING:
 GL_VERSION = 330
 TARGET_STEP = 1.25  # factor per +/- press
 TARGET_LIMITS = (0.001, 10.0)  # seconds
-CONTROLLER_KEYS = {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed", glfw.KEY_3: "pi"}
-CONTROLLER_NAMES = {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
+CONTROLLER_KEYS = dict(zip((glfw.KEY_1, glfw.KEY_2, glfw.KEY_3), CONTROLLERS, strict=True))
 FLY_KEYS = {  # key -> (forward, right, up)
     glfw.KEY_W: (1, 0, 0),
     glfw.KEY_UP: (1, 0, 0),
