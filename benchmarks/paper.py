@@ -13,23 +13,16 @@ from autotune.app.animation import (
     logs_to_dicts,
     orbit_camera_path,
     plot_run,
+    reference_target,
     run_path,
     summarize,
     turn_camera_path,
 )
 from autotune.app.report import emit
+from autotune.controllers import CONTROLLERS
 from raytracer.scene import load_scene
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tracer import Tracer
 from raytracer.tuning.tuned_renderer import TunedRenderer
-
-CONTROLLERS = ("feedforward", "fixed", "pi")
-REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
-
-
-def reference_target(tracer: Tracer, camera, width: int, height: int) -> float:
-    """A target the scene can meet with a mid setting: its measured time on the first view."""
-    tracer.render(camera, width, height, REFERENCE_SETTINGS)
-    return min(tracer.render(camera, width, height, REFERENCE_SETTINGS).seconds for _ in range(3))
 
 
 def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width: int, height: int,
@@ -81,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = args.frames or (30 if args.quick else 100)
     width = args.width or (320 if args.quick else 640)
     height = args.height or (180 if args.quick else 360)
-    controllers = CONTROLLERS if args.controller == "all" else (args.controller,)
+    controllers = tuple(CONTROLLERS) if args.controller == "all" else (args.controller,)
     results = []
     for name in scenes:
         r = run_scene(name, controllers, frames, width, height, args.target_ms, args.device,

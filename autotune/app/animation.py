@@ -12,7 +12,16 @@ from autotune.app.report import pyplot
 from autotune.atomic_files import save_figure
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.scene import Scene
+from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.tuned_renderer import TunedRenderer
+
+REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
+
+
+def reference_target(tracer: Tracer, camera: Camera, width: int, height: int) -> float:
+    """A target the scene can meet with a mid setting: its measured time on the first view."""
+    tracer.render(camera, width, height, REFERENCE_SETTINGS)
+    return min(tracer.render(camera, width, height, REFERENCE_SETTINGS).seconds for _ in range(3))
 
 
 @dataclass

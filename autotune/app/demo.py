@@ -8,8 +8,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autotune.app.animation import logs_to_dicts, orbit_camera_path, plot_run, run_path, summarize
-from benchmarks.paper import reference_target
+from autotune.app.animation import (
+    logs_to_dicts,
+    orbit_camera_path,
+    plot_run,
+    reference_target,
+    run_path,
+    summarize,
+)
 from raytracer.scene import load_scene
 from raytracer.tracer import Tracer
 from raytracer.tuning.tuned_renderer import TunedRenderer
