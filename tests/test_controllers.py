@@ -122,15 +122,15 @@ def test_fixed_controller_never_changes_its_first_choice() -> None:
         assert d.over_budget == (scale * first.predicted > 0.010)
 
 
-def test_pi_level_maps_monotonically_to_knobs() -> None:
+def test_pi_level_walks_the_quality_ranked_order_and_reaches_every_setting() -> None:
     ctrl = PIController(SPACE, 0.010)
     assert ctrl.knobs_at(0.0) == {"ao_rays": 0, "shadows": False}
     assert ctrl.knobs_at(1.0) == {"ao_rays": 64, "shadows": True}
-    costs = [
-        model({k: np.array([v]) for k, v in ctrl.knobs_at(u).items()})[0]
-        for u in np.linspace(0, 1, 41)
-    ]
-    assert np.all(np.diff(costs) >= 0)
+    levels = np.linspace(0, 1, 4 * SPACE.size)
+    settings = [ctrl.knobs_at(u) for u in levels]
+    quality = [SPACE.quality({k: np.array([v]) for k, v in s.items()})[0] for s in settings]
+    assert np.all(np.diff(quality) >= 0)
+    assert len({tuple(s.items()) for s in settings}) == SPACE.size
 
 
 def jump_run(ctrl, frames: int = 60, jump_at: int = 30) -> list[float]:
