@@ -1,0 +1,464 @@
+"""An MPI runtime that never hangs: abort on any rank's exception, watchdogs, agreed errors.
+
+A plain mpi4py launch hangs forever when one rank raises while the others wait in a
+collective (measured here: ../shared/research/anchors-volume.md §5). This module closes
+every way to get there:
+
+- :func:`install_excepthook`: an uncaught exception on any rank (main thread or any other
+  thread) prints ``rank R failed: <error>`` with its traceback and calls
+  ``COMM_WORLD.Abort``, which takes the whole job down at once;
+- :class:`Watchdog` / :func:`watchdog`: a daemon thread that aborts the job, naming the
+  phase, when a blocking phase (render, compositing, gather) runs past its timeout;
+- :func:`agree`: a decision taken before a collective (bad input found on some rank) is
+  made the same on every rank, which then all raise the same error;
+- :func:`launch`: runs ``mpiexec -n K python -m mpi4py -m <module> ...`` (the ``-m mpi4py``
+  runner aborts on unhandled exceptions too) and kills its own process group on timeout;
+- :func:`share_opencl_threads`: ranks on one machine split its cores between their PoCL
+  devices (``POCL_MAX_PTHREAD_COUNT``), or per-rank timings mean nothing.
+
+A killed rank (SIGKILL) is handled by the launcher: hydra tears the job down and names it.
+Everything works without mpiexec as a one-process world.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+ABORT_EXCEPTION = 1  # exit code of a job aborted by an uncaught exception
+ABORT_WATCHDOG = 3  # exit code of a job aborted by a watchdog
+
+
+def world() -> Any:
+    """``MPI.COMM_WORLD`` (a one-rank world when not started by mpiexec)."""
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+def _comm(comm: Any) -> Any:
+    return world() if comm is None else comm
+
+
+def _say(text: str) -> None:
+    """Write one line to stderr unbuffered (the process may die right after)."""
+    with contextlib.suppress(Exception):
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
+
+
+def abort(comm: Any = None, code: int = ABORT_EXCEPTION, message: str = "") -> None:
+    """Print ``message`` and end every rank of the job now (``Abort``; plain exit if one rank)."""
+    comm = _comm(comm)
+    if message:
+        _say(message)
+    if comm.Get_size() > 1:
+        comm.Abort(code)
+    os._exit(code)
+
+
+# ------------------------------------------------------------------------ excepthook
+
+_hook_comm: Any = None
+
+
+def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+    comm = _comm(_hook_comm)
+    rank = comm.Get_rank()
+    if comm.Get_size() == 1:  # nobody to wait for: the ordinary report and exit
+        sys.__excepthook__(kind, value, tb)
+        return
+    text = "".join(traceback.format_exception(kind, value, tb))
+    _say(f"{text}rank {rank} failed: {kind.__name__}: {value}")
+    code = value.code if isinstance(value, SystemExit) and isinstance(value.code, int) else 1
+    abort(comm, code or ABORT_EXCEPTION)
+
+
+def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    _excepthook(args.exc_type, args.exc_value or args.exc_type(), args.exc_traceback)
+
+
+def install_excepthook(comm: Any = None) -> None:
+    """Any uncaught exception on this rank, in any thread, aborts the whole job with
+    ``rank R failed: <error>`` on stderr. Idempotent; call it on every rank at start-up."""
+    global _hook_comm
+    _hook_comm = comm
+    sys.excepthook = _excepthook
+    threading.excepthook = _thread_excepthook
+    report_to_launcher(comm)
+
+
+# -------------------------------------------------------------------------- watchdog
+
+
+class Watchdog:
+    """One daemon thread that aborts the job when a guarded phase runs past its deadline.
+
+    ``with dog.phase("compositing", 5.0): ...`` arms it; leaving the block disarms it.
+    Phases may nest (each has its own deadline). The thread is daemonic, so it never keeps
+    a finished process alive.
+    """
+
+    def __init__(self, comm: Any = None) -> None:
+        self._comm = comm
+        self._cond = threading.Condition()
+        self._active: dict[int, tuple[str, float, float]] = {}  # id -> (phase, timeout, deadline)
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="mpi-watchdog", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                if not self._active:
+                    self._cond.wait()
+                    continue
+                key, (name, timeout, deadline) = min(
+                    self._active.items(), key=lambda item: item[1][2]
+                )
+                left = deadline - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                comm = _comm(self._comm)
+                abort(
+                    comm,
+                    ABORT_WATCHDOG,
+                    f"rank {comm.Get_rank()}: phase '{name}' exceeded its {timeout:g} s "
+                    f"timeout (watchdog: a rank is stuck, late or gone); aborting the job",
+                )
+
+    @contextlib.contextmanager
+    def phase(self, name: str, timeout: float | None) -> Iterator[None]:
+        """Guard the block: abort the job if it has not finished ``timeout`` seconds from now.
+
+        ``timeout`` None or <= 0 means no watchdog for this block.
+        """
+        if timeout is None or timeout <= 0:
+            yield
+            return
+        with self._cond:
+            self._start()
+            key = self._next
+            self._next += 1
+            self._active[key] = (name, float(timeout), time.monotonic() + timeout)
+            self._cond.notify()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._active.pop(key, None)
+                self._cond.notify()
+
+
+_DOG: Watchdog | None = None
+
+
+def watchdog(
+    phase: str, timeout: float | None, comm: Any = None
+) -> contextlib.AbstractContextManager[None]:
+    """``with watchdog("gather", 10): ...`` on the process-wide :class:`Watchdog`."""
+    global _DOG
+    if _DOG is None:
+        _DOG = Watchdog(comm)
+    return _DOG.phase(phase, timeout)
+
+
+# ---------------------------------------------------------------------------- agree
+
+
+class AgreedError(ValueError):
+    """Raised identically on every rank when any rank found a problem (see :func:`agree`)."""
+
+
+def agree(ok: bool, message: str, comm: Any = None, error: type[Exception] = AgreedError) -> None:
+    """Collective: raise the same ``error`` on every rank if ``ok`` is false on any rank.
+
+    The message is the one of the lowest failing rank (sent as bytes, not pickled), with
+    ``(rank R)`` appended in a multi-rank job. Call it where a decision precedes a
+    collective, so no rank is left waiting for ranks that gave up.
+    """
+    from mpi4py import MPI
+
+    comm = _comm(comm)
+    size, rank = comm.Get_size(), comm.Get_rank()
+    if size == 1:
+        if not ok:
+            raise error(message)
+        return
+    mine = np.array([size if ok else rank], np.int64)
+    first = np.empty_like(mine)
+    comm.Allreduce(mine, first, op=MPI.MIN)
+    root = int(first[0])
+    if root == size:
+        return
+    data = np.frombuffer(message.encode(), np.uint8) if rank == root else None
+    length = np.array([0 if data is None else data.size], np.int64)
+    comm.Bcast(length, root=root)
+    buf = data.copy() if data is not None else np.empty(int(length[0]), np.uint8)
+    comm.Bcast(buf, root=root)
+    raise error(f"{buf.tobytes().decode(errors='replace')} (rank {root})")
+
+
+def guarded(fn: Any, message: str, comm: Any = None, error: type[Exception] = AgreedError) -> Any:
+    """Run ``fn()`` on every rank; if it raises on any rank, every rank raises the same error.
+
+    Returns ``fn()``'s result. The error text is ``message: <exception>`` of the lowest
+    failing rank.
+    """
+    try:
+        result, problem = fn(), ""
+    except Exception as exc:  # noqa: BLE001 - turned into one agreed error
+        result, problem = None, f"{message}: {exc}"
+    agree(not problem, problem, comm, error)
+    return result
+
+
+# --------------------------------------------------------------------- cores per rank
+
+
+def ranks_on_node(comm: Any = None) -> int:
+    """Collective: how many ranks of ``comm`` share this machine (``COMM_TYPE_SHARED``)."""
+    from mpi4py import MPI
+
+    comm = _comm(comm)
+    if comm.Get_size() == 1:
+        return 1
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return int(node.Get_size())
+    finally:
+        node.Free()
+
+
+def cpu_cores() -> int:
+    """Cores this process may run on (affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def share_opencl_threads(comm: Any = None, cores: int | None = None, environ: Any = None) -> int:
+    """Collective: give this rank's PoCL device its share of the machine's cores.
+
+    Sets ``POCL_MAX_PTHREAD_COUNT = max(1, cores // ranks_on_this_node)`` and returns it.
+    Must run before any OpenCL context is created (PoCL reads it once); a warning says so
+    when pyopencl is already imported.
+    """
+    environ = os.environ if environ is None else environ
+    threads = max(1, (cores or cpu_cores()) // ranks_on_node(comm))
+    if "pyopencl" in sys.modules:
+        warnings.warn(
+            "share_opencl_threads: pyopencl is already imported; a context created before "
+            "this call keeps its own thread count",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    environ["POCL_MAX_PTHREAD_COUNT"] = str(threads)
+    return threads
+
+
+# --------------------------------------------------------------------------- launch
+
+
+# MPICH busy-polls while waiting; with more ranks than cores the waiting ranks starve the
+# working ones. These make a waiting rank yield at once (as mpi4py's own CI does for MPICH).
+OVERSUBSCRIBED_ENV = {
+    "MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "true",
+    "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1",
+}
+
+
+def mpiexec_path() -> str | None:
+    """The ``mpiexec`` beside this Python (the mpich wheel installs one), else on PATH."""
+    here = Path(sys.executable).parent / "mpiexec"
+    if here.is_file() and os.access(here, os.X_OK):
+        return str(here)
+    return shutil.which("mpiexec")
+
+
+def launch_command(argv: Sequence[str], ranks: int) -> list[str]:
+    """``mpiexec -n K python -m mpi4py -m <module> args...`` (or ``<script.py> args...``)."""
+    if not argv:
+        raise ValueError("launch needs a module name (or a .py script) to run")
+    if ranks < 1:
+        raise ValueError(f"rank count must be >= 1, got {ranks}")
+    exe = mpiexec_path()
+    if exe is None:
+        raise FileNotFoundError("mpiexec not found: install the 'mpich' wheel (pip install mpich)")
+    target = [argv[0]] if argv[0].endswith(".py") else ["-m", argv[0]]
+    return [exe, "-n", str(ranks), sys.executable, "-m", "mpi4py", *target, *argv[1:]]
+
+
+class _Monitor:
+    """Which rank's process ended first: every rank holds a socket to the launcher.
+
+    A rank killed by a signal closes its socket as it dies, before hydra (which notices the
+    same death through its own socket) kills the others, so the first connection to close
+    names the failed rank. Linux abstract socket: no file is written.
+    """
+
+    ENV = "AUTOTUNE_MPI_MONITOR"
+
+    def __init__(self) -> None:
+        import socket
+
+        self.name = f"autotune-mpi-{os.getpid()}-{time.monotonic_ns()}"
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind("\0" + self.name)
+        self.server.listen(64)
+        self.closed: list[tuple[float, int, int]] = []  # (time, rank, pid)
+        self._thread = threading.Thread(target=self._run, name="mpi-monitor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        sel.register(self.server, selectors.EVENT_READ, None)
+        while True:
+            for key, _ in sel.select():
+                if key.data is None:
+                    try:
+                        conn, _ = self.server.accept()
+                    except OSError:
+                        return
+                    sel.register(conn, selectors.EVENT_READ, [b""])
+                    continue
+                conn, buf = key.fileobj, key.data
+                try:
+                    chunk = conn.recv(64)
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    buf[0] += chunk
+                    continue
+                when = time.monotonic()
+                sel.unregister(conn)
+                conn.close()
+                with contextlib.suppress(ValueError):
+                    rank, pid = (int(x) for x in buf[0].split())
+                    self.closed.append((when, rank, pid))
+
+    def first_failed(self) -> tuple[int, int] | None:
+        """(rank, pid) of the first rank whose process ended, if any reported in."""
+        return min(self.closed)[1:] if self.closed else None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.server.close()
+
+
+_monitor_socket: Any = None
+
+
+def report_to_launcher(comm: Any = None) -> None:
+    """Connect this rank to :func:`launch`'s monitor (if launched by it) so a rank killed
+    without a Python error is named. Called by :func:`install_excepthook`."""
+    global _monitor_socket
+    name = os.environ.get(_Monitor.ENV)
+    if not name or _monitor_socket is not None:
+        return
+    import socket
+
+    with contextlib.suppress(OSError):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect("\0" + name)
+        sock.sendall(f"{_comm(comm).Get_rank()} {os.getpid()}".encode())
+        _monitor_socket = sock
+
+
+def launch(
+    argv: Sequence[str],
+    ranks: int,
+    *,
+    timeout: float | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    capture: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (module, args...) on ``ranks`` MPI ranks and wait for it.
+
+    Returns the completed process (stdout/stderr as text when ``capture``). On ``timeout``
+    the launcher's whole process group is killed and ``subprocess.TimeoutExpired`` raised,
+    so a hung job never outlives its caller. A rank that dies without a Python error
+    (``kill -9``, a crash) is named on stderr (``rank R failed: ...``) when the ranks call
+    :func:`install_excepthook` (Linux). With more ranks than cores, MPICH is told to yield
+    while waiting (:data:`OVERSUBSCRIBED_ENV`, unless ``env`` or the environment sets them).
+    """
+    cmd = launch_command(argv, ranks)
+    full_env = {**os.environ, **(env or {})}
+    if ranks > cpu_cores():
+        for key, value in OVERSUBSCRIBED_ENV.items():
+            full_env.setdefault(key, value)
+    monitor = None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError):
+            monitor = _Monitor()
+            full_env[_Monitor.ENV] = monitor.name
+    pipe = subprocess.PIPE if capture else None
+    try:
+        with subprocess.Popen(
+            cmd,
+            stdout=pipe,
+            stderr=pipe,
+            text=True,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+        ) as proc:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
+                raise subprocess.TimeoutExpired(cmd, timeout or 0.0, out, err) from None
+    finally:
+        if monitor is not None:
+            monitor.close()
+    if proc.returncode and monitor is not None:
+        time.sleep(0.05)  # let the monitor thread read the last closes
+        note = _name_failed(f"{out}\n{err}", monitor.first_failed())
+        if note:
+            if err is not None:
+                err += note
+            else:
+                _say(note)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _name_failed(output: str, first: tuple[int, int] | None) -> str:
+    """A ``rank R failed`` line for a rank that died without saying so itself."""
+    if first is None or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
+        return ""
+    rank, pid = first
+    signal_match = re.search(r"EXIT STRING: (.+)$|KILLED BY SIGNAL: (.+)$", output, re.MULTILINE)
+    how = (signal_match[1] or signal_match[2]).strip() if signal_match else "ended abnormally"
+    return (
+        f"rank {rank} failed: its process (pid {pid}) ended without a Python error "
+        f"({how}); the job was torn down\n"
+    )

@@ -1,0 +1,146 @@
+"""Worker run under ``mpiexec -n K python -m mpi4py`` by tests/test_volume_compositing.py.
+
+Modes:
+  pattern W H SEED   every algorithm, several visibility orders (rank order, reversed,
+                     shuffled): each rank paints its id in its own pixels plus a translucent
+                     global layer; rank 0 checks every pixel against the serial "over" of the
+                     same layers in the same order and against the serial run of the schedule.
+  kill               rank 1 SIGKILLs itself while the others wait in compositing.
+  raise              rank 2 raises inside compositing (its blend fails).
+  hang               rank 1 never arrives; the others' compositing watchdog (1 s) fires.
+  agree              rank 2 finds bad input; every rank must raise the same error.
+  threads            prints each rank's POCL_MAX_PTHREAD_COUNT share.
+
+Fault modes print ``FAULT AT <unix time>`` just before the fault, so the test can time the
+job's end from the fault.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import numpy as np
+
+from raytracer.volume import compositing
+from raytracer.volume.compositing import ALGORITHMS, composite, composite_serial
+from raytracer.volume.mpi_runtime import (
+    AgreedError,
+    agree,
+    install_excepthook,
+    share_opencl_threads,
+    watchdog,
+    world,
+)
+from raytracer.volume.span_blend import over_serial
+
+
+def paint(rank: int, size: int, width: int, height: int) -> np.ndarray:
+    """Rank ``rank``'s layer: its id in its own columns (alpha 0.6) over a translucent wash."""
+    ys, xs = np.mgrid[0:height, 0:width]
+    alpha = np.full((height, width), 0.05 + 0.1 * (rank % 3), np.float32)
+    own = (xs + 3 * ys) % size == rank
+    alpha[own] = 0.6
+    color = np.stack(
+        [
+            np.full((height, width), (rank + 1) / (size + 1), np.float32),
+            ((xs + rank) % 7 / 7.0).astype(np.float32),
+            ((ys * (rank + 1)) % 5 / 5.0).astype(np.float32),
+        ],
+        axis=-1,
+    )
+    return np.concatenate([color * alpha[..., None], alpha[..., None]], axis=-1).astype(np.float32)
+
+
+def orders(size: int, seed: int) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [list(range(size)), list(range(size))[::-1], [int(r) for r in rng.permutation(size)]]
+
+
+def pattern(width: int, height: int, seed: int) -> None:
+    comm = world()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    layers = [paint(r, size, width, height) for r in range(size)]
+    checked = 0
+    for order in orders(size, seed):
+        reference = over_serial([layers[r] for r in order])
+        for algorithm in ALGORITHMS:
+            with watchdog("compositing", 20.0):
+                result = composite(layers[rank].copy(), order, algorithm)
+            assert len(result.stages) == len(compositing.schedule(algorithm, size, width * height))
+            if rank == 0:
+                image = result.image
+                assert image is not None and image.shape == (height, width, 4)
+                err = float(np.abs(image - reference).max())
+                if err > 1e-6:
+                    raise AssertionError(f"{algorithm} order {order}: max |d| {err:.3g}")
+                exact = composite_serial(layers, order, algorithm)
+                if not np.array_equal(image, exact):
+                    raise AssertionError(f"{algorithm} order {order}: differs from serial run")
+                checked += 1
+            else:
+                assert result.image is None
+    if rank == 0:
+        print(f"OK ranks={size} checked={checked}", flush=True)
+
+
+def fault_at() -> None:
+    print(f"FAULT AT {time.time():.6f}", flush=True)
+
+
+def faults(mode: str) -> None:
+    comm = world()
+    rank, size = comm.Get_rank(), comm.Get_size()
+    image = paint(rank, size, 64, 64)
+    order = list(range(size))
+    if mode == "kill" and rank == 1:
+        time.sleep(0.5)  # let the others reach compositing
+        fault_at()
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "raise" and rank == 2:
+        time.sleep(0.5)
+        fault_at()
+
+        def broken(front: np.ndarray, back: np.ndarray) -> None:
+            raise RuntimeError("injected blend fault")
+
+        compositing.under_into_front = broken
+        compositing.over_into_back = broken
+    if mode == "hang" and rank == 1:
+        fault_at()
+        time.sleep(60)
+    with watchdog("compositing", 1.0 if mode == "hang" else 30.0):
+        composite(image, order, "binary-swap")
+    print(f"rank {rank} finished (unexpected)", flush=True)
+
+
+def agreement() -> None:
+    comm = world()
+    rank = comm.Get_rank()
+    try:
+        agree(rank != 2, "volume.raw: 1000 bytes, expected 4096 for 16x16x16 uint8")
+    except AgreedError as exc:
+        print(f"rank {rank} raised: {exc}", flush=True)
+        return
+    print(f"rank {rank} did not raise", flush=True)
+
+
+def main(argv: list[str]) -> int:
+    install_excepthook()
+    if argv[0] == "pattern":
+        pattern(int(argv[1]), int(argv[2]), int(argv[3]))
+    elif argv[0] == "agree":
+        agreement()
+    elif argv[0] == "threads":
+        threads = share_opencl_threads(cores=int(argv[1]))
+        print(f"rank {world().Get_rank()} threads {threads} env "
+              f"{os.environ['POCL_MAX_PTHREAD_COUNT']}", flush=True)
+    else:
+        faults(argv[0])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

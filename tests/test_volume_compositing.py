@@ -1,0 +1,186 @@
+"""Sort-last compositing and the never-hang MPI runtime (raytracer/volume/compositing.py,
+span_blend.py, mpi_runtime.py).
+
+Schedules are checked serially for many rank counts; the MPI runs (``mpiexec -n K``,
+oversubscribed on this 2-core machine) check every pixel IceT-style for 1..8 ranks, every
+algorithm and shuffled visibility orders, and that a killed, raising or stuck rank ends the
+whole job within seconds with a message naming the rank or the phase.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raytracer.volume import compositing, mpi_runtime, span_blend
+from raytracer.volume.compositing import ALGORITHMS, composite_serial, factor_rounds, schedule
+
+WORKER = str(Path(__file__).with_name("mpi_compositing_worker.py"))
+REPO = Path(__file__).resolve().parents[1]
+needs_mpiexec = pytest.mark.skipif(
+    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+)
+
+
+def _layers(ranks: int, shape: tuple[int, int], seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(ranks):
+        alpha = rng.random((*shape, 1), dtype=np.float32) * np.float32(0.9)
+        color = rng.random((*shape, 3), dtype=np.float32) * alpha
+        out.append(np.concatenate([color, alpha], axis=-1))
+    return out
+
+
+# ------------------------------------------------------------------ serial, no MPI
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_schedules_blend_in_any_visibility_order(algorithm):
+    rng = np.random.default_rng(1)
+    for ranks in range(1, 17):
+        layers = _layers(ranks, (5, 7), ranks)
+        for order in (list(range(ranks)), [int(r) for r in rng.permutation(ranks)]):
+            reference = span_blend.over_serial([layers[r] for r in order])
+            out = composite_serial(layers, order, algorithm)
+            assert np.abs(out - reference).max() <= 1e-6, (algorithm, ranks, order)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_final_pieces_tile_the_image(algorithm):
+    for ranks in range(1, 17):
+        for npix in (ranks, 35, 1000):
+            spans = sorted(s for s in compositing.final_spans(algorithm, ranks, npix) if s[1] > 0)
+            assert spans[0][0] == 0 and spans[-1][1] == npix
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_stage_counts_and_partners():
+    assert factor_rounds(8) == [8] and factor_rounds(1) == []
+    assert factor_rounds(12) == [6, 2] and factor_rounds(7) == [7]
+    assert sorted(factor_rounds(64)) == [8, 8]
+    for ranks in range(2, 17):
+        floor_log2 = ranks.bit_length() - 1
+        assert len(schedule("2-3-swap", ranks, 4096)) == floor_log2
+        bswap = schedule("binary-swap", ranks, 4096)
+        assert len(bswap) == floor_log2 + (ranks & (ranks - 1) != 0)
+        spans = ((0, 4096),) * ranks
+        for stage in schedule("2-3-swap", ranks, 4096):
+            for me in range(ranks):
+                plan = compositing._plan(stage, spans, me)
+                if plan:
+                    partners = {s for _, s, _ in plan.recvs} | {d for d, _ in plan.sends}
+                    assert len(partners) <= 5
+            spans = stage.spans
+
+
+def test_bad_calls_fail_clearly():
+    with pytest.raises(ValueError, match="unknown compositing algorithm"):
+        schedule("direct-send", 4, 100)
+    with pytest.raises(ValueError, match="permutation"):
+        composite_serial(_layers(3, (2, 2), 0), [0, 1, 1], "radix-k")
+    with pytest.raises(ValueError, match="float32"):
+        composite_serial([np.zeros((2, 2, 3), np.float32)], [0], "radix-k")
+
+
+def test_numba_and_numpy_blends_are_bit_identical():
+    rng = np.random.default_rng(2)
+    n = span_blend.NUMBA_MIN_PIXELS
+    front, back = (rng.random(4 * n, dtype=np.float32) for _ in range(2))
+    over_jit, under_jit = span_blend.kernels()
+    a, b = back.copy(), back.copy()
+    over_jit(front, a)
+    span_blend.numpy_blend(front, b, b)
+    assert np.array_equal(a, b)
+    a, b = front.copy(), front.copy()
+    under_jit(a, back)
+    span_blend.numpy_blend(b, back, b)
+    assert np.array_equal(a, b)
+
+
+def test_one_process_world_and_agree():
+    comm = mpi_runtime.world()
+    assert comm.Get_size() == 1
+    mpi_runtime.agree(True, "fine")
+    with pytest.raises(mpi_runtime.AgreedError, match="bad volume"):
+        mpi_runtime.agree(False, "bad volume")
+    env: dict[str, str] = {}
+    assert mpi_runtime.share_opencl_threads(cores=6, environ=env) == 6
+    assert env["POCL_MAX_PTHREAD_COUNT"] == "6"
+    with pytest.raises(ValueError, match="rank count"):
+        mpi_runtime.launch_command(["x"], 0)
+
+
+def test_one_process_composite_returns_the_image():
+    image = _layers(1, (3, 4), 5)[0]
+    expected = image.copy()
+    result = compositing.composite(image, [0], "2-3-swap")
+    assert result.image is not None and np.array_equal(result.image, expected)
+    assert result.stages == [] and result.gather.bytes_sent == 0
+
+
+# ------------------------------------------------------------------------- MPI runs
+
+
+def _run(args: list[str], ranks: int, timeout: float = 60):
+    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", range(1, 9))
+def test_icet_style_every_pixel(ranks):
+    done = _run(["pattern", "9", "7", str(ranks)], ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"OK ranks={ranks} checked={3 * len(ALGORITHMS)}" in done.stdout
+
+
+def _fault(mode: str) -> tuple[object, float]:
+    done = _run([mode], 4, timeout=60)
+    end = time.time()
+    match = re.search(r"FAULT AT ([0-9.]+)", done.stdout)
+    assert match, done.stdout + done.stderr
+    return done, end - float(match[1])
+
+
+@needs_mpiexec
+def test_killed_rank_ends_the_job_and_is_named():
+    done, after = _fault("kill")
+    assert done.returncode != 0
+    assert after < 5.0
+    assert "rank 1 failed" in done.stderr, done.stdout + done.stderr
+
+
+@needs_mpiexec
+def test_raising_rank_ends_the_job_and_is_named():
+    done, after = _fault("raise")
+    assert done.returncode != 0
+    assert after < 5.0
+    assert "rank 2 failed: RuntimeError: injected blend fault" in done.stderr
+
+
+@needs_mpiexec
+def test_watchdog_names_the_phase():
+    done, after = _fault("hang")
+    assert done.returncode == mpi_runtime.ABORT_WATCHDOG
+    assert after < 5.0
+    assert "phase 'compositing' exceeded its 1 s timeout" in done.stderr
+
+
+@needs_mpiexec
+def test_agree_raises_the_same_error_on_every_rank():
+    done = _run(["agree"], 4)
+    assert done.returncode == 0, done.stderr
+    expected = "volume.raw: 1000 bytes, expected 4096 for 16x16x16 uint8 (rank 2)"
+    said = sorted(re.findall(r"rank (\d) raised: (.+?\(rank \d\))", done.stdout))
+    assert said == [(str(r), expected) for r in range(4)], done.stdout
+
+
+@needs_mpiexec
+def test_ranks_share_the_cores():
+    done = _run(["threads", "8"], 3)
+    assert done.returncode == 0, done.stderr
+    assert sorted(re.findall(r"threads (\d+) env (\d+)", done.stdout)) == [("2", "2")] * 3
