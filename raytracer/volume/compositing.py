@@ -254,6 +254,26 @@ def final_spans(algorithm: str, ranks: int, npix: int, k: int = 8) -> tuple[Span
     return stages[-1].spans if stages else ((0, npix),)
 
 
+def stage_partners(
+    algorithm: str, order: Sequence[int], npix: int, k: int = 8
+) -> list[list[list[int]]]:
+    """``partners[rank][stage]``: the real ranks each rank exchanges with in each stage
+    (what :class:`StageTiming.partners` records), computed from the schedule alone."""
+    size = len(order)
+    order = _check_order(order, size)
+    out: list[list[list[int]]] = [[] for _ in range(size)]
+    spans: Sequence[Span] = ((0, npix),) * size
+    for stage in schedule(algorithm, size, npix, k):
+        for me in range(size):
+            plan = _plan(stage, spans, me)
+            peers = set()
+            if plan is not None:
+                peers = {order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends}
+            out[order[me]].append(sorted(peers))
+        spans = stage.spans
+    return out
+
+
 # --------------------------------------------------------------------- one rank's stage
 
 

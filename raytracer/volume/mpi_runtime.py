@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 import traceback
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -264,18 +263,11 @@ def share_opencl_threads(comm: Any = None, cores: int | None = None, environ: An
     """Collective: give this rank's PoCL device its share of the machine's cores.
 
     Sets ``POCL_MAX_PTHREAD_COUNT = max(1, cores // ranks_on_this_node)`` and returns it.
-    Must run before any OpenCL context is created (PoCL reads it once); a warning says so
-    when pyopencl is already imported.
+    Call it before the first OpenCL platform query of the process (PoCL reads it once, when
+    its CPU device is first set up); importing pyopencl is fine.
     """
     environ = os.environ if environ is None else environ
     threads = max(1, (cores or cpu_cores()) // ranks_on_node(comm))
-    if "pyopencl" in sys.modules:
-        warnings.warn(
-            "share_opencl_threads: pyopencl is already imported; a context created before "
-            "this call keeps its own thread count",
-            RuntimeWarning,
-            stacklevel=2,
-        )
     environ["POCL_MAX_PTHREAD_COUNT"] = str(threads)
     return threads
 

@@ -1,0 +1,380 @@
+"""The distributed frame loop: one brick per MPI rank, local ray casting, sort-last compositing.
+
+Per frame, on every rank::
+
+    frame start ─► raycast own brick at (width·scale, height·scale) ─► composite in the
+    camera's visibility order (binary swap / 2-3 swap / radix-k) ─► gather to rank 0
+    ─► rank 0: upscale to the display size when scale < 1 ─► final image
+
+Every knob the tuner turns is a per-frame parameter (:class:`FrameSettings`: sample step,
+image scale, early-ray-termination threshold) and every phase is timed on every rank: local
+render wall and kernel seconds, each compositing stage (seconds, blend seconds, bytes,
+partners), the gather, and rank 0's frame time from frame start to the final image (the time
+the tuner holds). The per-rank figures travel to rank 0 as one float64 vector per rank
+(``Gather``, no pickling) after the timed part of the frame.
+
+Faults: set-up decisions (volume, transfer function, partition, OpenCL device) are agreed on
+every rank before any collective (:func:`~raytracer.volume.mpi_runtime.guarded`), and every
+blocking phase runs under a watchdog, so a bad input gives one error everywhere and a stuck
+rank ends the job instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from raytracer.camera import Camera
+from raytracer.volume import compositing
+from raytracer.volume.mpi_runtime import guarded, share_opencl_threads, watchdog, world
+
+DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog ends the job
+
+
+@dataclass(frozen=True)
+class FrameSettings:
+    """The per-frame knobs: sample step (voxels), image scale (0, 1], ERT threshold (1 = off)."""
+
+    step: float = 1.0
+    image_scale: float = 1.0
+    ert_threshold: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.step) and self.step > 0):
+            raise ValueError(f"sample step must be a positive number, got {self.step}")
+        if not (math.isfinite(self.image_scale) and 0 < self.image_scale <= 1):
+            raise ValueError(f"image scale must be in (0, 1], got {self.image_scale}")
+        if not (math.isfinite(self.ert_threshold) and 0 < self.ert_threshold <= 1):
+            raise ValueError(
+                f"early-termination threshold must be in (0, 1], got {self.ert_threshold}"
+            )
+
+    def render_size(self, width: int, height: int) -> tuple[int, int]:
+        """The size rendered and composited for a display of ``width`` x ``height``."""
+        return (
+            max(1, round(width * self.image_scale)),
+            max(1, round(height * self.image_scale)),
+        )
+
+
+def seed_orbit(
+    radius: float,
+    frames: int = 72,
+    orbits: float = 2.0,
+    distance: float = 2.8,
+    elevation: float = 0.0,
+    fov_y: float = 45.0,
+) -> list[Camera]:
+    """Seed 000's camera path: ``frames`` views over ``orbits`` turns in the XZ plane.
+
+    The eye circles the origin (where volumes are centred) at ``distance`` x ``radius``
+    (2.8 half-diagonals keep the whole volume in a 45-degree view), ``elevation`` x radius
+    above the plane, looking at the origin.
+    """
+    if frames < 1 or not (radius > 0 and distance > 0):
+        raise ValueError(
+            f"need frames >= 1, radius > 0, distance > 0; got {frames}, {radius}, {distance}"
+        )
+    r = distance * radius
+    cams = []
+    for i in range(frames):
+        angle = 2.0 * math.pi * orbits * i / frames
+        eye = (r * math.sin(angle), elevation * radius, r * math.cos(angle))
+        cams.append(Camera(eye, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), fov_y))
+    return cams
+
+
+def upscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
+    """Bilinear resize of an (h, w, C) float32 image to (height, width, C) (pixel centres
+    aligned, edges clamped); returns the input itself when the size already matches."""
+    h, w = image.shape[:2]
+    if (h, w) == (height, width):
+        return image
+
+    def axis(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
+        x = np.clip(x, 0, n_in - 1)
+        i0 = np.floor(x).astype(np.intp)
+        i1 = np.minimum(i0 + 1, n_in - 1)
+        return i0, i1, (x - i0).astype(np.float32)
+
+    y0, y1, fy = axis(h, height)
+    x0, x1, fx = axis(w, width)
+    rows = image[y0] * (1 - fy)[:, None, None] + image[y1] * fy[:, None, None]
+    out = rows[:, x0] * (1 - fx)[None, :, None] + rows[:, x1] * fx[None, :, None]
+    return out.astype(np.float32, copy=False)
+
+
+class LocalRenderer(Protocol):
+    """What renders one rank's brick (the OpenCL Raycaster, or an emulator that sleeps)."""
+
+    def render(
+        self, camera: Camera, width: int, height: int, step: float, ert_threshold: float
+    ) -> Any:  # -> object with .rgba, .kernel_seconds, .samples, .skipped, .rays
+        ...
+
+
+# ----------------------------------------------------------------------- frame records
+
+
+@dataclass
+class RankTiming:
+    """One rank's share of one frame."""
+
+    rank: int
+    brick: int
+    render_seconds: float  # wall: frame start to local image on the host
+    kernel_seconds: float
+    samples: int
+    skipped: int
+    rays: int
+    composite_seconds: float  # all stages + gather
+    stages: list[compositing.StageTiming] = field(default_factory=list)
+    gather: compositing.StageTiming = field(
+        default_factory=lambda: compositing.StageTiming("gather")
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+@dataclass
+class FrameRecord:
+    """Rank 0's record of one frame: settings, sizes, rank 0's frame time, every rank's phases."""
+
+    frame: int
+    eye: tuple[float, float, float]
+    settings: FrameSettings
+    algorithm: str
+    width: int
+    height: int
+    render_width: int
+    render_height: int
+    order: list[int]
+    frame_seconds: float  # rank 0: frame start to final (upscaled) image
+    finish_seconds: float  # rank 0: the upscale
+    ranks: list[RankTiming]
+
+    @property
+    def render_max(self) -> float:
+        """Slowest local render wall time over the ranks."""
+        return max(r.render_seconds for r in self.ranks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        out = asdict(self)
+        out["eye"] = list(self.eye)
+        return out
+
+
+_HEAD = 9  # brick, render, kernel, samples, skipped, rays, composite, gather s, gather bytes
+_PER_STAGE = 6  # seconds, blend seconds, bytes sent, bytes received, blended pixels, partners
+
+
+def _encode(rank_timing: RankTiming) -> np.ndarray:
+    t = rank_timing
+    head = [
+        t.brick, t.render_seconds, t.kernel_seconds, t.samples, t.skipped, t.rays,
+        t.composite_seconds, t.gather.seconds, t.gather.bytes_sent + t.gather.bytes_received,
+    ]  # fmt: skip
+    body = [
+        [s.seconds, s.blend_seconds, s.bytes_sent, s.bytes_received, s.blended_pixels,
+         len(s.partners)]
+        for s in t.stages
+    ]  # fmt: skip
+    return np.array(head + [x for row in body for x in row], np.float64)
+
+
+def _decode(
+    rank: int, vec: np.ndarray, stage_names: Sequence[str], partners: Sequence[Sequence[int]]
+) -> RankTiming:
+    stages = []
+    for i, name in enumerate(stage_names):
+        s = vec[_HEAD + _PER_STAGE * i : _HEAD + _PER_STAGE * (i + 1)]
+        stages.append(
+            compositing.StageTiming(
+                name, float(s[0]), float(s[1]), int(s[2]), int(s[3]), int(s[4]),
+                list(partners[i]),
+            )
+        )  # fmt: skip
+    gather_bytes = int(vec[8])
+    gather = compositing.StageTiming(
+        "gather",
+        float(vec[7]),
+        bytes_sent=0 if rank == 0 else gather_bytes,
+        bytes_received=gather_bytes if rank == 0 else 0,
+    )
+    return RankTiming(
+        rank, int(vec[0]), float(vec[1]), float(vec[2]), int(vec[3]), int(vec[4]), int(vec[5]),
+        float(vec[6]), stages, gather,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------------- the renderer
+
+
+@dataclass
+class FrameResult:
+    """What :meth:`DistributedRenderer.render_frame` returns on a rank: the final RGBA image
+    and the frame's record on rank 0 (None on the others)."""
+
+    image: np.ndarray | None
+    record: FrameRecord | None
+
+
+class DistributedRenderer:
+    """One brick per rank of ``comm``; renders frames collectively (call on every rank).
+
+    ``volume`` and ``tf`` must be the same on every rank (see :func:`load_everywhere`).
+    ``local`` overrides the local renderer (default: the OpenCL ``Raycaster`` of this rank's
+    brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts.
+    """
+
+    def __init__(
+        self,
+        volume: Any,
+        tf: Any,
+        comm: Any = None,
+        algorithm: str = "radix-k",
+        device: str | None = None,
+        balance: bool = False,
+        k: int = 8,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        local: LocalRenderer | None = None,
+        share_cores: bool = True,
+    ) -> None:
+        from raytracer.volume.partition import kd_partition
+
+        self.comm = world() if comm is None else comm
+        self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        guarded(
+            lambda: compositing.schedule(algorithm, self.size, 1, k), "compositing", self.comm
+        )
+        self.algorithm, self.k, self.timeout = algorithm, k, timeout
+        self.volume, self.tf = volume, tf
+
+        def partition() -> Any:
+            cost = None
+            if balance:
+                from raytracer.volume.empty_space import cost_grid
+
+                cost = cost_grid(volume.normalized, tf.lut()[:, 3])
+            return kd_partition(volume.dims, self.size, volume.spacing, cost=cost)
+
+        self.partition = guarded(partition, f"cannot split {volume.name} into {self.size} bricks",
+                                 self.comm)  # fmt: skip
+        self.brick = self.partition.bricks[self.rank]
+        if share_cores and local is None:
+            self.threads = share_opencl_threads(self.comm)
+        if local is None:
+
+            def make() -> Any:
+                from raytracer.volume.raycaster import Raycaster
+
+                return Raycaster(volume, tf, self.brick, device)
+
+            local = guarded(make, f"rank {self.rank}: ray caster set-up failed", self.comm)
+        self.local: LocalRenderer = local
+        self._frame = 0
+
+    def render_frame(
+        self, camera: Camera, width: int, height: int, settings: FrameSettings
+    ) -> FrameResult:
+        """Render, composite and gather one frame (collective). Rank 0 gets the final
+        (height, width, 4) premultiplied RGBA float32 image and the frame's record."""
+        t0 = time.perf_counter()
+        rw, rh = settings.render_size(width, height)
+        order = self.partition.visibility_order(camera.eye)
+        with watchdog("local render", self.timeout, self.comm):
+            local = self.local.render(camera, rw, rh, settings.step, settings.ert_threshold)
+        render_seconds = time.perf_counter() - t0
+        rgba = np.ascontiguousarray(local.rgba, np.float32)
+        with watchdog("compositing", self.timeout, self.comm):
+            result = compositing.composite(rgba, order, self.algorithm, self.comm, self.k)
+        image, finish = None, 0.0
+        if self.rank == 0:
+            t1 = time.perf_counter()
+            image = upscale(result.image, width, height)
+            finish = time.perf_counter() - t1
+        frame_seconds = time.perf_counter() - t0
+        mine = RankTiming(
+            self.rank, self.brick.index, render_seconds, float(local.kernel_seconds),
+            int(local.samples), int(getattr(local, "skipped", 0)), int(local.rays),
+            result.seconds, result.stages, result.gather,
+        )  # fmt: skip
+        with watchdog("timing gather", self.timeout, self.comm):
+            record = self._gather_record(mine, camera, settings, width, height, rw, rh, order)
+        if record is not None:
+            record.frame_seconds, record.finish_seconds = frame_seconds, finish
+        self._frame += 1
+        return FrameResult(image, record)
+
+    def _gather_record(
+        self,
+        mine: RankTiming,
+        camera: Camera,
+        settings: FrameSettings,
+        width: int,
+        height: int,
+        rw: int,
+        rh: int,
+        order: list[int],
+    ) -> FrameRecord | None:
+        vec = _encode(mine)
+        table = np.empty((self.size, vec.size), np.float64) if self.rank == 0 else None
+        if self.size > 1:
+            self.comm.Gather(vec, table, root=0)
+        elif table is not None:
+            table[0] = vec
+        if self.rank != 0:
+            return None
+        names = [s.name for s in compositing.schedule(self.algorithm, self.size, rw * rh, self.k)]
+        partners = compositing.stage_partners(self.algorithm, order, rw * rh, self.k)
+        ranks = [_decode(r, table[r], names, partners[r]) for r in range(self.size)]
+        return FrameRecord(
+            self._frame, tuple(map(float, camera.eye)), settings, self.algorithm, width, height,
+            rw, rh, order, 0.0, 0.0, ranks,
+        )  # fmt: skip
+
+    def run(
+        self,
+        cameras: Iterable[Camera],
+        width: int,
+        height: int,
+        settings: FrameSettings | Callable[[int], FrameSettings],
+    ) -> Iterator[FrameResult]:
+        """Render every camera in turn (collective); ``settings`` may be a function of the
+        frame index, so a tuner can choose the knobs frame by frame."""
+        for i, camera in enumerate(cameras):
+            s = settings(i) if callable(settings) else settings
+            yield self.render_frame(camera, width, height, s)
+
+
+def load_everywhere(
+    name_or_path: str,
+    tf_spec: Any = None,
+    comm: Any = None,
+    dims: tuple[int, int, int] | None = None,
+    dtype: str | None = None,
+    spacing: tuple[float, float, float] | None = None,
+) -> tuple[Any, Any]:
+    """Every rank loads the volume and transfer function; a bad file, value or name raises
+    the same error on every rank (the lowest failing rank's message) before any other
+    collective, so no rank is left waiting."""
+    from raytracer.volume.transfer_function import resolve_transfer_function
+    from raytracer.volume.volume_data import load_volume
+
+    volume = guarded(
+        lambda: load_volume(name_or_path, dims=dims, dtype=dtype, spacing=spacing),
+        "volume",
+        comm,
+    )
+    tf = guarded(lambda: resolve_transfer_function(tf_spec, volume.name), "transfer function",
+                 comm)  # fmt: skip
+    return volume, tf

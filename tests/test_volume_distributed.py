@@ -1,0 +1,77 @@
+"""The distributed frame loop (raytracer/volume/distributed.py): the composited image of
+1..8 ranks equals the single-process image for every compositing algorithm and for
+axis-aligned and diagonal views; bad input is one error on every rank; frame settings,
+the seed-000 camera path and the upscale are checked in-process."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raytracer.volume import mpi_runtime
+from raytracer.volume.distributed import FrameSettings, load_everywhere, seed_orbit, upscale
+
+WORKER = str(Path(__file__).with_name("mpi_volume_worker.py"))
+REPO = Path(__file__).resolve().parents[1]
+needs_mpiexec = pytest.mark.skipif(
+    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+)
+
+
+def test_frame_settings():
+    s = FrameSettings(step=0.5, image_scale=0.5, ert_threshold=0.95)
+    assert s.render_size(640, 360) == (320, 180)
+    assert FrameSettings(image_scale=0.001).render_size(100, 100) == (1, 1)
+    for bad in ({"step": 0}, {"step": math.nan}, {"image_scale": 1.5}, {"ert_threshold": 0}):
+        with pytest.raises(ValueError):
+            FrameSettings(**bad)
+
+
+def test_seed_orbit_is_two_turns_in_the_xz_plane():
+    cams = seed_orbit(10.0)
+    assert len(cams) == 72
+    eyes = np.array([c.eye for c in cams])
+    assert np.allclose(eyes[:, 1], 0.0)
+    assert np.allclose(np.hypot(eyes[:, 0], eyes[:, 2]), 28.0)
+    assert np.allclose(eyes[0], eyes[36]) and not np.allclose(eyes[0], eyes[18])
+
+
+def test_upscale():
+    img = np.random.default_rng(0).random((4, 6, 4), dtype=np.float32)
+    assert upscale(img, 6, 4) is img
+    big = upscale(img, 12, 8)
+    assert big.shape == (8, 12, 4) and big.dtype == np.float32
+    assert big.min() >= img.min() and big.max() <= img.max()
+    flat = upscale(np.full((3, 5, 4), 0.25, np.float32), 7, 11)
+    assert np.allclose(flat, 0.25)
+
+
+def test_bad_volume_in_one_process():
+    with pytest.raises(mpi_runtime.AgreedError, match="nosuch"):
+        load_everywhere("nosuch")
+
+
+def _run(args: list[str], ranks: int):
+    return mpi_runtime.launch([WORKER, *args], ranks, timeout=120, cwd=REPO)
+
+
+@needs_mpiexec
+@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 8])
+def test_distributed_equals_single_process(ranks):
+    done = _run(["equal", "marschner-lobb:24", "48", "48"], ranks)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(rf"OK ranks={ranks} frames=15 max=", done.stdout), done.stdout
+
+
+@needs_mpiexec
+def test_bad_volume_is_one_error_on_every_rank():
+    done = _run(["bad", "nosuch-volume"], 3)
+    assert done.returncode == 0, done.stderr
+    said = sorted(re.findall(r"rank (\d) raised: (.+?\(rank \d\))", done.stdout))
+    assert [r for r, _ in said] == ["0", "1", "2"], done.stdout
+    assert len({m for _, m in said}) == 1 and "nosuch-volume" in said[0][1]
+    assert said[0][1].endswith("(rank 1)")
