@@ -40,6 +40,7 @@ from .span_blend import over_into_back, under_into_front
 
 ALGORITHMS = ("binary-swap", "2-3-swap", "radix-k")
 TAG_BASE = 7100  # message tags: TAG_BASE + stage index
+CHUNK_PIXELS = 0  # 0: whole messages (1 MiB pieces blended on arrival measured no faster here)
 
 Span = tuple[int, int]  # [lo, hi) in pixels; (0, 0) = empty
 
@@ -284,6 +285,25 @@ class _Plan:
     sends: tuple[tuple[int, Span], ...]  # (destination virtual rank, span)
 
 
+def _chunks(span: Span, chunk: int) -> list[Span]:
+    lo, hi = span
+    return [(a, min(a + chunk, hi)) for a in range(lo, hi, chunk)]
+
+
+def _chunked(plan: _Plan, chunk: int) -> _Plan:
+    """The same plan with every message cut into pieces of at most ``chunk`` pixels.
+
+    Sender and receiver cut the same segment the same way and MPI keeps the order of
+    messages between two ranks, so the pieces match. Each piece is blended as soon as it
+    has arrived, while it is still in cache.
+    """
+    if chunk <= 0:
+        return plan
+    recvs = tuple((c, src, piece) for c, src, seg in plan.recvs for piece in _chunks(seg, chunk))
+    sends = tuple((dst, piece) for dst, seg in plan.sends for piece in _chunks(seg, chunk))
+    return _Plan(plan.child, recvs, sends)
+
+
 def _plan(stage: Stage, old: Sequence[Span], me: int) -> _Plan | None:
     """What virtual rank ``me`` receives and sends in ``stage`` (None: not in a group)."""
     for children in stage.groups:
@@ -332,10 +352,12 @@ def _blend_received(
     children in front over it (back to front), so each result is front-over-back.
     """
     blend, pixels = 0.0, 0
-    order = sorted(range(len(plan.recvs)), key=lambda i: plan.recvs[i][0])
-    own = [i for i in order if plan.recvs[i][0] == plan.child]
-    behind = [i for i in order if plan.recvs[i][0] > plan.child]
-    front = [i for i in reversed(order) if plan.recvs[i][0] < plan.child]
+    recvs = plan.recvs
+    own = [i for i in range(len(recvs)) if recvs[i][0] == plan.child]
+    behind = sorted((i for i in range(len(recvs)) if recvs[i][0] > plan.child),
+                    key=lambda i: (recvs[i][0], i))  # fmt: skip
+    front = sorted((i for i in range(len(recvs)) if recvs[i][0] < plan.child),
+                   key=lambda i: (-recvs[i][0], i))  # fmt: skip
     for i in own:
         wait(i)
         lo, hi = plan.recvs[i][2]
@@ -383,6 +405,7 @@ def composite(
     comm: Any = None,
     k: int = 8,
     root: int = 0,
+    chunk_pixels: int = CHUNK_PIXELS,
 ) -> CompositeResult:
     """Composite every rank's premultiplied RGBA ``image`` in visibility ``order``; gather to root.
 
@@ -390,8 +413,9 @@ def composite(
     working buffer and overwritten (on the root it becomes the returned final image).
     ``order``: rank ids front to back, the same list on every rank. Collective: every rank
     of ``comm`` (default ``COMM_WORLD``) must call it with the same order, algorithm and
-    image shape. Returns the final image on ``root`` (None elsewhere) and this rank's
-    per-stage timings.
+    image shape. Messages are cut into pieces of ``chunk_pixels`` (0: whole), each blended
+    as soon as it arrives. Returns the final image on ``root`` (None elsewhere) and this
+    rank's per-stage timings.
     """
     from mpi4py import MPI
 
@@ -410,6 +434,7 @@ def composite(
         timing = StageTiming(stage.name)
         plan = _plan(stage, spans, me)
         if plan is not None:
+            plan = _chunked(plan, chunk_pixels)
             tag = TAG_BASE + si
             total = sum(4 * (s[1] - s[0]) for _, _, s in plan.recvs)
             scratch = _SCRATCH.get(total)
