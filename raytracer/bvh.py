@@ -947,9 +947,21 @@ def build_bvh_full_sweep(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
 
 
 def packed_normals(scene: Scene, bvh: BVH) -> np.ndarray:
-    """Per-corner vertex normals in the BVH's triangle order: (F, 12) float32 (three float4)."""
+    """Normals in the BVH's triangle order: (F, 12) float32, three float4 per triangle.
+
+    ``xyz`` of float4 k is corner k's vertex normal (shading); the three ``w`` hold the unit
+    geometric normal ``normalize(e1 x e2)`` (computed here in float64, so the kernels and the
+    CPU twin build their secondary rays from the same bits: a normal whose z is 0 here but a
+    rounding error in a kernel would flip the sign choice of the AO basis). Degenerate
+    triangles (never hit) get a zero normal.
+    """
     out = np.zeros((len(bvh.face_ids), 12), np.float32)
     corners = scene.normals[scene.faces[bvh.face_ids]]
     for k in range(3):
         out[:, 4 * k:4 * k + 3] = corners[:, k]
+    tri = bvh.triangles.astype(np.float64)
+    g = np.cross(tri[:, 4:7], tri[:, 8:11])
+    length = np.linalg.norm(g, axis=1, keepdims=True)
+    g = np.divide(g, length, out=np.zeros_like(g), where=length > 0)
+    out[:, 3], out[:, 7], out[:, 11] = g[:, 0], g[:, 1], g[:, 2]
     return out

@@ -51,9 +51,7 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
         s = 0.5 * (1.0 - dy)
         return (0.55 * (1 - s) + 0.9 * s, 0.65 * (1 - s) + 0.9 * s, 0.8 * (1 - s) + 0.92 * s)
     # geometric normal facing the viewer, offset origin
-    e1x, e1y, e1z = tris[prim, 4], tris[prim, 5], tris[prim, 6]
-    e2x, e2y, e2z = tris[prim, 8], tris[prim, 9], tris[prim, 10]
-    gx, gy, gz = _normalize(e1y * e2z - e1z * e2y, e1z * e2x - e1x * e2z, e1x * e2y - e1y * e2x)
+    gx, gy, gz = normals[prim, 3], normals[prim, 7], normals[prim, 11]  # unit, from the host
     if gx * dx + gy * dy + gz * dz > 0.0:
         gx, gy, gz = -gx, -gy, -gz
     px, py, pz = ex + t * dx, ey + t * dy, ez + t * dz

@@ -17,7 +17,8 @@ from raytracer.scene import Scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
-KERNEL_FILES = ("traverse.cl", "tracer.cl")
+KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl")
+POCL_PLATFORM = "portable computing language"
 
 
 class TracerError(RuntimeError):
@@ -69,6 +70,17 @@ def kernel_source() -> str:
     return "\n".join((pkg / name).read_text() for name in KERNEL_FILES)
 
 
+def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
+    """Compiler options for ``info``'s driver: ``-DINLINE_MATH`` on PoCL, whose builtins are
+    out-of-line calls on this kind of CPU (see kernels/rtmath.cl); builtins elsewhere."""
+    options = ["-cl-fast-relaxed-math"]
+    if POCL_PLATFORM in info.platform.lower():
+        options.append("-DINLINE_MATH")
+    if counters:
+        options.append("-DCOUNTERS")
+    return options
+
+
 def _build(context: cl.Context, options: list[str]) -> cl.Program:
     program = cl.Program(context, kernel_source())
     try:
@@ -90,8 +102,7 @@ class Tracer:
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.counters = counters
-        self.program = _build(self.context, ["-cl-fast-relaxed-math", "-DCOUNTERS"] if counters
-                              else ["-cl-fast-relaxed-math"])
+        self.program = _build(self.context, build_options(self.device_info, counters))
         self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
@@ -136,13 +147,14 @@ class Tracer:
         events["primary"] = k["primary"](q, gsize, lsize, self._nodes, self._tris, *cam,
                                          self._hits, *extra("primary"))
         if settings.shadows:
-            events["shadow"] = k["shadow"](q, gsize, lsize, self._nodes, self._tris, *cam, light,
+            events["shadow"] = k["shadow"](q, gsize, lsize, self._nodes, self._tris, self._normals,
+                                           *cam, light,
                                            self.scene_scale, self._hits, self._vis,
                                            *extra("shadow"))
         ao_rays = float(settings.ao_rays)
         if ao_rays > 0:
             radius = np.float32(settings.ao_radius * self.scene.diagonal)
-            events["ao"] = k["ao"](q, gsize, lsize, self._nodes, self._tris, *cam,
+            events["ao"] = k["ao"](q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
                                    np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
                                    self._hits, self._occ, *extra("ao"))
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)

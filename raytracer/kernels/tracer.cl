@@ -12,30 +12,31 @@
 
 #define SHADOW_EPS 1e-4f
 
-inline float3 primary_dir(float4 top_left, float4 du, float4 dv, int x, int y) {
-    return normalize(top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz);
+ALWAYS_INLINE float3 primary_dir(float4 top_left, float4 du, float4 dv, int x, int y) {
+    return normalize3(top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz);
 }
 
 /* PCG hash (Jarzynski & Olano 2020): one uint32 -> one well-mixed uint32. */
-inline uint pcg_hash(uint v) {
+ALWAYS_INLINE uint pcg_hash(uint v) {
     uint state = v * 747796405u + 2891336453u;
     uint word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
     return (word >> 22u) ^ word;
 }
 
-inline float next_random(uint* state) {
+ALWAYS_INLINE float next_random(uint* state) {
     *state = pcg_hash(*state);
     return (float)(*state >> 8) * (1.0f / 16777216.0f);
 }
 
-/* Geometric normal of packed triangle k, facing against the ray direction d. */
-inline float3 facing_normal(__global const float4* tris, int k, float3 d) {
-    float3 n = normalize(cross(tris[3 * k + 1].xyz, tris[3 * k + 2].xyz));
-    return dot(n, d) > 0.0f ? -n : n;
+/* Unit geometric normal of packed triangle k (the w of its three normals, bvh.packed_normals),
+ * facing against the ray direction d. */
+ALWAYS_INLINE float3 facing_normal(__global const float4* normals, int k, float3 d) {
+    float3 n = (float3)(normals[3 * k].w, normals[3 * k + 1].w, normals[3 * k + 2].w);
+    return DOT3(n, d) > 0.0f ? -n : n;
 }
 
 /* Hit point offset along the facing normal so secondary rays do not re-hit their origin. */
-inline float3 offset_origin(float3 p, float3 n, float scene_scale) {
+ALWAYS_INLINE float3 offset_origin(float3 p, float3 n, float scene_scale) {
     return p + n * (SHADOW_EPS * scene_scale);
 }
 
@@ -54,6 +55,7 @@ __kernel void primary(__global const float4* nodes, __global const float4* tris,
 }
 
 __kernel void shadow(__global const float4* nodes, __global const float4* tris,
+                     __global const float4* normals,
                      const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                      const int width, const int height, const float4 light, const float scene_scale,
                      __global const float4* hits, __global float* visibility COUNTER_ARG) {
@@ -66,12 +68,12 @@ __kernel void shadow(__global const float4* nodes, __global const float4* tris,
     float vis = 1.0f;
     if (prim >= 0) {
         float3 d = primary_dir(top_left, du, dv, x, y);
-        float3 n = facing_normal(tris, prim, d);
+        float3 n = facing_normal(normals, prim, d);
         float3 o = offset_origin(eye.xyz + h.x * d, n, scene_scale);
         float3 to_light = light.xyz - o;
-        float dist = length(to_light);
+        float dist = length3(to_light);
         float t = dist * (1.0f - SHADOW_EPS), u, v;
-        if (dot(to_light, n) <= 0.0f) {
+        if (DOT3(to_light, n) <= 0.0f) {
             vis = 0.0f;  /* the light is behind the surface */
         } else if (trace(nodes, tris, o, to_light / dist, &t, &u, &v, 1, &steps, &tests) >= 0) {
             vis = 0.0f;
@@ -82,6 +84,7 @@ __kernel void shadow(__global const float4* nodes, __global const float4* tris,
 }
 
 __kernel void ao(__global const float4* nodes, __global const float4* tris,
+                 __global const float4* normals,
                  const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                  const int width, const int height, const float ao_rays, const float ao_radius,
                  const float scene_scale, const uint seed,
@@ -100,7 +103,7 @@ __kernel void ao(__global const float4* nodes, __global const float4* tris,
     if (frac > 0.0f && next_random(&state) < frac) rays++;
     if (prim >= 0 && rays > 0) {
         float3 d = primary_dir(top_left, du, dv, x, y);
-        float3 n = facing_normal(tris, prim, d);
+        float3 n = facing_normal(normals, prim, d);
         float3 o = offset_origin(eye.xyz + h.x * d, n, scene_scale);
         /* orthonormal basis around n (Duff et al. 2017) */
         float sign = n.z >= 0.0f ? 1.0f : -1.0f;
@@ -111,9 +114,9 @@ __kernel void ao(__global const float4* nodes, __global const float4* tris,
         int blocked = 0;
         for (int s = 0; s < rays; ++s) {
             float r1 = next_random(&state), r2 = next_random(&state);
-            float r = sqrt(r1), phi = 6.28318530718f * r2;
-            float3 dir = normalize(b1 * (r * cos(phi)) + b2 * (r * sin(phi))
-                                   + n * sqrt(fmax(0.0f, 1.0f - r1)));
+            float r = SQRT(r1), phi = 6.28318530718f * r2;
+            float3 dir = normalize3(b1 * (r * COS(phi)) + b2 * (r * SIN(phi))
+                                    + n * SQRT(FMAX(0.0f, 1.0f - r1)));
             float t = ao_radius, u, v;
             if (trace(nodes, tris, o, dir, &t, &u, &v, 1, &steps, &tests) >= 0) blocked++;
         }
@@ -140,24 +143,26 @@ __kernel void shade(__global const float4* tris, __global const float4* normals,
         float s = 0.5f * (1.0f - d.y);
         color = (float3)(0.55f, 0.65f, 0.8f) * (1.0f - s) + (float3)(0.9f, 0.9f, 0.92f) * s;
     } else {
-        float3 n = normalize(normals[3 * prim].xyz * (1.0f - h.y - h.z)
+        float3 n = normalize3(normals[3 * prim].xyz * (1.0f - h.y - h.z)
                              + normals[3 * prim + 1].xyz * h.y + normals[3 * prim + 2].xyz * h.z);
-        if (dot(n, d) > 0.0f) n = -n;
+        if (DOT3(n, d) > 0.0f) n = -n;
         float3 p = eye.xyz + h.x * d;
         float ao_term = use_ao ? occlusion[i] : 1.0f;
         float vis = shadows ? visibility[i] : 1.0f;
         float3 albedo = (float3)(0.8f, 0.78f, 0.72f);
         if (phong) {
-            float3 l = normalize(light.xyz - p);
-            float diffuse = fmax(dot(n, l), 0.0f);
-            float3 r = 2.0f * dot(n, l) * n - l;
-            float spec = diffuse > 0.0f ? pow(fmax(dot(r, -d), 0.0f), 32.0f) : 0.0f;
+            float3 l = normalize3(light.xyz - p);
+            float ndl = DOT3(n, l);
+            float diffuse = FMAX(ndl, 0.0f);
+            float3 r = 2.0f * ndl * n - l;
+            float spec = diffuse > 0.0f ? pow32(FMAX(-DOT3(r, d), 0.0f)) : 0.0f;
             color = albedo * (0.25f * ao_term + 0.75f * diffuse * vis) + 0.3f * spec * vis;
         } else {
-            color = albedo * ao_term * (0.3f + 0.7f * fabs(dot(n, d)));
+            color = albedo * ao_term * (0.3f + 0.7f * FABS(DOT3(n, d)));
         }
     }
-    color = pow(clamp(color, 0.0f, 1.0f), (float3)(1.0f / 2.2f));
-    image[i] = (uchar4)((uchar)(color.x * 255.0f + 0.5f), (uchar)(color.y * 255.0f + 0.5f),
-                        (uchar)(color.z * 255.0f + 0.5f), (uchar)255);
+    color = FMIN(FMAX(color, (float3)(0.0f)), (float3)(1.0f));
+    image[i] = (uchar4)((uchar)(gamma_encode(color.x) * 255.0f + 0.5f),
+                        (uchar)(gamma_encode(color.y) * 255.0f + 0.5f),
+                        (uchar)(gamma_encode(color.z) * 255.0f + 0.5f), (uchar)255);
 }

@@ -1,5 +1,6 @@
-/* BVH traversal shared by every tracer kernel. Node and triangle byte layouts are documented
- * in raytracer/bvh.py; raytracer/traversal.py is the step-for-step CPU twin of this file. */
+/* BVH traversal shared by every tracer kernel (requires rtmath.cl before it). Node and
+ * triangle byte layouts are documented in raytracer/bvh.py; raytracer/traversal.py is the
+ * step-for-step CPU twin of this file. */
 
 #define STACK_SIZE 64
 #define EPS_DIR 1e-12f
@@ -11,36 +12,36 @@
 #define COUNT(x)
 #endif
 
-inline float safe_inverse(float d) {
-    if (fabs(d) < EPS_DIR) d = d >= 0.0f ? EPS_DIR : -EPS_DIR;
+ALWAYS_INLINE float safe_inverse(float d) {
+    if (FABS(d) < EPS_DIR) d = d >= 0.0f ? EPS_DIR : -EPS_DIR;
     return 1.0f / d;
 }
 
 /* oi = o * inv, so each plane costs one multiply-add: t = lo * inv - o * inv */
-inline float slab(float4 lo, float4 hi, float3 oi, float3 inv, float tmax) {
+ALWAYS_INLINE float slab(float4 lo, float4 hi, float3 oi, float3 inv, float tmax) {
     float3 t0 = lo.xyz * inv - oi;
     float3 t1 = hi.xyz * inv - oi;
-    float3 tmin3 = fmin(t0, t1), tmax3 = fmax(t0, t1);
-    float tnear = fmax(fmax(tmin3.x, tmin3.y), fmax(tmin3.z, 0.0f));
-    float tfar = fmin(fmin(tmax3.x, tmax3.y), fmin(tmax3.z, tmax));
+    float3 tmin3 = FMIN(t0, t1), tmax3 = FMAX(t0, t1);
+    float tnear = FMAX(FMAX(tmin3.x, tmin3.y), FMAX(tmin3.z, 0.0f));
+    float tfar = FMIN(FMIN(tmax3.x, tmax3.y), FMIN(tmax3.z, tmax));
     return tnear <= tfar ? tnear : INF_T;
 }
 
 /* Möller–Trumbore on packed triangle k; returns t (INF_T on a miss) and barycentrics. */
-inline float intersect_triangle(__global const float4* tris, int k, float3 o, float3 d,
+ALWAYS_INLINE float intersect_triangle(__global const float4* tris, int k, float3 o, float3 d,
                                 float* u_out, float* v_out) {
     float3 v0 = tris[3 * k].xyz, e1 = tris[3 * k + 1].xyz, e2 = tris[3 * k + 2].xyz;
-    float3 p = cross(d, e2);
-    float det = dot(e1, p);
-    if (fabs(det) < 1e-12f) return INF_T;
+    float3 p = CROSS3(d, e2);
+    float det = DOT3(e1, p);
+    if (FABS(det) < 1e-12f) return INF_T;
     float inv = 1.0f / det;
     float3 s = o - v0;
-    float u = dot(s, p) * inv;
+    float u = DOT3(s, p) * inv;
     if (u < 0.0f || u > 1.0f) return INF_T;
-    float3 q = cross(s, e1);
-    float v = dot(d, q) * inv;
+    float3 q = CROSS3(s, e1);
+    float v = DOT3(d, q) * inv;
     if (v < 0.0f || u + v > 1.0f) return INF_T;
-    float t = dot(e2, q) * inv;
+    float t = DOT3(e2, q) * inv;
     if (t <= 0.0f) return INF_T;
     *u_out = u;
     *v_out = v;
@@ -49,7 +50,7 @@ inline float intersect_triangle(__global const float4* tris, int k, float3 o, fl
 
 /* Closest hit (or any hit when any_hit) below tmax. Returns the packed triangle index or -1;
  * *t_io holds tmax on entry and the hit distance on exit. steps/tests count work (COUNTERS). */
-inline int trace(__global const float4* nodes, __global const float4* tris, float3 o, float3 d,
+ALWAYS_INLINE int trace(__global const float4* nodes, __global const float4* tris, float3 o, float3 d,
                  float* t_io, float* u_out, float* v_out, const int any_hit,
                  int* steps, int* tests) {
     float3 inv = (float3)(safe_inverse(d.x), safe_inverse(d.y), safe_inverse(d.z));

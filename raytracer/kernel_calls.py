@@ -1,0 +1,72 @@
+"""Which functions the compiled PoCL kernels call: a check that the hot path stays inline.
+
+PoCL keeps each compiled kernel as a shared object in its cache (``POCL_CACHE_DIR``); a
+subprocess renders one small frame with every phase into a fresh cache, and ``objdump -d``
+lists the ``call`` targets of each kernel's ``.so``. On the pip PoCL here an OpenCL builtin
+that is not inlined shows up as ``_Z8_cl_fminff`` and friends (see kernels/rtmath.cl), a
+helper that is not inlined by its own name (``trace``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+# libm calls that clang emits for __builtin_sinf/cosf/exp2f/log2f: AO sample directions and
+# the display gamma, once per ray or pixel, never inside the traversal loop
+LIBM_ALLOWED = frozenset({"sincosf", "sinf", "cosf", "exp2f", "log2f"})
+
+_RENDER = """
+import warnings
+warnings.simplefilter("ignore")
+from raytracer.scene import load_scene
+from raytracer.tracer import RenderSettings, Tracer
+scene = load_scene("spheres")
+tracer = Tracer(scene)
+tracer.render(scene.camera, 16, 16, RenderSettings(ao_rays=2, shadows=True, phong=True))
+print(tracer.device.platform)
+"""
+_CALL = re.compile(r"\bcall[q]?\s+[0-9a-f]+\s+<([^>]+)>")
+
+
+class KernelCallsUnavailable(RuntimeError):
+    """The check cannot run here: no objdump, or the device is not PoCL."""
+
+
+def calls_in_object(path: Path) -> Counter[str]:
+    """Call targets in a shared object's disassembly (``name@plt`` reported as ``name``)."""
+    proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
+                          capture_output=True, text=True, check=True)
+    return Counter(m.group(1).split("@")[0] for m in _CALL.finditer(proc.stdout))
+
+
+def compiled_kernel_calls(timeout: float = 300.0) -> dict[str, Counter[str]]:
+    """``{kernel: Counter(call target)}`` of the tracer's kernels as PoCL compiles them."""
+    if shutil.which("objdump") is None:
+        raise KernelCallsUnavailable("objdump not found (binutils)")
+    root = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="pocl-cache-") as cache:
+        env = dict(os.environ, POCL_CACHE_DIR=cache, POCL_KERNEL_CACHE="1")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+        proc = subprocess.run([sys.executable, "-c", _RENDER], env=env, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"render for the kernel-call check failed:\n{proc.stderr[-2000:]}")
+        if "portable computing language" not in proc.stdout.lower():
+            raise KernelCallsUnavailable(f"device platform is {proc.stdout.strip()!r}, not PoCL")
+        out: dict[str, Counter[str]] = {}
+        for so in Path(cache).rglob("*.so"):
+            out.setdefault(so.stem, Counter()).update(calls_in_object(so))
+    return out
+
+
+def forbidden_calls(calls: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
+    """Per kernel, the calls that are not allowed libm calls (builtins, helpers)."""
+    return {k: {t: n for t, n in c.items() if t not in LIBM_ALLOWED}
+            for k, c in calls.items() if any(t not in LIBM_ALLOWED for t in c)}

@@ -1,0 +1,61 @@
+/* Vector math of the tracer kernels, included before every other kernel file.
+ *
+ * On PoCL the host builds with -DINLINE_MATH: the pip PoCL 3.0 links a builtin library built
+ * for a CPU with more features than the LLVM CPU name it compiles the kernel for (AVX-512
+ * library, znver3 kernel here), so its inliner refuses every OpenCL builtin ("conflicting
+ * attributes") and fmin/dot/cross/normalize become out-of-line calls: 16 calls per node visit,
+ * 2.2x the traversal time (see README, "Design notes"). Under INLINE_MATH the hot path uses
+ * plain expressions and clang builtins that compile to instructions; everywhere else (NVIDIA
+ * and other GPU drivers, and the PTX that tools/count_ptx.py counts) the OpenCL builtins stay.
+ * tests/test_tracer.py checks the compiled PoCL kernels for calls. */
+
+#ifdef INLINE_MATH
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define FMIN(a, b) ((a) < (b) ? (a) : (b)) /* float or floatN (component-wise ?:) */
+#define FMAX(a, b) ((a) > (b) ? (a) : (b))
+#define FABS(a) ((a) < 0.0f ? -(a) : (a))
+#define SQRT(x) __builtin_sqrtf(x)
+#define DOT3(a, b) ((a).x * (b).x + (a).y * (b).y + (a).z * (b).z)
+#define CROSS3(a, b) ((float3)((a).y * (b).z - (a).z * (b).y, (a).z * (b).x - (a).x * (b).z, \
+                               (a).x * (b).y - (a).y * (b).x))
+#define COS(x) __builtin_cosf(x)
+#define SIN(x) __builtin_sinf(x)
+#else
+#define ALWAYS_INLINE inline
+#define FMIN(a, b) fmin(a, b)
+#define FMAX(a, b) fmax(a, b)
+#define FABS(a) fabs(a)
+#define SQRT(x) sqrt(x)
+#define DOT3(a, b) dot(a, b)
+#define CROSS3(a, b) cross(a, b)
+#define COS(x) cos(x)
+#define SIN(x) sin(x)
+#endif
+
+ALWAYS_INLINE float3 normalize3(float3 v) {
+#ifdef INLINE_MATH
+    return v / SQRT(DOT3(v, v));
+#else
+    return normalize(v);
+#endif
+}
+
+ALWAYS_INLINE float length3(float3 v) { return SQRT(DOT3(v, v)); }
+
+/* x^32 by five squarings (the specular exponent; no pow call on PoCL) */
+ALWAYS_INLINE float pow32(float x) {
+    x *= x;
+    x *= x;
+    x *= x;
+    x *= x;
+    return x * x;
+}
+
+/* Display gamma x^(1/2.2) for x in [0, 1]. */
+ALWAYS_INLINE float gamma_encode(float x) {
+#ifdef INLINE_MATH
+    return x > 0.0f ? __builtin_exp2f(__builtin_log2f(x) * (1.0f / 2.2f)) : 0.0f;
+#else
+    return pow(x, 1.0f / 2.2f);
+#endif
+}
