@@ -221,6 +221,32 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def plot(figures: dict[str, Any], path: Path) -> None:
+    """Composite time (stages + gather) per algorithm against the rank count, at 1024²."""
+    from autotune.app.report import pyplot
+    from autotune.atomic_files import save_figure
+
+    plt = pyplot()
+    algos = figures["algorithms_1024"]
+    counts = sorted(int(n) for n in algos)
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name in next(iter(algos.values())):
+        ax.plot(counts, [algos[str(n)][name]["total_ms"] for n in counts], "o-", label=name)
+    ax.plot(counts, [algos[str(n)]["radix-k"]["gather_ms"] for n in counts], "k:",
+            label="gather alone (radix-k)")
+    cores = figures["machine"]["cores"]
+    ax.set_ylim(bottom=0)
+    ax.axvline(cores + 0.5, color="grey", lw=0.8)
+    ax.text(cores + 0.6, 1.0, f"more ranks than the {cores} cores \u2192", va="bottom",
+            fontsize=8, color="grey")
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("composite + gather (ms)")
+    ax.set_title("Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    save_figure(fig, path)
+
+
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures."""
     ref = figures["reference"]
@@ -257,10 +283,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--max-ranks", type=int, default=None, help="largest rank count")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
+    parser.add_argument("--plots", type=Path,
+                        help="folder for PNG plots; must be new or empty unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="write --plots into a non-empty folder (same-named plots are "
+                             "replaced, nothing else is deleted)")
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
     from autotune.app.report import _plain, emit
+    from autotune.atomic_files import check_output_dir, output_dir
+
+    if args.plots:
+        check_output_dir(args.plots, args.force)  # before the runs, not after
 
     repeats = args.repeats or (3 if args.quick else 7)
     ref_size = 1024 if args.quick else 2048
@@ -294,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "quick": bool(args.quick),
     }
+    if args.plots:
+        with output_dir(args.plots, args.force) as folder:
+            plot(figures, folder / "compositing_ranks.png")
     emit(figures, args.json, "Sort-last compositing over mpi4py")
     if args.save:
         from autotune.atomic_files import write_json
