@@ -1,0 +1,193 @@
+"""OpenCL ray caster of one brick (or the whole volume): PyOpenCL host for kernels/raycast.cl.
+
+The brick's normalized voxels (with their ghost layer) and the empty-space flags are uploaded
+once; each ``render`` takes the tuner's knobs (sample step, early-termination threshold, image
+size) and returns a full-size premultiplied RGBA float image in which pixels whose rays miss
+the brick are 0, with the kernel time from profiling events and cheap sample counters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from importlib import resources
+
+import numpy as np
+import pyopencl as cl
+
+from raytracer.camera import Camera
+from raytracer.opencl_device import DeviceInfo, choose_device
+from raytracer.volume.empty_space import BLOCK, empty_blocks, minmax_grid
+from raytracer.volume.errors import VolumeError
+from raytracer.volume.partition import Brick, whole_brick
+from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
+from raytracer.volume.volume_data import Volume
+
+TILE = 8
+MAX_PIXELS = 16384 * 16384
+MIN_STEP = 1e-3
+#: Faces on the volume boundary are widened by this many voxels so that rounding never drops
+#: a ray's first or last sample; interior faces stay exact so bricks share none.
+BOUNDARY_EPS = 1e-3
+
+
+@dataclass
+class BrickImage:
+    """One brick's rendering: premultiplied RGBA (H, W, 4) float32 and what it cost."""
+
+    rgba: np.ndarray
+    kernel_seconds: float
+    samples: int  # lattice samples evaluated (trilinear + TF)
+    skipped: int  # lattice samples jumped over in empty blocks
+    rays: int  # pixels whose ray took or skipped at least one sample in the brick
+    brick_index: int = 0
+
+
+@dataclass
+class _Runtime:
+    info: DeviceInfo
+    context: cl.Context
+    queue: cl.CommandQueue
+    program: cl.Program
+
+
+_RUNTIMES: dict[str, _Runtime] = {}
+
+
+def kernel_source() -> str:
+    """The OpenCL C source of the ray-casting kernel."""
+    return (resources.files("raytracer.volume") / "kernels" / "raycast.cl").read_text()
+
+
+def _runtime(device: str | None) -> _Runtime:
+    """One context, queue and built program per device spec, shared by all Raycasters of a
+    process (tests and benchmarks make many bricks; PoCL builds take a second each)."""
+    key = device or ""
+    if key not in _RUNTIMES:
+        info, dev = choose_device(device)
+        context = cl.Context([dev])
+        queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        try:
+            program = cl.Program(context, kernel_source()).build()
+        except cl.RuntimeError as exc:
+            raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast.cl failed:"
+                              f"\n{exc}") from None
+        _RUNTIMES[key] = _Runtime(info, context, queue, program)
+    return _RUNTIMES[key]
+
+
+def owned_box(brick: Brick, dims: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The brick's half-open sample box [lo, hi) in voxel coordinates (float32), with faces on
+    the volume boundary widened by BOUNDARY_EPS; the CPU reference uses the same box."""
+    lo = np.asarray(brick.lo, np.float64)
+    hi = np.asarray(brick.hi, np.float64)
+    last = np.asarray(dims, np.float64) - 1.0
+    lo = np.where(lo == 0.0, -BOUNDARY_EPS, lo)
+    hi = np.where(hi == last, last + BOUNDARY_EPS, hi)
+    return lo.astype(np.float32), hi.astype(np.float32)
+
+
+def validate_knobs(width: int, height: int, step: float, ert_threshold: float) -> None:
+    """Reject bad frame parameters with one message naming the value."""
+    if int(width) != width or int(height) != height or width < 1 or height < 1:
+        raise VolumeError(f"image size must be positive integers, got {width}x{height}")
+    if width * height > MAX_PIXELS:
+        raise VolumeError(f"image size {width}x{height} is absurd")
+    if not (math.isfinite(step) and step >= MIN_STEP):
+        raise VolumeError(f"sample step must be >= {MIN_STEP} voxels, got {step}")
+    if not (math.isfinite(ert_threshold) and 0.0 < ert_threshold <= 1.0):
+        raise VolumeError(f"early-termination threshold must be in (0, 1] (1 = off), "
+                          f"got {ert_threshold}")
+
+
+def _f4(v) -> np.ndarray:
+    return np.append(np.asarray(v, np.float32)[:3], np.float32(0)).astype(np.float32)
+
+
+def _i4(v) -> np.ndarray:
+    return np.append(np.asarray(v, np.int32)[:3], np.int32(0)).astype(np.int32)
+
+
+class Raycaster:
+    """Renders one brick of a volume (default: the whole volume) with OpenCL."""
+
+    def __init__(self, volume: Volume, tf: TransferFunction, brick: Brick | None = None,
+                 device: str | None = None, lut_size: int = LUT_SIZE,
+                 block: int = BLOCK) -> None:
+        self.volume = volume
+        self.brick = brick or whole_brick(volume.dims)
+        self.block = int(block)
+        self.lut_size = int(lut_size)
+        rt = _runtime(device)
+        self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
+        self._kernel = cl.Kernel(rt.program, "raycast")
+        dims = volume.dims
+        glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
+        if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
+            raise VolumeError(f"brick {self.brick} does not fit volume dims {dims}")
+        data = np.ascontiguousarray(
+            volume.normalized[glo[2]:ghi[2], glo[1]:ghi[1], glo[0]:ghi[0]])
+        self._gdim = data.shape[::-1]
+        self._mins, self._maxs = minmax_grid(data, glo, self.block)
+        self._borg = tuple(g // self.block for g in glo)
+        self._blo, self._bhi = owned_box(self.brick, dims)
+        mf = cl.mem_flags
+        self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+        self.set_transfer_function(tf)
+        self._size = (0, 0)
+
+    @property
+    def device(self) -> DeviceInfo:
+        return self.device_info
+
+    def set_transfer_function(self, tf: TransferFunction) -> None:
+        """Use ``tf`` from the next frame on (re-derives the empty-block flags)."""
+        self.tf = tf
+        self.empty = empty_blocks(self._mins, self._maxs, tf.lut(self.lut_size)[:, 3])
+        mf = cl.mem_flags
+        self._empty = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                hostbuf=np.ascontiguousarray(self.empty))
+        self._lut_step = None
+
+    def _lut(self, step: float) -> cl.Buffer:
+        if self._lut_step != step:
+            table = self.tf.lut(self.lut_size, step=step)
+            self._lut_buf = cl.Buffer(self.context, cl.mem_flags.READ_ONLY
+                                      | cl.mem_flags.COPY_HOST_PTR, hostbuf=table)
+            self._lut_step = step
+        return self._lut_buf
+
+    def _allocate(self, width: int, height: int) -> None:
+        if self._size != (width, height):
+            mf = cl.mem_flags
+            self._image = cl.Buffer(self.context, mf.WRITE_ONLY, 16 * width * height)
+            self._counters = cl.Buffer(self.context, mf.WRITE_ONLY, 8 * width * height)
+            self._size = (width, height)
+
+    def render(self, camera: Camera, width: int, height: int, step: float = 1.0,
+               ert_threshold: float = 1.0, skip_empty: bool = True) -> BrickImage:
+        """Ray-cast the brick at ``step`` voxels (relative to the smallest spacing) with early
+        termination at accumulated opacity ``ert_threshold`` (1.0 = off)."""
+        validate_knobs(width, height, step, ert_threshold)
+        self._allocate(width, height)
+        eye, top_left, du, dv = camera.basis(width, height)
+        spacing = np.asarray(self.volume.spacing, np.float64)
+        dt = np.float32(step * spacing.min())
+        gsize = (math.ceil(width / TILE) * TILE, math.ceil(height / TILE) * TILE)
+        event = self._kernel(
+            self.queue, gsize, (TILE, TILE), self._data, _i4(self.brick.ghost_lo),
+            _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
+            self._empty, _i4(self._borg), _i4(self.empty.shape[::-1]), np.int32(self.block),
+            np.int32(1 if skip_empty else 0), self._lut(float(step)), np.int32(self.lut_size),
+            _f4(eye), _f4(top_left), _f4(du), _f4(dv), _f4(self.volume.origin),
+            _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
+            np.float32(ert_threshold), self._image, self._counters)
+        rgba = np.empty((height, width, 4), np.float32)
+        counts = np.empty((height, width, 2), np.uint32)
+        cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])
+        cl.enqueue_copy(self.queue, counts, self._counters, wait_for=[event]).wait()
+        seconds = (event.profile.end - event.profile.start) * 1e-9
+        per_ray = counts.sum(axis=2, dtype=np.uint64)
+        return BrickImage(rgba, seconds, int(counts[..., 0].sum(dtype=np.uint64)),
+                          int(counts[..., 1].sum(dtype=np.uint64)), int(np.count_nonzero(per_ray)),
+                          self.brick.index)

@@ -1,0 +1,137 @@
+"""OpenCL ray caster: against the CPU reference, seamless bricks, empty-space skipping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from raytracer.camera import Camera
+from raytracer.volume import (
+    Brick,
+    Raycaster,
+    TransferFunction,
+    VolumeError,
+    composite_over,
+    default_for,
+    kd_partition,
+    load_volume,
+    render_reference,
+)
+
+W, H = 48, 40
+
+
+def _views(volume) -> list[Camera]:
+    r = volume.radius
+    return [
+        Camera((0.0, 0.0, 2.5 * r), (0.0, 0.0, 0.0)),                 # axis-aligned, +z
+        Camera((-2.5 * r, 0.0, 0.0), (0.0, 0.0, 0.0)),                # axis-aligned, -x
+        Camera((1.6 * r, 1.3 * r, 1.4 * r), (0.0, 0.0, 0.0)),         # diagonal
+        Camera((0.1 * r, -0.2 * r, 0.05 * r), (r, 0.4 * r, -r), fov_y=70.0),  # eye inside
+    ]
+
+
+@pytest.fixture(scope="module")
+def ml():
+    vol = load_volume("marschner-lobb:24")
+    return vol, default_for("marschner-lobb")
+
+
+@pytest.fixture(scope="module")
+def neghip():
+    vol = load_volume("neghip", spacing=(1.0, 1.25, 0.9))  # anisotropic on purpose
+    return vol, default_for("neghip")
+
+
+@pytest.mark.parametrize("case", ["ml", "neghip"])
+def test_opencl_matches_cpu_reference(request, case):
+    vol, tf = request.getfixturevalue(case)
+    rc = Raycaster(vol, tf)
+    worst = 0.0
+    for cam in _views(vol):
+        for step, ert in ((1.0, 1.0), (0.6, 1.0), (1.3, 0.9)):
+            img = rc.render(cam, W, H, step, ert).rgba
+            ref = render_reference(vol, tf, cam, W, H, step, ert)
+            assert img.shape == (H, W, 4) and img.dtype == np.float32
+            assert ref[..., 3].max() > 0.2  # the view shows something
+            err = float(np.abs(img - ref).max())
+            worst = max(worst, err)
+            assert err <= 1e-3, (case, cam, step, ert, err)
+    print(f"{case}: max |OpenCL - reference| = {worst:.2e}")
+
+
+def test_seamless_bricks_equal_the_single_brick_image(neghip):
+    vol, tf = neghip
+    cams = _views(vol)
+    whole = Raycaster(vol, tf)
+    singles = {(i, ert): whole.render(c, W, H, 0.8, ert).rgba
+               for i, c in enumerate(cams) for ert in (1.0, 0.9)}
+    worst_off, worst_on = 0.0, 0.0
+    for parts in range(2, 9):
+        part = kd_partition(vol.dims, parts, vol.spacing)
+        casters = [Raycaster(vol, tf, b) for b in part.bricks]
+        for i, cam in enumerate(cams):
+            order = part.visibility_order(cam.eye)
+            for ert in (1.0, 0.9):
+                images = [casters[b].render(cam, W, H, 0.8, ert).rgba for b in order]
+                diff = composite_over(images) - singles[(i, ert)]
+                if ert == 1.0:
+                    worst_off = max(worst_off, float(np.abs(diff).max()))
+                    assert np.abs(diff).max() <= 1e-5, (parts, i)
+                else:
+                    # ERT bound: a brick stops on its own opacity, so the composite keeps
+                    # every sample the single image keeps plus samples behind accumulated
+                    # opacity >= threshold: 0 <= composite - single <= 1 - threshold.
+                    worst_on = max(worst_on, float(np.abs(diff).max()))
+                    assert diff.min() >= -1e-5 and diff.max() <= (1.0 - ert) + 1e-5, (parts, i)
+    print(f"seams: max |composite - single| ERT off {worst_off:.2e}, ERT 0.9 {worst_on:.2e}")
+
+
+def test_brick_images_are_zero_where_rays_miss_the_brick(neghip):
+    vol, tf = neghip
+    part = kd_partition(vol.dims, 2, vol.spacing)
+    cam = Camera((0.0, 0.0, 3 * vol.radius), (0.0, 0.0, 0.0))
+    img = Raycaster(vol, tf, part.bricks[0]).render(cam, W, H)
+    assert img.brick_index == 0 and img.rays > 0
+    assert np.all(img.rgba[:, -W // 4:] == 0)  # the split is along x: the right side misses
+
+
+def test_empty_space_skipping_changes_nothing_and_skips(neghip):
+    vol, tf = neghip
+    rc = Raycaster(vol, tf)
+    assert 0 < rc.empty.mean() < 1
+    for cam in _views(vol):
+        on = rc.render(cam, W, H, 0.7, 1.0, skip_empty=True)
+        off = rc.render(cam, W, H, 0.7, 1.0, skip_empty=False)
+        np.testing.assert_array_equal(on.rgba, off.rgba)
+        assert off.skipped == 0 and on.skipped > 0 and on.samples < off.samples
+    # a transfer function that shows every value leaves nothing to skip
+    rc.set_transfer_function(TransferFunction([(0, 1, 1, 1)], [(0, 0.01), (1, 0.5)]))
+    assert rc.empty.sum() == 0
+    assert rc.render(_views(vol)[0], W, H).skipped == 0
+
+
+def test_early_termination_saves_samples_and_step_keeps_the_look(neghip):
+    vol, tf = neghip
+    rc = Raycaster(vol, TransferFunction([(0, 1, 1, 1)], [(0, 0), (0.1, 0.6), (1, 0.9)]))
+    cam = _views(vol)[2]
+    full = rc.render(cam, W, H, 1.0, 1.0)
+    ert = rc.render(cam, W, H, 1.0, 0.95)
+    assert ert.samples < 0.8 * full.samples
+    assert np.abs(ert.rgba - full.rgba).max() <= 0.05 + 1e-6
+    fine = rc.render(cam, W, H, 0.5, 1.0)  # opacity correction: same image, twice the samples
+    assert fine.samples > 1.8 * full.samples
+    assert np.abs(fine.rgba[..., 3] - full.rgba[..., 3]).mean() < 0.02
+
+
+def test_bad_knobs_and_bricks_are_errors(ml):
+    vol, tf = ml
+    rc = Raycaster(vol, tf)
+    cam = _views(vol)[0]
+    for kwargs, msg in (({"step": 0.0}, "sample step"), ({"ert_threshold": 0.0}, "threshold"),
+                        ({"ert_threshold": 1.5}, "threshold"), ({"width": 0}, "image size")):
+        args = {"camera": cam, "width": W, "height": H, **kwargs}
+        with pytest.raises(VolumeError, match=msg):
+            rc.render(**args)
+    with pytest.raises(VolumeError, match="does not fit"):
+        Raycaster(vol, tf, Brick(0, (0, 0, 0), (24, 10, 10)))
