@@ -1,11 +1,19 @@
-"""Ray throughput of our OpenCL tracer against Embree (embreex) on the same rays, BVH build
-speed and quality, and memory.
+"""Ray throughput of our OpenCL tracer against Embree (embreex) on the same rays, at equal
+thread counts, plus BVH build speed and quality, and memory.
+
+Threads: each configuration runs in its own process. ``one_thread``: PoCL limited to one
+compute unit (``POCL_MAX_PTHREAD_COUNT=1``) against Embree on one thread (embreex's
+``scene.run`` is single-threaded): the per-core comparison the goals use. ``all_cores``: PoCL
+on every core against the same one-thread Embree (the figure this benchmark reported before),
+beside it. Within a process ours and Embree are timed interleaved (one frame of ours, then
+Embree's primary, shadow and AO batches, ``--repeats`` times) and the best of each is kept, so
+both see the same machine load.
 
 Primary rays: every pixel's ray counts, hit or miss, for both tracers (Mrays/s = pixels /
 seconds). Ours: kernel time from the profiling event of the ``primary`` phase
-(``Frame.phase_seconds``), best of ``--repeats``; Embree: wall time of one
-``scene.run(origins, dirs)`` over exactly the rays the kernel generates (eye, and
-``normalize(top_left + (x+0.5) du + (y+0.5) dv)`` in float32), best of ``--repeats``.
+(``Frame.phase_seconds``); Embree: wall time of one ``scene.run(origins, dirs)`` over exactly
+the rays the kernel generates (eye, and ``normalize(top_left + (x+0.5) du + (y+0.5) dv)`` in
+float32).
 
 Shadow and AO rays (any hit, ``query='OCCLUDED'``): built on the CPU from our primary hits the
 way the kernels build them (origin offset along the facing geometric normal; shadow rays to
@@ -19,28 +27,36 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
 from typing import Any
 
+import numba as nb
 import numpy as np
 from tqdm import tqdm
 
-from autotune.app.report import emit
-from raytracer.bvh import build_bvh, build_bvh_full_sweep
+from autotune.app.report import _plain, emit
+from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
 from raytracer.scene import Scene, load_scene
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tracer import POCL_PLATFORM, RenderSettings, Tracer
 
 SCENES = ("dragon", "sibenik")
 AO_RAYS = 8
 AO_RADIUS = 0.1  # fraction of the scene diagonal
 SHADOW_EPS = 1e-4  # as in kernels/tracer.cl
 RESULTS = Path(__file__).resolve().parent / "results" / "throughput_cpu.json"
+RAY_KINDS = ("primary", "shadow", "ao")
+GOAL_RATIO = 1.0  # ours per core >= Embree per core
+GOAL_BUILD_MTRIS = 2.0  # binned SAH + 4-wide collapse, all cores
+GOAL_SAH_RATIO = 1.10  # binned SAH cost within 10 % of the full sweep
+MARK = "THROUGHPUT-JSON "
 
 
 def cpu_model() -> str:
@@ -69,11 +85,10 @@ def primary_rays(scene: Scene, width: int, height: int) -> tuple[np.ndarray, np.
 def hit_frames(
     tracer: Tracer, origins: np.ndarray, dirs: np.ndarray, t: np.ndarray, prim: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Offset hit points and facing unit normals of the hit pixels, and their indices."""
+    """Offset hit points and facing unit normals of the hit pixels, and their indices (the
+    kernels' geometric normals: the ``w`` slots of ``packed_normals``)."""
     idx = np.flatnonzero(prim >= 0)
-    tri = tracer.bvh.triangles[prim[idx]]
-    n = np.cross(tri[:, 4:7], tri[:, 8:11])
-    n /= np.linalg.norm(n, axis=1, keepdims=True)
+    n = packed_normals(tracer.scene, tracer.bvh)[prim[idx]][:, [3, 7, 11]].astype(np.float32)
     d = dirs[idx]
     n[np.einsum("ij,ij->i", n, d) > 0] *= -1.0
     p = origins[idx] + t[idx, None] * d + n * np.float32(SHADOW_EPS * tracer.scene_scale)
@@ -126,14 +141,11 @@ def ao_rays(
     )
 
 
-def time_embree(run, repeats: int) -> tuple[float, Any]:
-    """Best wall time (and result) of ``run()`` over ``repeats`` calls."""
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        out = run()
-        best = min(best, time.perf_counter() - start)
-    return best, out
+def timed(run) -> tuple[float, Any]:
+    """Wall time and result of one ``run()``."""
+    start = time.perf_counter()
+    out = run()
+    return time.perf_counter() - start, out
 
 
 def embree_threads(run) -> float:
@@ -143,10 +155,10 @@ def embree_threads(run) -> float:
     return (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
 
 
-def bench_scene(
-    name: str, width: int, height: int, repeats: int, device: str | None, bar: tqdm
-) -> dict[str, Any]:
-    """All ray figures for one scene."""
+def bench_scene(name: str, width: int, height: int, repeats: int,
+                device: str | None) -> dict[str, Any]:
+    """All ray figures for one scene in this process (its PoCL thread count), ours and Embree
+    interleaved, best of ``repeats`` each."""
     from embreex import rtcore_scene as rtcs
     from embreex.mesh_construction import TriangleMesh
 
@@ -154,83 +166,98 @@ def bench_scene(
         warnings.simplefilter("ignore")
         scene = load_scene(name)
     tris = scene.triangles()
-    bar.set_postfix_str(f"{name}: BVH + kernels")
     tracer = Tracer(scene, device=device)
     settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True)
     tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
-    best: dict[str, float] = {}
-    for _ in range(repeats):
-        frame = tracer.render(scene.camera, width, height, settings)
-        for phase, sec in frame.phase_seconds.items():
-            best[phase] = min(best.get(phase, float("inf")), sec)
-    bar.update(1)
     hits = tracer.hits().reshape(-1, 4)
     t = hits[:, 0].copy()
     prim = hits[:, 3].copy().view(np.int32)
 
-    bar.set_postfix_str(f"{name}: Embree")
     escene = rtcs.EmbreeScene()
     TriangleMesh(escene, np.ascontiguousarray(tris, np.float32))
     origins, dirs = primary_rays(scene, width, height)
-    sec_e, res = time_embree(lambda: escene.run(origins, dirs, output=1), repeats)
-    threads = embree_threads(lambda: escene.run(origins, dirs))
+    p, n, _ = hit_frames(tracer, origins, dirs, t, prim)
+    so, sd, st = shadow_rays(scene.light.astype(np.float32), p, n)
+    ao_o, ao_d, ao_t = ao_rays(p, n, AO_RAYS, AO_RADIUS * scene.diagonal)
+    runs = {
+        "primary": lambda: escene.run(origins, dirs, output=1),
+        "shadow": lambda: escene.run(so, sd, dists=st, query="OCCLUDED"),
+        "ao": lambda: escene.run(ao_o, ao_d, dists=ao_t, query="OCCLUDED"),
+    }
+    results = {kind: run() for kind, run in runs.items()}  # warm-up
+    ours: dict[str, float] = {}
+    embree: dict[str, float] = {}
+    for _ in range(repeats):
+        frame = tracer.render(scene.camera, width, height, settings)
+        for phase, sec in frame.phase_seconds.items():
+            ours[phase] = min(ours.get(phase, float("inf")), sec)
+        for kind, run in runs.items():
+            sec, results[kind] = timed(run)
+            embree[kind] = min(embree.get(kind, float("inf")), sec)
+    threads = embree_threads(runs["primary"])
+
+    res = results["primary"]
     ours_face = np.where(prim >= 0, tracer.bvh.face_ids[np.maximum(prim, 0)], -1)
-    agree = float(np.mean(ours_face == res["primID"]))
-    hit_share = float(np.mean(prim >= 0))
     t_agree = np.abs(res["tfar"] - t) <= 1e-3 * np.abs(res["tfar"])
     both = (prim >= 0) & (res["primID"] >= 0)
     # a different triangle at the same depth: a ray through a shared edge or coplanar faces
     tie = both & (np.abs(res["tfar"] - t) <= 1e-4 * np.abs(res["tfar"]))
-    agree_or_tie = float(np.mean((ours_face == res["primID"]) | tie))
-    bar.update(1)
-
-    p, n, _ = hit_frames(tracer, origins, dirs, t, prim)
-    so, sd, st = shadow_rays(scene.light.astype(np.float32), p, n)
-    sec_es, occ_s = time_embree(lambda: escene.run(so, sd, dists=st, query="OCCLUDED"), repeats)
-    radius = AO_RADIUS * scene.diagonal
-    ao_o, ao_d, ao_t = ao_rays(p, n, AO_RAYS, radius)
-    sec_ea, occ_a = time_embree(
-        lambda: escene.run(ao_o, ao_d, dists=ao_t, query="OCCLUDED"), repeats
-    )
-    bar.update(1)
-
-    def mr(rays: int, sec: float) -> float:
-        return rays / sec / 1e6
-
-    pixels = width * height
-    figures = {
+    rays = {"primary": width * height, "shadow": len(so), "ao": len(ao_o)}
+    figures: dict[str, Any] = {
+        "compute_units": tracer.device.compute_units,
         "triangles": len(tris),
         "resolution": f"{width}x{height}",
-        "hit_share": hit_share,
-        "primary": {
-            "rays": pixels,
-            "ours_mrays_s": mr(pixels, best["primary"]),
-            "embree_mrays_s": mr(pixels, sec_e),
-            "ratio_ours_over_embree": sec_e / best["primary"],
-            "same_primary_hit_share": agree,
-            "same_hit_or_tie_share": agree_or_tie,
-            "depth_agrees_where_both_hit": float(np.mean(t_agree[both])),
-        },
-        "shadow": {
-            "rays": len(so),
-            "ours_mrays_s": mr(len(so), best["shadow"]),
-            "embree_mrays_s": mr(len(so), sec_es),
-            "ratio_ours_over_embree": sec_es / best["shadow"],
-            "embree_occluded_share": float(np.mean(np.asarray(occ_s) >= 0)),
-        },
-        "ao": {
-            "rays": len(ao_o),
-            "ours_mrays_s": mr(len(ao_o), best["ao"]),
-            "embree_mrays_s": mr(len(ao_o), sec_ea),
-            "ratio_ours_over_embree": sec_ea / best["ao"],
-            "embree_occluded_share": float(np.mean(np.asarray(occ_a) >= 0)),
-        },
-        "ours_phase_ms": {k: v * 1e3 for k, v in best.items()},
-        "embree_cpu_per_wall": threads,
-        "device": tracer.device.name,
+        "hit_share": float(np.mean(prim >= 0)),
     }
-    figures["_bvh"] = tracer.bvh
+    for kind in RAY_KINDS:
+        figures[kind] = {
+            "rays": rays[kind],
+            "ours_mrays_s": rays[kind] / ours[kind] / 1e6,
+            "embree_mrays_s": rays[kind] / embree[kind] / 1e6,
+            "ratio_ours_over_embree": embree[kind] / ours[kind],
+        }
+    figures["primary"].update({
+        "same_primary_hit_share": float(np.mean(ours_face == res["primID"])),
+        "same_hit_or_tie_share": float(np.mean((ours_face == res["primID"]) | tie)),
+        "depth_agrees_where_both_hit": float(np.mean(t_agree[both])),
+    })
+    for kind in ("shadow", "ao"):
+        figures[kind]["embree_occluded_share"] = float(np.mean(np.asarray(results[kind]) >= 0))
+    figures["ours_phase_ms"] = {k: v * 1e3 for k, v in ours.items()}
+    figures["embree_cpu_per_wall"] = threads
+    figures["device"] = tracer.device.name
+    figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    s = tracer.bvh.stats
+    figures["bvh"] = {"bytes": s.bytes, "node_bytes": int(tracer.bvh.nodes.nbytes),
+                      "triangle_bytes": int(tracer.bvh.triangles.nbytes)}
     return figures
+
+
+def worker_main(argv: list[str]) -> int:
+    """``--worker NAME WIDTH HEIGHT REPEATS [DEVICE]``: one scene in this process."""
+    name, width, height, repeats = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    device = argv[4] if len(argv) > 4 else None
+    print(MARK + json.dumps(_plain(bench_scene(name, width, height, repeats, device))),
+          flush=True)
+    return 0
+
+
+def run_worker(name: str, width: int, height: int, repeats: int, device: str | None,
+               threads: int | None) -> dict[str, Any]:
+    """One scene in a fresh process; ``threads`` caps PoCL's worker threads (None: all)."""
+    env = dict(os.environ)
+    env.pop("POCL_MAX_PTHREAD_COUNT", None)
+    if threads is not None:
+        env["POCL_MAX_PTHREAD_COUNT"] = str(threads)
+    cmd = [sys.executable, "-m", "benchmarks.throughput", "--worker", name, str(width),
+           str(height), str(repeats)] + ([device] if device else [])
+    done = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise RuntimeError(f"throughput worker for {name} ({threads or 'all'} threads) failed "
+                       f"(exit {done.returncode}):\n{done.stderr[-3000:]}")
 
 
 def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
@@ -254,11 +281,56 @@ def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
         "depth": bvh.stats.depth,
         "inner_nodes": bvh.stats.inner_nodes,
         "mean_leaf_size": bvh.stats.mean_leaf_size,
+        "threads": nb.get_num_threads(),
     }
+
+
+def is_pocl_cpu(device: str | None) -> bool:
+    """Whether ``device`` resolves to a PoCL CPU device (whose threads we can cap)."""
+    from raytracer.opencl_device import choose_device
+
+    info, _ = choose_device(device)
+    return info.kind == "CPU" and POCL_PLATFORM in info.platform.lower()
+
+
+def goals(figures: dict[str, Any]) -> dict[str, Any]:
+    """The goals block, computed from the figures."""
+    out: dict[str, Any] = {}
+    for name in SCENES:
+        per_core = figures[name].get("one_thread")
+        if per_core is None:
+            continue
+        for kind in RAY_KINDS:
+            ratio = per_core[kind]["ratio_ours_over_embree"]
+            out[f"{name}_{kind}_per_core"] = {
+                "value": ratio,
+                "goal": f">= {GOAL_RATIO:g}",
+                "met": bool(ratio >= GOAL_RATIO),
+                "what": f"{name} {kind} rays: ours on one PoCL compute unit / Embree on one "
+                "thread, same rays, Mrays/s",
+            }
+    build = figures["build_dragon"]
+    out["bvh_build_mtris_s"] = {
+        "value": build["mtris_per_s"],
+        "goal": f">= {GOAL_BUILD_MTRIS:g}",
+        "met": bool(build["mtris_per_s"] >= GOAL_BUILD_MTRIS),
+        "what": f"dragon BVH build (binned SAH + 4-wide collapse + packing), million triangles "
+        f"per second on {build['threads']} threads",
+    }
+    out["sah_vs_full_sweep"] = {
+        "value": build["sah_ratio_binned_over_full"],
+        "goal": f"<= {GOAL_SAH_RATIO:g}",
+        "met": bool(build["sah_ratio_binned_over_full"] <= GOAL_SAH_RATIO),
+        "what": "dragon binary-tree SAH cost, binned build / exact full-sweep build",
+    }
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table or JSON (``--json``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="640x360 instead of 1280x720")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -267,52 +339,80 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
     args = parser.parse_args(argv)
     width, height = (640, 360) if args.quick else (1280, 720)
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats or (3 if args.quick else 5)
+    cores = os.cpu_count() or 1
+    # (label, PoCL thread cap): per core first, then every core; a GPU runs once as itself
+    configs = ([("one_thread", 1), ("all_cores", None)] if is_pocl_cpu(args.device)
+               else [("device", None)])
     figures: dict[str, Any] = {}
-    with tqdm(total=3 * len(SCENES) + 1, file=sys.stderr, desc="throughput") as bar:
+    with tqdm(total=len(SCENES) * len(configs) + 2, file=sys.stderr, desc="throughput") as bar:
         for name in SCENES:
-            figures[name] = bench_scene(name, width, height, repeats, args.device, bar)
-            if name == "dragon":
-                bvh = figures[name].pop("_bvh")
-                figures["memory_dragon"] = {
-                    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                    "bvh_bytes": bvh.stats.bytes,
-                    "bvh_node_bytes": int(bvh.nodes.nbytes),
-                    "bvh_triangle_bytes": int(bvh.triangles.nbytes),
-                    "note": "process peak RSS after the dragon scene: ours (BVH, buffers, "
-                    "PoCL) and Embree's scene together",
-                }
-                tris = load_scene("dragon").triangles()
-            figures[name].pop("_bvh", None)
+            scene_fig: dict[str, Any] = {}
+            for label, threads in configs:
+                bar.set_postfix_str(f"{name}: {label}")
+                scene_fig[label] = run_worker(name, width, height, repeats, args.device, threads)
+                bar.update(1)
+            if "one_thread" in scene_fig and "all_cores" in scene_fig:
+                scene_fig["all_cores_over_one_thread"] = {
+                    kind: scene_fig["all_cores"][kind]["ours_mrays_s"]
+                    / scene_fig["one_thread"][kind]["ours_mrays_s"] for kind in RAY_KINDS}
+            figures[name] = scene_fig
+        last = figures["dragon"][configs[-1][0]]
+        figures["memory_dragon"] = {
+            "peak_rss_mb": last["peak_rss_mb"],
+            **{f"bvh_{k}": v for k, v in last["bvh"].items()},
+            "note": "peak RSS of the dragon worker process: ours (BVH, buffers, PoCL) and "
+            "Embree's scene together",
+        }
         bar.set_postfix_str("BVH build")
-        figures["build_dragon"] = bench_build(tris, 5 if args.quick else 10)
+        figures["build_dragon"] = bench_build(load_scene("dragon").triangles(),
+                                              5 if args.quick else 10)
         bar.update(1)
+        bar.set_postfix_str("kernel calls")
+        figures["pocl_kernel_calls"] = kernel_call_figures()
+        bar.update(1)
+    figures["goals"] = goals(figures)
     figures["notes"] = {
         "ray_counting": "primary: every pixel (hit or miss) for both; shadow/AO: only rays "
         "traced (hit pixels facing the light; 8 per hit pixel), the same count for both",
         "timing": "ours: kernel time from OpenCL profiling events; Embree: wall time of "
-        "scene.run; best of repeats",
-        "threads": "ours: PoCL on all cores; embreex's scene.run traces on one thread "
-        "(embree_cpu_per_wall ~ 1)",
+        "scene.run; interleaved in one process, best of repeats",
+        "threads": "one_thread: POCL_MAX_PTHREAD_COUNT=1 vs embreex on one thread (its "
+        f"scene.run is single-threaded, embree_cpu_per_wall ~ 1); all_cores: PoCL on {cores} "
+        "cores vs the same one-thread Embree",
     }
     figures["machine"] = {
         "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "device": figures[SCENES[0]]["device"],
+        "cores": cores,
+        "device": figures[SCENES[0]][configs[0][0]]["device"],
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "quick": bool(args.quick),
+        "repeats": repeats,
     }
-    title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays"
+    title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"
     emit(figures, args.json, title)
     if args.save:
-        import json
+        from autotune.atomic_files import write_json
 
-        from autotune.app.report import _plain
-
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(_plain(figures), indent=2) + "\n")
+        write_json(RESULTS, _plain(figures))
     return 0
+
+
+def kernel_call_figures() -> dict[str, Any]:
+    """Out-of-line calls in the PoCL-compiled kernels (none but libm are expected)."""
+    from raytracer.kernel_calls import (
+        KernelCallsUnavailable,
+        compiled_kernel_calls,
+        forbidden_calls,
+    )
+
+    try:
+        calls = compiled_kernel_calls()
+    except KernelCallsUnavailable as exc:
+        return {"skipped": str(exc)}
+    return {"forbidden": forbidden_calls(calls),
+            "all": {k: dict(v) for k, v in sorted(calls.items())}}
 
 
 if __name__ == "__main__":
