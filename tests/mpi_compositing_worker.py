@@ -1,6 +1,7 @@
 """Worker run under ``mpiexec -n K python -m mpi4py`` by tests/test_volume_compositing.py.
 
 Modes:
+  pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job.
   pattern W H SEED   every algorithm, several visibility orders (rank order, reversed,
                      shuffled): each rank paints its id in its own pixels plus a translucent
                      global layer; rank 0 checks every pixel against the serial "over" of the
@@ -59,8 +60,22 @@ def orders(size: int, seed: int) -> list[list[int]]:
     return [list(range(size)), list(range(size))[::-1], [int(r) for r in rng.permutation(size)]]
 
 
-def pattern(width: int, height: int, seed: int) -> None:
-    comm = world()
+def pattern_all(width: int, height: int, seed: int) -> None:
+    """:func:`pattern` on sub-communicators of 1, 2, ... size ranks, in one job (one start-up)."""
+    from mpi4py import MPI
+
+    world_comm = world()
+    for ranks in range(1, world_comm.Get_size() + 1):
+        inside = world_comm.Get_rank() < ranks
+        sub = world_comm.Split(0 if inside else MPI.UNDEFINED, world_comm.Get_rank())
+        if inside:
+            pattern(width, height, seed + ranks, sub)
+            sub.Free()
+        world_comm.Barrier()
+
+
+def pattern(width: int, height: int, seed: int, comm=None) -> None:
+    comm = world() if comm is None else comm
     rank, size = comm.Get_rank(), comm.Get_size()
     layers = [paint(r, size, width, height) for r in range(size)]
     checked = 0
@@ -68,7 +83,7 @@ def pattern(width: int, height: int, seed: int) -> None:
         reference = over_serial([layers[r] for r in order])
         for algorithm in ALGORITHMS:
             with watchdog("compositing", 20.0):
-                result = composite(layers[rank].copy(), order, algorithm)
+                result = composite(layers[rank].copy(), order, algorithm, comm)
             assert len(result.stages) == len(compositing.schedule(algorithm, size, width * height))
             if rank == 0:
                 image = result.image
@@ -131,6 +146,8 @@ def main(argv: list[str]) -> int:
     install_excepthook()
     if argv[0] == "pattern":
         pattern(int(argv[1]), int(argv[2]), int(argv[3]))
+    elif argv[0] == "pattern-all":
+        pattern_all(int(argv[1]), int(argv[2]), int(argv[3]))
     elif argv[0] == "agree":
         agreement()
     elif argv[0] == "threads":

@@ -5,6 +5,9 @@ axis-aligned and diagonal views, ERT off) must equal the single-process image of
 volume within 1e-5; one more frame at image scale 0.5 checks the upscale and the record.
 Rank 0 prints ``OK ranks=K frames=N max=...``.
 
+``equal-all VOLUME WIDTH HEIGHT 1,2,3``: the same on sub-communicators of those rank
+counts in one job.
+
 ``bad NAME``: every rank must raise the same error for an unknown or broken volume, before
 any rank builds a renderer; each prints ``rank R raised: <message>``.
 """
@@ -33,13 +36,35 @@ def views(radius: float) -> list[Camera]:
     ]
 
 
-def equal(name: str, width: int, height: int) -> None:
-    comm = world()
-    rank, size = comm.Get_rank(), comm.Get_size()
-    volume, tf = load_everywhere(name, None, comm)
-    renderer = DistributedRenderer(volume, tf, comm, timeout=60.0)
+def equal_all(name: str, width: int, height: int, counts: list[int]) -> None:
+    """:func:`equal` on sub-communicators of each rank count, in one job (one start-up)."""
+    from mpi4py import MPI
+
+    world_comm = world()
+    volume, tf = load_everywhere(name, None, world_comm)
     reference = None
-    if rank == 0:
+    if world_comm.Get_rank() == 0:
+        from raytracer.volume.raycaster import Raycaster
+
+        whole = Raycaster(volume, tf)
+        reference = [whole.render(c, width, height, 1.0, 1.0).rgba for c in views(volume.radius)]
+    for ranks in counts:
+        inside = world_comm.Get_rank() < ranks
+        sub = world_comm.Split(0 if inside else MPI.UNDEFINED, world_comm.Get_rank())
+        if inside:
+            equal(name, width, height, sub, volume, tf, reference)
+            sub.Free()
+        world_comm.Barrier()
+
+
+def equal(name: str, width: int, height: int, comm=None, volume=None, tf=None,
+          reference=None) -> None:
+    comm = world() if comm is None else comm
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if volume is None:
+        volume, tf = load_everywhere(name, None, comm)
+    renderer = DistributedRenderer(volume, tf, comm, timeout=60.0)
+    if rank == 0 and reference is None:
         from raytracer.volume.raycaster import Raycaster
 
         whole = Raycaster(volume, tf)
@@ -88,6 +113,8 @@ def main(argv: list[str]) -> int:
     install_excepthook()
     if argv[0] == "equal":
         equal(argv[1], int(argv[2]), int(argv[3]))
+    elif argv[0] == "equal-all":
+        equal_all(argv[1], int(argv[2]), int(argv[3]), [int(n) for n in argv[4].split(",")])
     elif argv[0] == "bad":
         bad(argv[1])
     return 0

@@ -60,11 +60,20 @@ def _run(args: list[str], ranks: int):
 
 
 @needs_mpiexec
-@pytest.mark.parametrize("ranks", [1, 2, 3, 4, 8])
-def test_distributed_equals_single_process(ranks):
-    done = _run(["equal", "marschner-lobb:24", "48", "48"], ranks)
+def test_distributed_equals_single_process():
+    """1, 2, 3, 4, 8 ranks (sub-communicators of one 8-rank job, so PoCL starts once per
+    process), every algorithm, axis-aligned and diagonal views."""
+    done = _run(["equal-all", "marschner-lobb:24", "48", "48", "1,2,3,4,8"], 8)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(rf"OK ranks={ranks} frames=15 max=", done.stdout), done.stdout
+    for ranks in (1, 2, 3, 4, 8):
+        assert re.search(rf"OK ranks={ranks} frames=15 max=", done.stdout), done.stdout
+
+
+@needs_mpiexec
+def test_distributed_in_comm_world():
+    done = _run(["equal", "marschner-lobb:24", "48", "48"], 3)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"OK ranks=3 frames=15 max=", done.stdout), done.stdout
 
 
 @needs_mpiexec
