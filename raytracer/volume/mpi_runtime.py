@@ -323,6 +323,7 @@ class _Monitor:
         self.server.bind("\0" + self.name)
         self.server.listen(64)
         self.closed: list[tuple[float, int, int]] = []  # (time, rank, pid)
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mpi-monitor", daemon=True)
         self._thread.start()
 
@@ -331,8 +332,8 @@ class _Monitor:
 
         sel = selectors.DefaultSelector()
         sel.register(self.server, selectors.EVENT_READ, None)
-        while True:
-            for key, _ in sel.select():
+        while not self._stop.is_set():
+            for key, _ in sel.select(timeout=0.2):
                 if key.data is None:
                     try:
                         conn, _ = self.server.accept()
@@ -354,14 +355,19 @@ class _Monitor:
                 with contextlib.suppress(ValueError):
                     rank, pid = (int(x) for x in buf[0].split())
                     self.closed.append((when, rank, pid))
+        for key in list(sel.get_map().values()):
+            with contextlib.suppress(OSError):
+                key.fileobj.close()  # type: ignore[union-attr]
+        sel.close()
 
     def first_failed(self) -> tuple[int, int] | None:
         """(rank, pid) of the first rank whose process ended, if any reported in."""
         return min(self.closed)[1:] if self.closed else None
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.server.close()
+        """Stop the monitor thread (it closes the sockets) and wait for it."""
+        self._stop.set()
+        self._thread.join(timeout=2.0)
 
 
 _monitor_socket: Any = None
@@ -431,9 +437,9 @@ def launch(
                 raise subprocess.TimeoutExpired(cmd, timeout or 0.0, out, err) from None
     finally:
         if monitor is not None:
+            time.sleep(0.05)  # let the monitor thread read the last closes
             monitor.close()
     if proc.returncode and monitor is not None:
-        time.sleep(0.05)  # let the monitor thread read the last closes
         note = _name_failed(f"{out}\n{err}", monitor.first_failed())
         if note:
             if err is not None:
