@@ -8,7 +8,6 @@ calibrated profile, and with a profile fitted on a different scene only (does it
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -58,15 +57,16 @@ def errors(model: RayTraceModel, samples: list[Sample]) -> dict:
     return {"frame": stats(frame_err), "phases": {p: stats(v) for p, v in per_phase.items() if v}}
 
 
-def transfer_profile(base: DeviceProfile, model: RayTraceModel, device: str | None,
-                     width: int, height: int, views: int) -> DeviceProfile:
-    """The device's microbenchmark profile fitted on ``TRANSFER_SCENE`` only."""
+def transfer_model(base: DeviceProfile, model: RayTraceModel, device: str | None,
+                   width: int, height: int, views: int) -> RayTraceModel:
+    """The device's profile and ray-tracer calibration fitted on ``TRANSFER_SCENE`` only."""
     scene = load_scene(TRANSFER_SCENE)
     tracer = Tracer(scene, device=device)
     probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
     samples = collect_samples(tracer, probe, calibration_views(scene, views),
                               width, height)
-    return fit_profile(dataclasses.replace(base, fitted={}), model.counts, samples)
+    fitted = fit_profile(base, model.counts, samples)
+    return RayTraceModel(fitted.profile, model.counts, fitted.calibration)
 
 
 def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: Path) -> None:
@@ -109,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
             tracer, samples = measure_path(name, frames, width, height, args.device, bar)
             samples_by_scene[name] = samples
     model = device_model(tracer)
-    other = RayTraceModel(transfer_profile(model.profile, model, args.device, width, height,
-                                           4 if args.quick else 10), model.counts)
-    figures = {"device": tracer.device.name, "profile": model.profile.source,
+    other = transfer_model(model.profile, model, args.device, width, height,
+                           4 if args.quick else 10)
+    source = model.calibration.source if model.calibration else model.profile.source
+    figures = {"device": tracer.device.name, "profile": source,
                "width": width, "height": height, "frames_per_path": frames,
                "transfer_profile_fitted_on": TRANSFER_SCENE, "scenes": {}}
     for name, samples in samples_by_scene.items():

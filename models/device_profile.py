@@ -1,12 +1,17 @@
-"""GPU device profiles for the Hong–Kim model: dataclass, validated JSON load/save, built-ins."""
+"""GPU device profiles for the Hong–Kim model: hardware parameters only, validated, built-ins.
+
+What an application fits on top of a device (the ray tracer's per-phase scale and offset) is
+an :class:`models.app_calibration.AppCalibration`, stored apart. Reading is here; writing goes
+through ``autotune.profile_store`` (atomic files).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-import tempfile
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -18,21 +23,30 @@ SCHEMA_VERSION = 1
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
 
 _STR_FIELDS = ("name", "driver", "source")
-_INT_FIELDS = (
-    "cores",
-    "warp_size",
-    "max_blocks_per_core",
-    "bytes_per_access",
-    "transactions_per_uncoal",
-)
-_FLOAT_FIELDS = (
-    "issue_cycles",
-    "clock_ghz",
-    "bandwidth_gbs",
-    "mem_latency",
-    "dep_delay_coal",
-    "dep_delay_uncoal",
-)
+# Physical ranges, inclusive: wide enough for any CPU or GPU (and for the calibration fit, which
+# moves latencies and delays up to 1000x from the microbenchmarks), narrow enough that a typo,
+# a zero or a 1e300 cannot pass. Units in DeviceProfile's comments.
+_INT_RANGES = {
+    "cores": (1, 100_000),
+    "warp_size": (1, 1024),
+    "max_blocks_per_core": (1, 1024),
+    "bytes_per_access": (1, 1024),
+    "transactions_per_uncoal": (1, 1024),
+}
+_FLOAT_RANGES = {
+    "issue_cycles": (1e-4, 1e5),
+    "clock_ghz": (1e-3, 100.0),
+    "bandwidth_gbs": (1e-3, 1e6),
+    "mem_latency": (1e-3, 1e7),
+    "dep_delay_coal": (1e-6, 1e6),
+    "dep_delay_uncoal": (1e-6, 1e6),
+}
+_INT_FIELDS = tuple(_INT_RANGES)
+_FLOAT_FIELDS = tuple(_FLOAT_RANGES)
+# Keys older files may hold that are not device parameters: the ray tracer's fitted scale and
+# offset lived in the profile as "fitted" until they moved to models.app_calibration. They are
+# accepted (and validated) there; DeviceProfile.from_dict skips them.
+LEGACY_KEYS = ("fitted",)
 
 
 class ProfileError(ValueError):
@@ -50,26 +64,24 @@ def _check_values(values: dict[str, Any], where: str) -> None:
             raise ProfileError(f"{where}: field {key!r} must be a string, got {values[key]!r}")
     if not values["name"]:
         raise ProfileError(f"{where}: field 'name' must not be empty")
-    for key in _INT_FIELDS:
+    for key, (low, high) in _INT_RANGES.items():
         value = values[key]
         if not isinstance(value, int) or isinstance(value, bool):
             raise ProfileError(f"{where}: field {key!r} must be an integer, got {value!r}")
         if value <= 0:
             raise ProfileError(f"{where}: field {key!r} must be positive, got {value}")
-    for key in _FLOAT_FIELDS:
+        if not low <= value <= high:
+            raise ProfileError(f"{where}: field {key!r} = {value} is not plausible "
+                               f"(expected {low}..{high})")
+    for key, (low, high) in _FLOAT_RANGES.items():
         value = values[key]
         if not _is_number(value):
             raise ProfileError(f"{where}: field {key!r} must be a number, got {value!r}")
         if not math.isfinite(value) or value <= 0:
             raise ProfileError(f"{where}: field {key!r} must be finite and positive, got {value}")
-    fitted = values["fitted"]
-    if not isinstance(fitted, dict):
-        raise ProfileError(f"{where}: field 'fitted' must be an object, got {fitted!r}")
-    for key, value in fitted.items():
-        if not isinstance(key, str):
-            raise ProfileError(f"{where}: 'fitted' key {key!r} must be a string")
-        if not _is_number(value) or not math.isfinite(value):
-            raise ProfileError(f"{where}: 'fitted' entry {key!r} must be a finite number")
+        if not low <= value <= high:
+            raise ProfileError(f"{where}: field {key!r} = {value:g} is not plausible "
+                               f"(expected {low:g}..{high:g})")
 
 
 @dataclass(frozen=True)
@@ -90,21 +102,25 @@ class DeviceProfile:
     bytes_per_access: int = 4  # bytes per thread per memory instruction (for M_w)
     transactions_per_uncoal: int = 32  # #Uncoal_per_mw: transactions per uncoalesced warp access
     source: str = ""  # where the numbers come from
-    fitted: dict[str, float] = field(default_factory=dict, hash=False)  # e.g. "scale_primary"
 
     def __post_init__(self) -> None:
         _check_values(self.to_dict(), f"profile {self.name!r}")
         for key in _FLOAT_FIELDS:  # JSON and callers may give ints; store floats
             object.__setattr__(self, key, float(getattr(self, key)))
-        object.__setattr__(self, "fitted", {k: float(v) for k, v in self.fitted.items()})
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of the fields plus ``schema_version``, the JSON layout on disk."""
         out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
         for f in fields(self):
-            value = getattr(self, f.name)
-            out[f.name] = dict(value) if f.name == "fitted" else value
+            out[f.name] = getattr(self, f.name)
         return out
+
+    def fingerprint(self) -> str:
+        """A short hash of the model parameters (not ``source``): an application calibration
+        records the one it was fitted with, so a changed profile is noticed."""
+        params = {k: v for k, v in self.to_dict().items() if k != "source"}
+        text = json.dumps(params, sort_keys=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
     def to_json(self) -> str:
         """Serialise to indented JSON (strict: no NaN/inf) for saving or shipping."""
@@ -123,7 +139,7 @@ class DeviceProfile:
                 f"{where}: unsupported schema_version {version!r} (expected {SCHEMA_VERSION})"
             )
         known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(d) - set(known) - {"schema_version"})
+        unknown = sorted(set(d) - set(known) - {"schema_version", *LEGACY_KEYS})
         if unknown:
             raise ProfileError(f"{where}: unknown field(s) {', '.join(unknown)}")
         values: dict[str, Any] = {}
@@ -140,22 +156,6 @@ class DeviceProfile:
         return cls(**values)
 
 
-def save_profile(profile: DeviceProfile, path: str | os.PathLike[str]) -> None:
-    """Write ``profile`` as JSON atomically (temp file in the same folder, then rename)."""
-    path = Path(path)
-    text = profile.to_json()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def load_profile(path: str | os.PathLike[str]) -> DeviceProfile:
     """Read and validate a profile JSON file; any problem raises one ProfileError naming it."""
     path = Path(path)
@@ -170,7 +170,8 @@ def _builtin_profiles() -> tuple[tuple[str, DeviceProfile], ...]:
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
     """The shipped profiles by file stem: seed 002 Table 4 ("gf8800", "gf580", "radeon5870")
-    and devices measured here with ``autotune calibrate`` ("pocl-...")."""
+    and devices measured here with ``autotune calibrate`` ("pocl-...", whose ray-tracer
+    calibrations ship in ``models/data/calibrations``)."""
     return dict(_builtin_profiles())
 
 

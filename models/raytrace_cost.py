@@ -15,7 +15,9 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
   memory split like the constant term of the primary equation (the primary one with
   ``p_t = p_i = 0``).
 
-A per-phase multiplicative ``profile.fitted["scale_<phase>"]`` (default 1) is applied.
+With an application calibration (:class:`~models.app_calibration.AppCalibration`, fitted on
+measured frames) each phase becomes ``scale * model + offset * pixels``; without one the bare
+analytical model is returned.
 """
 
 from __future__ import annotations
@@ -28,10 +30,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.hong_kim import KernelLaunch, predict_cycles, predict_seconds
 from models.workload import Workload
 
+# One kernel launch each, in launch order. models imports nothing of the ray tracer, so this is
+# the ray tracer's phase registry (raytracer.phases) written again; raytracer.tuning refuses to
+# import if the two differ, and tests/test_raytrace_cost.py checks it.
 PHASES = ("primary", "shadow", "ao", "shade")
 AO_CACHE_DEPTH = 23.0  # the constant of seed 002's a_ca equation
 
@@ -152,15 +158,13 @@ def _check_launch(workload: Workload, threads_per_block: int) -> int:
     return math.ceil(workload.pixels / threads_per_block)
 
 
-def _fitted(profile: DeviceProfile, phase: str, seconds: Any, pixels: int) -> Any:
+def _calibrated(calibration: AppCalibration | None, phase: str, seconds: Any, pixels: int) -> Any:
     """Apply the calibrated correction of a phase: ``scale * seconds + offset * pixels``.
 
     The scale absorbs what Hong–Kim leaves out on a device; the offset is a per-pixel cost the
     instruction counts miss (e.g. the sky path of pixels whose primary ray missed).
     """
-    fitted = profile.fitted
-    offset = fitted.get(f"offset_{phase}", 0.0) * pixels
-    return seconds * fitted.get(f"scale_{phase}", 1.0) + offset
+    return seconds if calibration is None else calibration.apply(phase, seconds, pixels)
 
 
 def predict_phase_seconds(
@@ -171,6 +175,7 @@ def predict_phase_seconds(
     shadows: bool,
     phong: bool,
     threads_per_block: int = 64,
+    calibration: AppCalibration | None = None,
 ) -> dict[str, float]:
     """Predicted seconds of each phase ("primary", "shadow", "ao", "shade"; 0.0 if off)."""
     if ao_rays < 0:
@@ -185,8 +190,8 @@ def predict_phase_seconds(
             threads_per_block=threads_per_block,
             blocks=blocks,
         )
-        out[phase] = _fitted(
-            profile, phase, predict_cycles(profile, launch).seconds, workload.pixels
+        out[phase] = _calibrated(
+            calibration, phase, predict_cycles(profile, launch).seconds, workload.pixels
         )
     return out
 
@@ -199,10 +204,11 @@ def predict_frame_seconds(
     shadows: bool,
     phong: bool,
     threads_per_block: int = 64,
+    calibration: AppCalibration | None = None,
 ) -> float:
     """Predicted seconds of the whole frame: the sum of its phases."""
     phases = predict_phase_seconds(
-        profile, counts, workload, ao_rays, shadows, phong, threads_per_block
+        profile, counts, workload, ao_rays, shadows, phong, threads_per_block, calibration
     )
     return sum(phases.values())
 
@@ -215,6 +221,7 @@ def predict_frame_seconds_batch(
     shadows: ArrayLike,
     phong: ArrayLike,
     threads_per_block: int = 64,
+    calibration: AppCalibration | None = None,
 ) -> NDArray[np.float64]:
     """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
 
@@ -234,7 +241,7 @@ def predict_frame_seconds_batch(
         s = predict_seconds(
             profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
         )
-        return float(_fitted(profile, phase, float(s), w.pixels))
+        return float(_calibrated(calibration, phase, float(s), w.pixels))
 
     total = np.full(
         a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
@@ -252,5 +259,5 @@ def predict_frame_seconds_batch(
     if ao_on.any():
         c, mu = _ao_counts(counts, w, a_r)
         ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
-        total += np.where(ao_on, _fitted(profile, "ao", ao_s, w.pixels), 0.0)
+        total += np.where(ao_on, _calibrated(calibration, "ao", ao_s, w.pixels), 0.0)
     return total

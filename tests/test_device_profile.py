@@ -1,4 +1,8 @@
-"""DeviceProfile: JSON round trip, atomic save, validation errors, shipped Table 4 profiles."""
+"""DeviceProfile: JSON round trip, atomic save, validation errors, shipped Table 4 profiles.
+
+A profile holds hardware parameters only; what the ray tracer fits on top of it is an
+AppCalibration (tests/test_app_calibration.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from autotune.profile_store import save_profile
+from models.app_calibration import builtin_calibrations
 from models.device_profile import (
     SCHEMA_VERSION,
     DeviceProfile,
@@ -15,7 +21,6 @@ from models.device_profile import (
     builtin_profiles,
     find_profile,
     load_profile,
-    save_profile,
 )
 
 
@@ -32,7 +37,6 @@ def _profile(**overrides: object) -> DeviceProfile:
         mem_latency=420.0,
         dep_delay_coal=4.0,
         dep_delay_uncoal=10.0,
-        fitted={"scale_primary": 1.5},
     )
     values.update(overrides)
     return DeviceProfile(**values)  # type: ignore[arg-type]
@@ -63,10 +67,11 @@ def test_save_overwrites_atomically(tmp_path: Path) -> None:
 
 def test_defaults_filled_when_optional_fields_absent(tmp_path: Path) -> None:
     d = _profile().to_dict()
-    for key in ("bytes_per_access", "transactions_per_uncoal", "source", "fitted"):
+    for key in ("bytes_per_access", "transactions_per_uncoal", "source"):
         del d[key]
     p = load_profile(_write(tmp_path, d))
-    assert (p.bytes_per_access, p.transactions_per_uncoal, p.source, p.fitted) == (4, 32, "", {})
+    assert (p.bytes_per_access, p.transactions_per_uncoal, p.source) == (4, 32, "")
+    assert "fitted" not in p.to_dict()  # hardware parameters only
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -125,8 +130,15 @@ def test_unknown_field(tmp_path: Path) -> None:
         ("bandwidth_gbs", 0, "finite and positive"),
         ("name", 3, "must be a string"),
         ("name", "", "must not be empty"),
-        ("fitted", [], "must be an object"),
-        ("fitted", {"scale_ao": "x"}, "finite number"),
+        # issue 10: values that passed and wrecked tuning
+        ("issue_cycles", 1e-300, "not plausible"),
+        ("issue_cycles", 1e300, "not plausible"),
+        ("mem_latency", 1e300, "not plausible"),
+        ("clock_ghz", 1e6, "not plausible"),
+        ("bandwidth_gbs", 1e-9, "not plausible"),
+        ("dep_delay_coal", 0.0, "finite and positive"),
+        ("cores", 10**9, "not plausible"),
+        ("warp_size", 100_000, "not plausible"),
     ],
 )
 def test_bad_values(tmp_path: Path, key: str, value: object, problem: str) -> None:
@@ -143,10 +155,6 @@ def test_nan_and_inf_rejected(tmp_path: Path, literal: str) -> None:
     path = tmp_path / "p.json"
     path.write_text(text)
     with pytest.raises(ProfileError, match="mem_latency.*finite"):
-        load_profile(path)
-    fitted = _profile().to_json().replace('"scale_primary": 1.5', f'"scale_primary": {literal}')
-    path.write_text(fitted)
-    with pytest.raises(ProfileError, match="scale_primary"):
         load_profile(path)
 
 
@@ -180,12 +188,15 @@ def test_builtin_profiles_match_table_4() -> None:
         assert "Table 4" in p.source and "garbled" in p.source
 
 
-def test_shipped_measured_profiles_are_fitted() -> None:
+def test_shipped_measured_profiles_come_with_their_calibration() -> None:
     measured = [p for k, p in builtin_profiles().items() if k.startswith("pocl-")]
     assert measured, "the PoCL CPU profile measured by `autotune calibrate` is shipped"
+    calibrations = builtin_calibrations()
     for p in measured:
         assert "autotune calibrate" in p.source
-        assert {"scale_primary", "scale_ao", "offset_shade"} <= set(p.fitted)
+        mine = [c for c in calibrations if c.renderer == "raytracer" and c.matches(p)]
+        assert len(mine) == 1, f"no shipped ray-tracer calibration fitted with {p.name}"
+        assert set(mine[0].scale) == {"primary", "shadow", "ao", "shade"}
 
 
 def test_find_profile(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from models.app_calibration import AppCalibration, CalibrationError
 from models.device_profile import DeviceProfile, builtin_profiles
 from models.hong_kim import KernelLaunch, predict_cycles
 from models.raytrace_cost import (
@@ -101,7 +102,7 @@ def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_phase_seconds_are_hong_kim_of_the_counts(key: str) -> None:
-    profile = dataclasses.replace(builtin_profiles()[key], fitted={})  # the raw model
+    profile = builtin_profiles()[key]  # the raw model: no calibration
     got = predict_phase_seconds(profile, COUNTS, SMALL, 3, True, False, threads_per_block=32)
     ins = phase_instructions(COUNTS, SMALL, 3, True, False)
     for phase, i in ins.items():
@@ -111,19 +112,51 @@ def test_phase_seconds_are_hong_kim_of_the_counts(key: str) -> None:
     assert total == pytest.approx(sum(got.values()))
 
 
-def test_fitted_scale_per_phase() -> None:
+def _calibration(profile: DeviceProfile, **scale: float) -> AppCalibration:
+    scales = dict.fromkeys(PHASES, 1.0) | scale
+    return AppCalibration("raytracer", profile.name, profile.driver, scale=scales,
+                          offset=dict.fromkeys(PHASES, 0.0))
+
+
+def test_calibrated_scale_per_phase() -> None:
     base = builtin_profiles()["gf580"]
-    scaled = dataclasses.replace(base, fitted={"scale_ao": 2.0, "scale_shade": 0.5})
+    calibration = _calibration(base, ao=2.0, shade=0.5)
     a = predict_phase_seconds(base, COUNTS, SMALL, 4, True, True)
-    b = predict_phase_seconds(scaled, COUNTS, SMALL, 4, True, True)
+    b = predict_phase_seconds(base, COUNTS, SMALL, 4, True, True, calibration=calibration)
     assert b["ao"] == pytest.approx(2 * a["ao"])
     assert b["shade"] == pytest.approx(0.5 * a["shade"])
     assert (b["primary"], b["shadow"]) == (a["primary"], a["shadow"])
 
 
+def test_calibrated_offset_is_per_pixel() -> None:
+    base = builtin_profiles()["gf580"]
+    calibration = dataclasses.replace(_calibration(base), offset=dict.fromkeys(PHASES, 1e-9))
+    a = predict_phase_seconds(base, COUNTS, SMALL, 4, True, True)
+    b = predict_phase_seconds(base, COUNTS, SMALL, 4, True, True, calibration=calibration)
+    assert all(b[p] == pytest.approx(a[p] + 1e-9 * SMALL.pixels) for p in PHASES)
+
+
+def test_a_calibration_without_a_phase_is_refused_not_defaulted() -> None:
+    base = builtin_profiles()["gf580"]
+    partial = AppCalibration("raytracer", base.name, base.driver, scale={"primary": 2.0},
+                             offset={"primary": 0.0})
+    with pytest.raises(CalibrationError, match="no fit for ao"):
+        predict_phase_seconds(base, COUNTS, SMALL, 4, False, True, calibration=partial)
+
+
+def test_model_phases_are_the_tracer_phase_registry() -> None:
+    """models cannot import the ray tracer, so its phase list is written twice: pin them."""
+    import raytracer.tuning  # refuses to import if they differ
+    from raytracer.phases import PHASE_LIST
+    from raytracer.phases import PHASES as TRACER_PHASES
+
+    assert PHASES == TRACER_PHASES == tuple(p.name for p in PHASE_LIST)
+    assert raytracer.tuning.__name__ == "raytracer.tuning"
+
+
 @pytest.mark.parametrize("key", PROFILES)
 def test_zero_hit_workload_is_finite_and_small(key: str) -> None:
-    profile = dataclasses.replace(builtin_profiles()[key], fitted={})  # the raw model
+    profile = builtin_profiles()[key]  # the raw model: no calibration
     empty = Workload(
         pixels=FRAME.pixels,
         hit_fraction=0,
@@ -153,15 +186,19 @@ def test_more_ao_rays_take_more_time(key: str) -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_batch_agrees_with_scalar(key: str) -> None:
-    profile = dataclasses.replace(builtin_profiles()[key], fitted={"scale_primary": 1.3})
+    profile = builtin_profiles()[key]
+    cal = dataclasses.replace(_calibration(profile, primary=1.3),
+                              offset=dict.fromkeys(PHASES, 1e-10))
     rng = np.random.default_rng(42)
     ao = rng.integers(0, 33, 300)
     shadows = rng.random(300) < 0.5
     phong = rng.random(300) < 0.5
-    got = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong)
+    got = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong,
+                                      calibration=cal)
     for i in range(300):
         want = predict_frame_seconds(
-            profile, REAL_COUNTS, FRAME, int(ao[i]), bool(shadows[i]), bool(phong[i])
+            profile, REAL_COUNTS, FRAME, int(ao[i]), bool(shadows[i]), bool(phong[i]),
+            calibration=cal,
         )
         assert got[i] == pytest.approx(want, rel=1e-12)
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 import raytracer.tuning.tuned_renderer as tuned_mod
-from autotune.profile_store import find_device_profile, profile_path
-from models.device_profile import builtin_profiles, save_profile
+from autotune.profile_store import find_device_profile, profile_path, save_profile
+from models.device_profile import builtin_profiles
 from models.raytrace_cost import predict_phase_seconds
 from raytracer.tracer import RenderSettings
 from raytracer.tuning.calibration_fit import (
@@ -32,8 +32,8 @@ def private_profile_store(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def fitted_profile(tracers):
-    """A profile fitted on a few small frames of this machine's device."""
+def fitted(tracers):
+    """A profile and ray-tracer calibration fitted on a few small frames of this device."""
     tracer = tracers("dragon-small")
     probe = Probe(tracer.scene, tracer.bvh)
     samples = collect_samples(tracer, probe, calibration_views(tracer.scene, 2), W, H)
@@ -55,19 +55,24 @@ def test_fit_reproduces_a_known_affine_device(tracers):
                 {"ao"} if s.ao_rays else set())  # the phases the tracer launches (and times)
             samples.append(Sample(w, s, {p: 3.0 * v + 0.002 for p, v in model.items()
                                          if p in ran}))
-    profile = fit_profile(base, counts, samples)
+    result = fit_profile(base, counts, samples)
     # the scale trades off against the device latencies: what must hold is the fit itself
-    assert model_errors(profile, counts, samples).max() < 0.01
-    assert all(profile.fitted[f"offset_{p}"] >= 0 for p in ("primary", "shadow", "ao", "shade"))
+    assert model_errors(result, counts, samples).max() < 0.01
+    assert all(result.calibration.offset[p] >= 0 for p in ("primary", "shadow", "ao", "shade"))
+    assert result.calibration.fit["mean_error"] < 0.01 and result.calibration.matches(
+        result.profile)
+    assert "fitted" not in result.profile.to_dict()  # the device profile stays hardware only
 
 
-def test_tuner_picks_more_quality_for_a_longer_target(tracers, fitted_profile):
+def test_tuner_picks_more_quality_for_a_longer_target(tracers, fitted):
     tracer = tracers("dragon-small")
-    cheap = TunedRenderer(tracer.scene, W, H, 1e-6, profile=fitted_profile, tracer=tracer)
+    cheap = TunedRenderer(tracer.scene, W, H, 1e-6, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
     with pytest.warns(RuntimeWarning, match="no setting fits"):
         f = cheap.render(tracer.scene.camera)
     assert f.over_budget and f.settings == RenderSettings(0, 0.1, False, False)
-    rich = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted_profile, tracer=tracer)
+    rich = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
     f = rich.render(tracer.scene.camera)
     assert f.settings == RenderSettings(64, 0.1, True, True) and not f.over_budget
     assert f.measured > 0 and f.predicted > 0 and f.image.shape == (H, W, 4)
@@ -75,9 +80,10 @@ def test_tuner_picks_more_quality_for_a_longer_target(tracers, fitted_profile):
                                                                f.predicted_phases.items() if not v}
 
 
-def test_forced_shadows_and_fixed_knobs(tracers, fitted_profile):
+def test_forced_shadows_and_fixed_knobs(tracers, fitted):
     tracer = tracers("dragon-small")
-    r = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted_profile, tracer=tracer)
+    r = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
     r.force_shadows = False
     assert r.render(tracer.scene.camera).settings.shadows is False
     r.tuning = False
@@ -87,9 +93,10 @@ def test_forced_shadows_and_fixed_knobs(tracers, fitted_profile):
 
 
 @pytest.mark.parametrize("controller", ["feedforward", "fixed", "pi"])
-def test_every_controller_renders(tracers, fitted_profile, controller):
+def test_every_controller_renders(tracers, fitted, controller):
     tracer = tracers("dragon-small")
-    r = TunedRenderer(tracer.scene, W, H, 0.05, controller=controller, profile=fitted_profile,
+    r = TunedRenderer(tracer.scene, W, H, 0.05, controller=controller, profile=fitted.profile,
+                      calibration=fitted.calibration,
                       tracer=tracer)
     for _ in range(3):
         f = r.render(tracer.scene.camera)
@@ -98,15 +105,15 @@ def test_every_controller_renders(tracers, fitted_profile, controller):
     assert r.render(tracer.scene.camera).measured > 0
 
 
-def test_missing_profile_runs_quick_calibration(tracers, fitted_profile, monkeypatch):
+def test_missing_profile_runs_quick_calibration(tracers, fitted, monkeypatch):
     tracer = tracers("dragon-small")
     import raytracer.tuning.calibration_fit as calibrate_mod
 
-    monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted_profile)
+    monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted)
     monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
     with pytest.warns(UserWarning, match="no calibrated profile.*quick calibration"):
         model = tuned_mod.device_model(tracer)
-    assert model.profile is fitted_profile
+    assert model.profile is fitted.profile and model.calibration is fitted.calibration
 
 
 def _device_profile(tracer):
@@ -145,10 +152,11 @@ def test_profile_for_another_device_warns(tracers):
     assert found is None or (found.name, found.driver) == (info.name, info.driver)
 
 
-def test_overlapped_probe_gives_the_same_workload(tracers, fitted_profile):
+def test_overlapped_probe_gives_the_same_workload(tracers, fitted):
     tracer = tracers("dragon-small")
     cams = calibration_views(tracer.scene, 3)
-    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted_profile, tracer=tracer)
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
     r.overlap_probe = True
     first = r.render(cams[0], next_camera=cams[1])
     second = r.render(cams[1], next_camera=cams[2])

@@ -1,1 +1,84 @@
-"""Ties the ray tracer to the tuner: probe, instruction counts, calibration fit, TunedRenderer."""
+"""Ties the ray tracer to the tuner: probe, instruction counts, calibration fit, TunedRenderer.
+
+What a user imports::
+
+    from raytracer import load_scene
+    from raytracer.tuning import TunedRenderer
+    scene = load_scene("dragon")
+    renderer = TunedRenderer(scene, 640, 360, target_seconds=0.4)
+    frame = renderer.render(scene.camera)   # probe, choose knobs, render, learn
+
+Names load on first use (the probe alone does not pull in OpenCL).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from models.raytrace_cost import PHASES as _MODEL_PHASES
+from raytracer.phases import PHASES as _TRACER_PHASES
+
+# models cannot import the ray tracer, so the cost model writes the phase list again: refuse to
+# tie the two together if they ever differ (tests/test_raytrace_cost.py checks it too).
+if _MODEL_PHASES != _TRACER_PHASES:
+    raise ImportError(f"models.raytrace_cost.PHASES {_MODEL_PHASES} differ from the tracer's "
+                      f"phase registry raytracer.phases {_TRACER_PHASES}")
+
+_EXPORTS = {
+    "tuned_renderer": ("RayTraceModel", "TunedFrame", "TunedRenderer", "device_model",
+                       "knob_space"),
+    "probe": ("Probe",),
+    "calibration_fit": ("RENDERER", "FittedModel", "Sample", "calibrate", "calibration_views",
+                        "collect_samples", "fit_profile", "model_errors"),
+    "instruction_counts": ("load_kernel_counts",),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = [
+    "FittedModel",
+    "Probe",
+    "RENDERER",
+    "RayTraceModel",
+    "Sample",
+    "TunedFrame",
+    "TunedRenderer",
+    "calibrate",
+    "calibration_views",
+    "collect_samples",
+    "device_model",
+    "fit_profile",
+    "knob_space",
+    "load_kernel_counts",
+    "model_errors",
+]
+
+if TYPE_CHECKING:
+    from raytracer.tuning.calibration_fit import (
+        RENDERER,
+        FittedModel,
+        Sample,
+        calibrate,
+        calibration_views,
+        collect_samples,
+        fit_profile,
+        model_errors,
+    )
+    from raytracer.tuning.instruction_counts import load_kernel_counts
+    from raytracer.tuning.probe import Probe
+    from raytracer.tuning.tuned_renderer import (
+        RayTraceModel,
+        TunedFrame,
+        TunedRenderer,
+        device_model,
+        knob_space,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'raytracer.tuning' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"raytracer.tuning.{_WHERE[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

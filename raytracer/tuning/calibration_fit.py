@@ -3,14 +3,16 @@
 Step 1 (``autotune.calibration``) measures the Hong–Kim device parameters with OpenCL
 microbenchmarks. Step 2 renders a set of views with several knob settings and fits, by robust
 least squares (scipy), the model's free parameters to the measured phase times: the device
-latencies and issue cost the microbenchmarks only estimate, and per phase
-``measured = scale * HongKim + offset * pixels`` (what the analytical model leaves out here).
+latencies and issue cost the microbenchmarks only estimate (they stay in the device profile),
+and per phase ``measured = scale * HongKim + offset * pixels`` (what the analytical model leaves
+out here: the ray tracer's application calibration, stored apart from the profile).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,8 +20,16 @@ import numpy as np
 from scipy.optimize import least_squares
 from tqdm import tqdm
 
-from autotune.profile_store import profile_path
-from models.device_profile import DeviceProfile, save_profile
+from autotune.atomic_files import check_writable_file
+from autotune.profile_store import (
+    keep_in_memory,
+    save_calibration,
+    save_profile,
+    store,
+    writable_store,
+)
+from models.app_calibration import OFFSET_MAX, SCALE_MAX, AppCalibration
+from models.device_profile import DeviceProfile
 from models.hong_kim import predict_seconds
 from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
 from models.workload import Workload
@@ -35,12 +45,28 @@ QUICK_SCENES = ("dragon-small", "city")
 FULL_SCENES = ("dragon", "sibenik", "city", "bunny")
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
+RENDERER = "raytracer"  # the key of the ray tracer's application calibration
+# per-phase scale and offset stay inside what AppCalibration accepts
+SCALE_BOUNDS = (np.log(1e-6), np.log(SCALE_MAX * (1 - 1e-6)))
+OFFSET_BOUNDS = (0.0, OFFSET_MAX * (1 - 1e-6))
 # (latency, departure-delay) multipliers of the microbenchmark figures the fit starts from
 FIT_STARTS = ((1.0, 1.0), (0.1, 0.01), (0.01, 0.001), (0.1, 0.1))
 CALIBRATION_SETTINGS = (
     RenderSettings(0, 0.1, False, False), RenderSettings(2, 0.1, True, True),
     RenderSettings(8, 0.1, False, True), RenderSettings(16, 0.1, True, False),
 )
+
+
+@dataclass(frozen=True)
+class FittedModel:
+    """A calibration's result: the device profile (hardware parameters, some refined by the fit)
+    and the ray tracer's application calibration fitted with it."""
+
+    profile: DeviceProfile
+    calibration: AppCalibration
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile.to_dict(), "calibration": self.calibration.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -75,10 +101,10 @@ def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: 
     return samples
 
 
-def _model_phases(profile: DeviceProfile, counts: KernelCounts, sample: Sample) -> dict[str, float]:
+def _model_phases(fitted: FittedModel, counts: KernelCounts, sample: Sample) -> dict[str, float]:
     s = sample.settings
-    return predict_phase_seconds(profile, counts, sample.workload, s.ao_rays, s.shadows, s.phong,
-                                 TILE * TILE)
+    return predict_phase_seconds(fitted.profile, counts, sample.workload, s.ao_rays, s.shadows,
+                                 s.phong, TILE * TILE, fitted.calibration)
 
 
 def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tuple[np.ndarray, ...]]:
@@ -95,19 +121,21 @@ def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tupl
     return {p: tuple(np.array(r, np.float64).T) for p, r in rows.items() if len(r) >= 2}
 
 
-def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> DeviceProfile:
+def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
+                source: str = "") -> FittedModel:
     """Least-squares fit of the free Hong–Kim parameters to measured phase times.
 
     Fitted: issue cycles, memory latency and the two departure delays (the device figures the
     microbenchmarks only estimate, in log space so they stay positive), and per phase a scale
-    and a per-pixel offset. Residuals are relative, so short and long frames count alike.
+    and a per-pixel offset (the calibration). Residuals are relative, so short and long frames
+    count alike. The calibration records the fit's in-sample mean frame error.
     """
     data = _phase_arrays(counts, samples)
     phases = list(data)
     free0 = np.log([getattr(base, f) for f in FREE_PARAMETERS])
 
     def unpack(x: np.ndarray) -> tuple[DeviceProfile, dict[str, float]]:
-        profile = dataclasses.replace(base, fitted={}, **{
+        profile = dataclasses.replace(base, **{
             f: float(np.exp(v)) for f, v in zip(FREE_PARAMETERS, x, strict=False)})
         k = len(FREE_PARAMETERS)
         fitted = {}
@@ -126,8 +154,10 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
             out.append((pred - measured) / measured)
         return np.concatenate(out)
 
-    lower = [v - np.log(FIT_RANGE) for v in free0] + [-np.inf, 0.0] * len(phases)
-    upper = [v + np.log(FIT_RANGE) for v in free0] + [np.inf, np.inf] * len(phases)
+    lower = [v - np.log(FIT_RANGE) for v in free0] + [SCALE_BOUNDS[0], OFFSET_BOUNDS[0]] * len(
+        phases)
+    upper = [v + np.log(FIT_RANGE) for v in free0] + [SCALE_BOUNDS[1], OFFSET_BOUNDS[1]] * len(
+        phases)
     best = None
     # The regimes make the cost surface piecewise: start from the microbenchmark figures and
     # from cache-like latencies (the tracer's working set is mostly cached), keep the best.
@@ -140,18 +170,31 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         for phase in phases:  # each phase's scale where that start's shape fits best
             compute, coal, uncoal, blocks, _, measured = data[phase]
             model = predict_seconds(trial, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
-            x0 += [float(np.log(np.median(measured / np.maximum(model, 1e-12)))), 0.0]
+            scale = np.log(np.median(measured / np.maximum(model, 1e-12)))
+            x0 += [float(np.clip(scale, SCALE_BOUNDS[0] + 1e-9, SCALE_BOUNDS[1] - 1e-9)), 0.0]
         result = least_squares(residuals, np.array(x0), bounds=(lower, upper), loss="soft_l1",
                                f_scale=0.1, x_scale="jac")
         if best is None or result.cost < best.cost:
             best = result
     profile, fitted = unpack(best.x)
-    return dataclasses.replace(profile, fitted=fitted)
+    if source:
+        profile = dataclasses.replace(profile, source=source)
+    calibration = AppCalibration(
+        RENDERER, profile.name, profile.driver,
+        scale={p: fitted[f"scale_{p}"] for p in phases},
+        offset={p: fitted[f"offset_{p}"] for p in phases},
+        source=source, device_profile=profile.fingerprint())
+    result = FittedModel(profile, calibration)
+    errors = model_errors(result, counts, samples)
+    if not math.isfinite(errors.mean()):
+        raise ValueError(f"calibration of {base.name} produced a non-finite model error")
+    fit = {"mean_error": float(errors.mean()), "frames": float(len(samples))}
+    return FittedModel(profile, dataclasses.replace(calibration, fit=fit))
 
 
-def model_errors(profile: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> np.ndarray:
+def model_errors(fitted: FittedModel, counts: KernelCounts, samples: list[Sample]) -> np.ndarray:
     """|predicted - measured| / measured of whole frames."""
-    predicted = np.array([sum(_model_phases(profile, counts, s).values()) for s in samples])
+    predicted = np.array([sum(_model_phases(fitted, counts, s).values()) for s in samples])
     measured = np.array([sum(s.phase_seconds.values()) for s in samples])
     return np.abs(predicted - measured) / measured
 
@@ -174,8 +217,18 @@ def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
 
 
 def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progress: bool = True,
-              out: Path | None = None) -> DeviceProfile:
-    """Measure and fit a profile for ``device``; save it to the profile store (atomically)."""
+              out: Path | None = None) -> FittedModel:
+    """Measure and fit ``device``'s profile and the ray tracer's calibration.
+
+    With ``save``, both go to the profile store (atomically); a store that cannot be written is
+    found before the work starts and the result is then kept in memory for this process, with
+    one warning. ``out`` also writes the profile there and the calibration beside it as
+    ``<stem>--raytracer.json``; a path that cannot be written fails before the work starts.
+    """
+    extra = (out, calibration_output(out)) if out is not None else ()
+    for path in extra:
+        check_writable_file(path)
+    writable = save and writable_store(device.name, device.driver, RENDERER)
     base = base_profile(device, quick)
     counts = load_kernel_counts()
     scenes = QUICK_SCENES if quick else FULL_SCENES
@@ -191,19 +244,25 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
             probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
             samples += collect_samples(tracer, probe, calibration_views(scene, views), width,
                                        height, bar=bar)
-    profile = fit_profile(base, counts, samples)
-    errors = model_errors(profile, counts, samples)
-    fitted = dict(profile.fitted, fit_mean_error=float(errors.mean()),
-                  fit_frames=float(len(samples)))
-    profile = dataclasses.replace(profile, fitted=fitted,
-                                  source=f"autotune calibrate{' --quick' if quick else ''}: "
-                                         f"microbenchmarks + fit on {', '.join(scenes)}")
-    if save:
-        store = profile_path(profile.name, profile.driver)
-        store.parent.mkdir(parents=True, exist_ok=True)
-        save_profile(profile, store)
-    if out is not None:
-        save_profile(profile, out)
-    if not math.isfinite(errors.mean()):
-        raise ValueError(f"calibration of {device.name} produced a non-finite model error")
-    return profile
+    source = (f"autotune calibrate{' --quick' if quick else ''}: microbenchmarks + fit on "
+              f"{', '.join(scenes)}")
+    result = fit_profile(base, counts, samples, source=source)
+    if writable:
+        try:
+            store(result.profile, result.calibration)
+        except OSError as exc:  # the folder changed under us: keep the work all the same
+            warnings.warn(f"cannot write the profile store ({exc}); this calibration is kept "
+                          f"in memory for this run only", stacklevel=2)
+            writable = False
+    if save and not writable:
+        keep_in_memory(result.profile, result.calibration)
+    if extra:
+        save_profile(result.profile, extra[0])
+        save_calibration(result.calibration, extra[1])
+    return result
+
+
+def calibration_output(profile_out: Path) -> Path:
+    """Where ``calibrate -o FILE`` writes the ray tracer's calibration: beside FILE."""
+    profile_out = Path(profile_out)
+    return profile_out.with_name(f"{profile_out.stem}--{RENDERER}.json")

@@ -14,9 +14,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune import DEFAULT_CONTROLLER, BoolKnob, FloatKnob, KnobSpace, Tuner
-from autotune.profile_store import find_device_profile
+from autotune.profile_store import find_app_calibration, find_device_profile
+from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
-from models.raytrace_cost import KernelCounts, predict_frame_seconds_batch, predict_phase_seconds
+from models.raytrace_cost import (
+    PHASES,
+    KernelCounts,
+    predict_frame_seconds_batch,
+    predict_phase_seconds,
+)
 from models.workload import Workload
 from raytracer.camera import Camera
 from raytracer.phases import TILE
@@ -46,36 +52,57 @@ def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
 
 
 class RayTraceModel:
-    """Predicts phase and frame seconds of the tracer from a workload (pure model calls)."""
+    """Predicts phase and frame seconds of the tracer from a workload (pure model calls).
 
-    def __init__(self, profile: DeviceProfile, counts: KernelCounts) -> None:
-        self.profile, self.counts = profile, counts
+    ``calibration`` is the ray tracer's fit on this device (per-phase scale and offset); None
+    gives the bare analytical model.
+    """
+
+    def __init__(self, profile: DeviceProfile, counts: KernelCounts,
+                 calibration: AppCalibration | None = None) -> None:
+        if calibration is not None:
+            calibration.require(PHASES)
+        self.profile, self.counts, self.calibration = profile, counts, calibration
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong) -> np.ndarray:
         """Vectorized over candidate knob arrays."""
         return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
-                                           phong, threads_per_block=TILE * TILE)
+                                           phong, TILE * TILE, self.calibration)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
         return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
-                                     settings.shadows, settings.phong, TILE * TILE)
+                                     settings.shadows, settings.phong, TILE * TILE,
+                                     self.calibration)
 
 
-def device_model(tracer: Tracer, profile: DeviceProfile | None = None) -> RayTraceModel:
-    """The model for the tracer's device: the given profile, else its calibrated one."""
-    if profile is None:
-        info = tracer.device_info
-        profile = find_device_profile(info.name, info.driver)
-        if profile is None:
-            from raytracer.tuning.calibration_fit import (
-                calibrate,  # deferred: only when no profile exists
-            )
+def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
+                 calibration: AppCalibration | None = None) -> RayTraceModel:
+    """The model for the tracer's device.
 
-            warnings.warn(f"no calibrated profile for {info.name} (driver {info.driver}); "
-                          f"running a quick calibration (run `autotune calibrate` to keep one)",
-                          stacklevel=2)
-            profile = calibrate(tracer.device_info, quick=True, save=True, progress=False)
-    return RayTraceModel(profile, load_kernel_counts())
+    Given a ``profile``, that profile with ``calibration`` (None: the bare model). Otherwise the
+    device's stored profile and ray-tracer calibration (the user's, else the shipped ones); when
+    either is missing, a quick calibration is run once and kept.
+    """
+    if profile is not None:
+        return RayTraceModel(profile, load_kernel_counts(), calibration)
+    from raytracer.tuning.calibration_fit import RENDERER
+
+    info = tracer.device_info
+    profile = find_device_profile(info.name, info.driver)
+    if profile is not None:
+        calibration = find_app_calibration(profile, RENDERER, PHASES)
+    if profile is None or calibration is None:
+        from raytracer.tuning.calibration_fit import (
+            calibrate,  # deferred: only when no calibration exists
+        )
+
+        what = "profile" if profile is None else "ray-tracer calibration"
+        warnings.warn(f"no calibrated {what} for {info.name} (driver {info.driver}); "
+                      f"running a quick calibration (run `autotune calibrate` to keep one)",
+                      stacklevel=2)
+        fitted = calibrate(tracer.device_info, quick=True, save=True, progress=False)
+        profile, calibration = fitted.profile, fitted.calibration
+    return RayTraceModel(profile, load_kernel_counts(), calibration)
 
 
 @dataclass
@@ -100,10 +127,11 @@ class TunedRenderer:
     def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
                  controller: str = DEFAULT_CONTROLLER, device: str | None = None,
                  profile: DeviceProfile | None = None, tracer: Tracer | None = None,
-                 ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2) -> None:
+                 ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2,
+                 calibration: AppCalibration | None = None) -> None:
         self.scene = scene
         self.tracer = tracer or Tracer(scene, device=device)
-        self.model = device_model(self.tracer, profile)
+        self.model = device_model(self.tracer, profile, calibration)
         self.probe = Probe(scene, self.tracer.bvh, factor=probe_factor,
                            simd_width=self.tracer.device_info.simd_width,
                            ao_samples=probe_ao_samples, ao_radius=ao_radius)

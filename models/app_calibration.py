@@ -1,0 +1,229 @@
+"""What one application fitted on top of a device profile, keyed by device and renderer.
+
+An analytical model leaves out what a device does for one application; calibration measures
+frames and fits, per component of the frame (the ray tracer's phases), ``measured = scale *
+model + offset * items`` (items = pixels). That fit belongs to the application, not to the
+device: it is stored apart from the :class:`~models.device_profile.DeviceProfile` (one file per
+device and renderer), so calibrating one renderer never overwrites another's. It records the
+fingerprint of the device profile it was fitted with, since the fit also moves some device
+parameters.
+
+Profiles written before the split carried the ray tracer's fit as ``"fitted": {"scale_<phase>",
+"offset_<phase>", "fit_mean_error", "fit_frames"}``; :func:`load_profile_and_calibration` still
+reads them (split on read, silently).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from models.device_profile import DeviceProfile, ProfileError
+from models.json_file import read_json
+
+SCHEMA_VERSION = 1
+CALIBRATION_DIR = Path(__file__).parent / "data" / "calibrations"
+LEGACY_RENDERER = "raytracer"  # whose fit old profiles held under "fitted"
+
+# A scale is a factor on the analytical model: 0 prices everything at nothing (the tuner then
+# picks the most expensive setting every frame), a negative one predicts negative times, and
+# beyond 1000x the model describes nothing. An offset is seconds per item (pixel): 10 µs a
+# pixel is 9 s a phase at 1280x720 (fits at tiny sizes fold launch overheads into it).
+SCALE_MAX = 1e3
+OFFSET_MAX = 1e-5
+_FIT_KEYS = {"mean_error": (0.0, 1e3), "frames": (1.0, 1e9)}
+
+
+class CalibrationError(ProfileError):
+    """An application calibration is missing, unreadable or invalid; names the file and key."""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_table(table: Any, name: str, low: float, high: float, low_open: bool,
+                 where: str) -> None:
+    if not isinstance(table, dict):
+        raise CalibrationError(f"{where}: {name!r} must be an object of component -> number, "
+                               f"got {table!r}")
+    if not table:
+        raise CalibrationError(f"{where}: {name!r} is empty (nothing was fitted)")
+    for component, value in table.items():
+        key = f"{name}.{component}"
+        if not isinstance(component, str) or not component:
+            raise CalibrationError(f"{where}: {name!r} has a bad component name {component!r}")
+        if not _number(value) or not math.isfinite(value):
+            raise CalibrationError(f"{where}: {key!r} must be a finite number, got {value!r}")
+        bad_low = value <= low if low_open else value < low
+        if bad_low or not value < high:
+            interval = f"{'(' if low_open else '['}{low:g}, {high:g})"
+            raise CalibrationError(f"{where}: {key!r} = {value:g} is outside {interval}")
+
+
+@dataclass(frozen=True)
+class AppCalibration:
+    """Per-component ``scale * model + offset * items`` of one renderer on one device."""
+
+    renderer: str  # "raytracer"
+    device: str  # DeviceProfile.name
+    driver: str  # DeviceProfile.driver
+    scale: dict[str, float] = field(hash=False)  # component -> factor on the model, (0, 1e3)
+    offset: dict[str, float] = field(hash=False)  # component -> seconds per item, [0, 1e-5)
+    fit: dict[str, float] = field(default_factory=dict, hash=False)  # mean_error, frames
+    source: str = ""  # how it was measured
+    device_profile: str = ""  # DeviceProfile.fingerprint() it was fitted with ("" = unknown)
+
+    def __post_init__(self) -> None:
+        where = f"{self.renderer or '?'} calibration of {self.device!r}"
+        _validate(self.to_dict(), where)
+        object.__setattr__(self, "scale", {k: float(v) for k, v in self.scale.items()})
+        object.__setattr__(self, "offset", {k: float(v) for k, v in self.offset.items()})
+        object.__setattr__(self, "fit", {k: float(v) for k, v in self.fit.items()})
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return tuple(self.scale)
+
+    def require(self, components: tuple[str, ...] | list[str], where: str = "") -> None:
+        """Raise CalibrationError unless every one of ``components`` was fitted."""
+        missing = [c for c in components if c not in self.scale]
+        if missing:
+            raise CalibrationError(f"{where or self.describe()}: no fit for "
+                                   f"{', '.join(missing)} (has {', '.join(self.scale)})")
+
+    def describe(self) -> str:
+        return f"{self.renderer} calibration of {self.device!r} (driver {self.driver!r})"
+
+    def apply(self, component: str, model_seconds: Any, items: float) -> Any:
+        """``scale * model_seconds + offset * items`` (arrays broadcast)."""
+        if component not in self.scale:
+            self.require((component,))
+        return model_seconds * self.scale[component] + self.offset[component] * items
+
+    def matches(self, profile: DeviceProfile) -> bool:
+        """Whether this was fitted for that device (and, when recorded, that very profile)."""
+        same_device = (self.device, self.driver) == (profile.name, profile.driver)
+        return same_device and self.device_profile in ("", profile.fingerprint())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "renderer": self.renderer,
+                "device": self.device, "driver": self.driver, "scale": dict(self.scale),
+                "offset": dict(self.offset), "fit": dict(self.fit), "source": self.source,
+                "device_profile": self.device_profile}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "<calibration dict>") -> AppCalibration:
+        """Build from parsed JSON, validating every key; errors name ``where`` and the key."""
+        _validate(d, where)
+        values = {k: d[k] for k in ("renderer", "device", "driver", "scale", "offset")}
+        values.update({k: d[k] for k in ("fit", "source", "device_profile") if k in d})
+        return cls(**values)
+
+
+_REQUIRED = ("schema_version", "renderer", "device", "driver", "scale", "offset")
+_OPTIONAL = ("fit", "source", "device_profile")
+
+
+def _validate(d: Any, where: str) -> None:
+    if not isinstance(d, dict):
+        raise CalibrationError(f"{where}: expected a JSON object, got {type(d).__name__}")
+    missing = [k for k in _REQUIRED if k not in d]
+    if missing:
+        raise CalibrationError(f"{where}: missing key(s) {', '.join(map(repr, missing))}")
+    unknown = sorted(set(d) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise CalibrationError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+    if d["schema_version"] != SCHEMA_VERSION or isinstance(d["schema_version"], bool):
+        raise CalibrationError(f"{where}: unsupported schema_version {d['schema_version']!r} "
+                               f"(expected {SCHEMA_VERSION})")
+    for key in ("renderer", "device", "driver", "source", "device_profile"):
+        if key in d and not isinstance(d[key], str):
+            raise CalibrationError(f"{where}: {key!r} must be a string, got {d[key]!r}")
+    for key in ("renderer", "device"):
+        if not d[key]:
+            raise CalibrationError(f"{where}: {key!r} must not be empty")
+    _check_table(d["scale"], "scale", 0.0, SCALE_MAX, True, where)
+    _check_table(d["offset"], "offset", 0.0, OFFSET_MAX, False, where)
+    if set(d["scale"]) != set(d["offset"]):
+        odd = sorted(set(d["scale"]) ^ set(d["offset"]))
+        raise CalibrationError(f"{where}: 'scale' and 'offset' must name the same components; "
+                               f"{', '.join(odd)} in only one")
+    fit = d.get("fit", {})
+    if not isinstance(fit, dict):
+        raise CalibrationError(f"{where}: 'fit' must be an object, got {fit!r}")
+    for key, value in fit.items():
+        if key not in _FIT_KEYS:
+            raise CalibrationError(f"{where}: unknown key 'fit.{key}' (known: "
+                                   f"{', '.join(_FIT_KEYS)})")
+        low, high = _FIT_KEYS[key]
+        if not _number(value) or not math.isfinite(value) or not low <= value <= high:
+            raise CalibrationError(f"{where}: 'fit.{key}' must be a number in "
+                                   f"[{low:g}, {high:g}], got {value!r}")
+
+
+def load_calibration(path: str | os.PathLike[str]) -> AppCalibration:
+    """Read and validate a calibration file; any problem raises one CalibrationError naming it."""
+    path = Path(path)
+    return AppCalibration.from_dict(read_json(path, CalibrationError, "calibration"),
+                                    where=str(path))
+
+
+def legacy_calibration(d: dict[str, Any], profile: DeviceProfile,
+                       where: str) -> AppCalibration | None:
+    """The ray tracer's calibration held in an old profile's ``"fitted"`` (None if absent or
+    empty: such a profile simply has no calibration). Invalid entries raise naming the key."""
+    fitted = d.get("fitted")
+    if fitted is None or fitted == {}:
+        return None
+    if not isinstance(fitted, dict):
+        raise CalibrationError(f"{where}: 'fitted' must be an object, got {fitted!r}")
+    scale, offset, fit = {}, {}, {}
+    for key, value in fitted.items():
+        kind, _, component = key.partition("_")
+        if kind == "scale" and component:
+            scale[component] = value
+        elif kind == "offset" and component:
+            offset[component] = value
+        elif key in ("fit_mean_error", "fit_frames"):
+            fit[key.removeprefix("fit_")] = value
+        else:
+            raise CalibrationError(f"{where}: unknown key 'fitted.{key}'")
+    data = {"schema_version": SCHEMA_VERSION, "renderer": LEGACY_RENDERER,
+            "device": profile.name, "driver": profile.driver, "scale": scale,
+            "offset": offset, "fit": fit, "source": profile.source,
+            "device_profile": profile.fingerprint()}
+    try:
+        return AppCalibration.from_dict(data, where)
+    except CalibrationError as exc:  # name the key as the old file spells it
+        message = str(exc).replace("'scale.", "'fitted.scale_").replace("'offset.",
+                                                                        "'fitted.offset_")
+        raise CalibrationError(message) from None
+
+
+def load_profile_and_calibration(
+        path: str | os.PathLike[str]) -> tuple[DeviceProfile, AppCalibration | None]:
+    """Read a profile file; an old one that still holds the ray tracer's ``fitted`` values
+    also gives that calibration (else None)."""
+    path = Path(path)
+    data = read_json(path, ProfileError, "profile")
+    profile = DeviceProfile.from_dict(data, where=str(path))
+    return profile, legacy_calibration(data, profile, str(path))
+
+
+@lru_cache(maxsize=1)
+def _builtin_calibrations() -> tuple[AppCalibration, ...]:
+    return tuple(load_calibration(p) for p in sorted(CALIBRATION_DIR.glob("*.json")))
+
+
+def builtin_calibrations() -> list[AppCalibration]:
+    """The shipped calibrations (of the devices measured here, beside their shipped profiles)."""
+    return list(_builtin_calibrations())

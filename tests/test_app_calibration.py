@@ -1,0 +1,319 @@
+"""The ray tracer's calibration lives apart from the device profile, and bad ones never tune.
+
+Issue 8: the per-phase scale/offset moved out of DeviceProfile into an AppCalibration keyed by
+device and renderer; old profile files that hold them still load. Issue 10: a calibration that
+would wreck tuning (all-zero, negative, huge, empty, missing a phase) is refused with the file
+and the key named, and the shipped one is used instead; an unwritable store is found before the
+work and the result kept in memory; ``calibrate -o MISSING/x.json`` fails before calibrating.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+import autotune.profile_store as store_mod
+import raytracer.tuning.calibration_fit as calibrate_mod
+from autotune.app.cli import main
+from autotune.atomic_files import OutputError
+from autotune.profile_store import (
+    calibration_path,
+    find_app_calibration,
+    find_device_profile,
+    profile_path,
+    save_calibration,
+    store,
+)
+from models.app_calibration import (
+    AppCalibration,
+    CalibrationError,
+    builtin_calibrations,
+    load_calibration,
+    load_profile_and_calibration,
+)
+from models.device_profile import builtin_profiles
+from models.raytrace_cost import PHASES, predict_frame_seconds, predict_phase_seconds
+from models.workload import Workload
+from raytracer.opencl_device import DeviceInfo
+from raytracer.tracer import RenderSettings
+
+SHIPPED = builtin_profiles()["pocl-pthread-amd-epyc"]
+SHIPPED_CAL = next(c for c in builtin_calibrations() if c.matches(SHIPPED))
+
+
+@pytest.fixture(autouse=True)
+def private_store(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_PROFILE_DIR", str(tmp_path / "profiles"))
+    monkeypatch.setattr(store_mod, "_memory_profiles", {})
+    monkeypatch.setattr(store_mod, "_memory_calibrations", {})
+
+
+def _legacy(fitted: dict) -> dict:
+    """The shipped PoCL profile as files were written before the split."""
+    return {**SHIPPED.to_dict(), "fitted": fitted}
+
+
+def _legacy_fitted(scale: float = 2.0, offset: float = 1e-9) -> dict:
+    fitted = {}
+    for p in PHASES:
+        fitted |= {f"scale_{p}": scale, f"offset_{p}": offset}
+    return fitted | {"fit_mean_error": 0.1, "fit_frames": 40.0}
+
+
+def _write_user_profile(data: dict) -> Path:
+    path = profile_path(SHIPPED.name, SHIPPED.driver)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _lookup() -> tuple[object, AppCalibration | None, list[str]]:
+    """find the profile and calibration as TunedRenderer does; return them and the warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        profile = find_device_profile(SHIPPED.name, SHIPPED.driver)
+        calibration = find_app_calibration(profile, "raytracer", PHASES)
+    return profile, calibration, [str(w.message) for w in caught]
+
+
+# ---- the record itself ------------------------------------------------------------------------
+
+def _cal_dict(**changes) -> dict:
+    d = SHIPPED_CAL.to_dict()
+    d.update(changes)
+    return d
+
+
+@pytest.mark.parametrize(("changes", "key"), [
+    ({"scale": dict.fromkeys(PHASES, 0.0)}, "scale.primary"),  # all zero: 64 AO rays every frame
+    ({"scale": dict.fromkeys(PHASES, 1.0) | {"ao": -2.0}}, "scale.ao"),  # negative times
+    ({"scale": dict.fromkeys(PHASES, 1.0) | {"shade": 1e300}}, "scale.shade"),
+    ({"scale": dict.fromkeys(PHASES, 1.0) | {"shadow": float("nan")}}, "scale.shadow"),
+    ({"offset": dict.fromkeys(PHASES, 0.0) | {"ao": -1e-9}}, "offset.ao"),
+    ({"offset": dict.fromkeys(PHASES, 0.0) | {"ao": 1.0}}, "offset.ao"),  # 1 s a pixel
+    ({"scale": {}, "offset": {}}, "'scale' is empty"),
+    ({"offset": {"primary": 0.0}}, "same components"),
+    ({"fit": {"mean_error": -1}}, "fit.mean_error"),
+    ({"renderer": ""}, "'renderer'"),
+    ({"schema_version": 7}, "schema_version"),
+    ({"extra": 1}, "'extra'"),
+])
+def test_invalid_calibrations_are_refused_naming_the_key(tmp_path, changes, key):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_cal_dict(**changes)))
+    with pytest.raises(CalibrationError) as err:
+        load_calibration(path)
+    assert str(path) in str(err.value) and key in str(err.value)
+
+
+def test_a_missing_key_is_named(tmp_path):
+    d = _cal_dict()
+    del d["offset"]
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(CalibrationError, match=r"c\.json: missing key\(s\) 'offset'"):
+        load_calibration(path)
+
+
+def test_direct_construction_is_validated():
+    with pytest.raises(CalibrationError, match="scale.ao"):
+        dataclasses.replace(SHIPPED_CAL, scale=dict(SHIPPED_CAL.scale, ao=0.0))
+
+
+def test_shipped_calibration_round_trips_and_predicts_what_the_old_profile_did(tmp_path):
+    path = save_calibration(SHIPPED_CAL, tmp_path / "c.json")
+    assert load_calibration(path) == SHIPPED_CAL
+    assert SHIPPED_CAL.matches(SHIPPED) and set(SHIPPED_CAL.scale) == set(PHASES)
+
+
+# ---- old profile files ------------------------------------------------------------------------
+
+def test_an_old_profile_with_fitted_still_loads_split_and_silent():
+    fitted = _legacy_fitted()
+    path = _write_user_profile(_legacy(fitted))
+    profile, calibration = load_profile_and_calibration(path)
+    assert profile == SHIPPED and "fitted" not in profile.to_dict()
+    assert calibration.scale == dict.fromkeys(PHASES, 2.0) and calibration.fit["frames"] == 40
+    found_profile, found, messages = _lookup()
+    assert found_profile == SHIPPED and found == calibration and messages == []
+
+
+def test_an_old_profile_with_empty_fitted_has_no_calibration():
+    path = _write_user_profile(_legacy({}))
+    assert load_profile_and_calibration(path)[1] is None
+
+
+@pytest.mark.parametrize(("fitted", "key"), [
+    (_legacy_fitted(scale=0.0, offset=0.0), "fitted.scale_primary"),  # issue 10: all zero
+    (_legacy_fitted(scale=-1.0), "fitted.scale_primary"),
+    (_legacy_fitted(scale=1e300), "fitted.scale_primary"),
+    (_legacy_fitted() | {"scale_bogus": 1.0}, "same components"),
+    ({"scale_primary": 1.0, "offset_primary": 0.0, "foo": 1.0}, "fitted.foo"),
+])
+def test_a_bad_old_profile_falls_back_to_the_shipped_one_with_one_warning(fitted, key):
+    path = _write_user_profile(_legacy(fitted))
+    profile, calibration, messages = _lookup()
+    assert profile == SHIPPED and calibration == SHIPPED_CAL
+    assert len(messages) == 1, messages
+    assert str(path) in messages[0] and key in messages[0]
+
+
+def test_an_implausible_device_parameter_falls_back_with_one_warning():
+    path = _write_user_profile(SHIPPED.to_dict() | {"issue_cycles": 1e-300})
+    profile, calibration, messages = _lookup()
+    assert profile == SHIPPED and calibration == SHIPPED_CAL
+    assert len(messages) == 1 and str(path) in messages[0] and "issue_cycles" in messages[0]
+
+
+def test_a_bad_user_calibration_falls_back_to_the_shipped_one_with_one_warning():
+    path = calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(_cal_dict(scale=dict(SHIPPED_CAL.scale, ao=-4.0))))
+    _, calibration, messages = _lookup()
+    assert calibration == SHIPPED_CAL
+    assert len(messages) == 1 and str(path) in messages[0] and "scale.ao" in messages[0]
+
+
+def test_a_calibration_missing_a_phase_is_not_used():
+    partial = dataclasses.replace(SHIPPED_CAL, scale={"primary": 2.0}, offset={"primary": 0.0})
+    path = calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer")
+    path.parent.mkdir(parents=True)
+    save_calibration(partial, path)
+    _, calibration, messages = _lookup()
+    assert calibration == SHIPPED_CAL
+    assert len(messages) == 1 and "no fit for shadow, ao, shade" in messages[0]
+
+
+def test_the_user_calibration_wins_over_the_shipped_one():
+    mine = dataclasses.replace(SHIPPED_CAL, scale=dict.fromkeys(PHASES, 3.0))
+    store(SHIPPED, mine)
+    _, calibration, messages = _lookup()
+    assert calibration == mine and messages == []
+
+
+# ---- one file per renderer --------------------------------------------------------------------
+
+def test_calibrating_another_renderer_never_overwrites_the_ray_tracers():
+    ray = dataclasses.replace(SHIPPED_CAL, scale=dict.fromkeys(PHASES, 3.0))
+    volume = AppCalibration("volume", SHIPPED.name, SHIPPED.driver, scale={"rank0": 1.5},
+                            offset={"rank0": 0.0}, device_profile=SHIPPED.fingerprint())
+    store(SHIPPED, ray)
+    store(SHIPPED, volume)
+    assert find_app_calibration(SHIPPED, "raytracer", PHASES) == ray
+    assert find_app_calibration(SHIPPED, "volume") == volume
+    files = sorted(p.name for p in calibration_path(SHIPPED.name, SHIPPED.driver, "x").parent
+                   .iterdir())
+    assert files == ["pthread-amd-epyc-3-0-rc2--raytracer.json",
+                     "pthread-amd-epyc-3-0-rc2--volume.json"]
+    assert "fitted" not in json.loads(profile_path(SHIPPED.name, SHIPPED.driver).read_text())
+
+
+def test_a_calibration_of_another_profile_of_the_device_warns_to_recalibrate():
+    changed = dataclasses.replace(SHIPPED, issue_cycles=SHIPPED.issue_cycles * 2)
+    with pytest.warns(UserWarning, match="another device profile.*recalibrate"):
+        assert find_app_calibration(changed, "raytracer", PHASES) == SHIPPED_CAL
+
+
+def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
+    """The split keeps the figures: per phase ``scale * model + offset * pixels``, as before."""
+    from raytracer.tuning.instruction_counts import load_kernel_counts
+
+    counts = load_kernel_counts()
+    frame = Workload(pixels=640 * 360, hit_fraction=0.6, p_t=40, p_i=8, s_t=20, s_i=4, a_t=15,
+                     a_i=3, t_v=1.0, m=0.7)
+    seconds = predict_frame_seconds(SHIPPED, counts, frame, 8, True, True,
+                                    calibration=SHIPPED_CAL)
+    bare = predict_phase_seconds(SHIPPED, counts, frame, 8, True, True)
+    by_hand = sum(SHIPPED_CAL.scale[p] * v + SHIPPED_CAL.offset[p] * frame.pixels
+                  for p, v in bare.items())
+    assert seconds == pytest.approx(by_hand)
+
+
+# ---- where calibration writes, checked before the work ----------------------------------------
+
+def _device() -> DeviceInfo:
+    return DeviceInfo(0, 0, "test", SHIPPED.name, "CPU", 2, 2596, 1024, SHIPPED.driver, 16)
+
+
+@pytest.fixture
+def fake_calibration(monkeypatch, tracers):
+    """calibrate() with the microbenchmarks and the frames replaced by a few synthetic frames;
+    ``events`` records when the work started."""
+    tracer = tracers("dragon-small")
+    events: list[str] = []
+    from raytracer.tuning.probe import Probe
+
+    probe = Probe(tracer.scene, tracer.bvh)
+    workload = probe.measure(tracer.scene.camera, 32, 18)
+    counts = calibrate_mod.load_kernel_counts()
+    samples = []
+    for s in (RenderSettings(2, 0.1, True, True), RenderSettings(8, 0.1, True, False),
+              RenderSettings(4, 0.1, True, True)):
+        model = predict_phase_seconds(SHIPPED, counts, workload, s.ao_rays, s.shadows, s.phong)
+        samples.append(calibrate_mod.Sample(workload, s, {p: 3 * v for p, v in model.items()}))
+
+    def base_profile(device, quick):
+        events.append("calibrating")
+        return SHIPPED
+
+    monkeypatch.setattr(calibrate_mod, "base_profile", base_profile)
+    monkeypatch.setattr(calibrate_mod, "load_scene", lambda name: tracer.scene)
+    monkeypatch.setattr(calibrate_mod, "Tracer", lambda scene, device: tracer)
+    monkeypatch.setattr(calibrate_mod, "collect_samples", lambda *a, **k: samples)
+    monkeypatch.setattr(calibrate_mod, "FIT_STARTS", ((1.0, 1.0),))  # one start is enough here
+    return events
+
+
+def test_an_unwritable_store_is_found_first_and_the_result_kept_in_memory(
+        tmp_path, monkeypatch, fake_calibration):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the profile folder should be")
+    monkeypatch.setenv("AUTOTUNE_PROFILE_DIR", str(blocker / "profiles"))
+
+    def warn(message, *args, **kwargs):
+        fake_calibration.append(f"warning: {message}")
+
+    monkeypatch.setattr(store_mod.warnings, "warn", warn)
+    result = calibrate_mod.calibrate(_device(), quick=True, progress=False)
+    assert fake_calibration[0].startswith("warning: cannot write the profile store")
+    assert str(blocker) in fake_calibration[0] and fake_calibration[1] == "calibrating"
+    assert len(fake_calibration) == 2  # one warning
+    assert find_device_profile(SHIPPED.name, SHIPPED.driver) is result.profile  # in memory
+    assert find_app_calibration(result.profile, "raytracer", PHASES) is result.calibration
+    assert blocker.read_text().startswith("a file")  # nothing written over it
+
+
+def test_calibrate_saves_profile_and_calibration_apart(fake_calibration):
+    result = calibrate_mod.calibrate(_device(), quick=True, progress=False)
+    saved = json.loads(profile_path(SHIPPED.name, SHIPPED.driver).read_text())
+    assert "fitted" not in saved
+    assert load_calibration(calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer")) == \
+        result.calibration
+
+
+def test_calibrate_output_into_a_missing_folder_fails_before_calibrating(tmp_path,
+                                                                         fake_calibration):
+    with pytest.raises(OutputError, match="does not exist"):
+        calibrate_mod.calibrate(_device(), quick=True, progress=False,
+                                out=tmp_path / "missing" / "x.json")
+    assert fake_calibration == []  # no work was done
+
+
+def test_calibrate_output_writes_profile_and_calibration(tmp_path, fake_calibration):
+    out = tmp_path / "mine.json"
+    result = calibrate_mod.calibrate(_device(), quick=True, progress=False, out=out,
+                                     save=False)
+    assert json.loads(out.read_text()) == result.profile.to_dict()
+    assert load_calibration(tmp_path / "mine--raytracer.json") == result.calibration
+
+
+def test_cli_calibrate_output_into_a_missing_folder_is_one_line_exit_2(tmp_path, capsys,
+                                                                       fake_calibration):
+    rc = main(["calibrate", "--quick", "-o", str(tmp_path / "missing" / "x.json")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "does not exist" in err and "Traceback" not in err
+    assert fake_calibration == []
