@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from autotune.atomic_files import write_text  # noqa: E402
 from raytracer.tracer import kernel_source  # noqa: E402
 from raytracer.tuning.instruction_counts import (  # noqa: E402
     COUNTS_PATH,
@@ -30,18 +29,6 @@ from raytracer.tuning.instruction_counts import (  # noqa: E402
     compile_ptx,
     counts_document,
 )
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename, so no half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _table(doc: dict) -> str:
@@ -69,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = json.dumps(doc, indent=2) + "\n"
     if args.ptx:
-        _write_atomic(args.ptx, ptx)
+        write_text(args.ptx, ptx)
     print(text if args.json else _table(doc))
     if args.check:
         try:
@@ -82,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{args.out}: up to date")
         return 0
-    _write_atomic(args.out, text)
+    write_text(args.out, text)
     print(f"wrote {args.out}")
     return 0
 
