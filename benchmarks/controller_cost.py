@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
-from autotune.app.report import emit
+from autotune.app.report import emit, summary_stats
 
 BUDGET_US = 1000.0
 
@@ -42,12 +42,6 @@ class SyntheticModel:
         return self.workload * (0.004 + ao + 0.005 * c["shadows"] + 0.001 * c["phong"])
 
 
-def _stats(samples_s: list[float]) -> dict[str, float]:
-    """Mean and p95 in microseconds."""
-    us = np.asarray(samples_s) * 1e6
-    return {"mean_us": float(us.mean()), "p95_us": float(np.percentile(us, 95))}
-
-
 def time_choose(controller: str, vectorized: bool, frames: int) -> dict[str, float]:
     """Closed loop over ``frames`` frames; times only ``Tuner.choose()``."""
     model = SyntheticModel()
@@ -67,7 +61,8 @@ def time_choose(controller: str, vectorized: bool, frames: int) -> dict[str, flo
             evaluations.append(decision.evaluations)
         true_time = model({k: np.array([v]) for k, v in decision.knobs.items()})[0]
         tuner.observe(float(true_time) * 1.2 * (1 + rng.uniform(-0.03, 0.03)))
-    return {**_stats(samples), "evaluations_per_frame": float(np.mean(evaluations))}
+    return {**summary_stats(samples, ("mean", "p95"), scale=1e6, suffix="_us"),
+            "evaluations_per_frame": float(np.mean(evaluations))}
 
 
 def time_reference(repeats: int) -> dict[str, float]:
@@ -79,7 +74,8 @@ def time_reference(repeats: int) -> dict[str, float]:
         started = time.perf_counter()
         model(grid)
         samples.append(time.perf_counter() - started)
-    return {**_stats(samples[20:]), "candidates": space.size}
+    return {**summary_stats(samples[20:], ("mean", "p95"), scale=1e6, suffix="_us"),
+            "candidates": space.size}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from autotune.app.animation import orbit_camera_path
-from autotune.app.report import emit, pyplot
+from autotune.app.report import emit, pyplot, summary_stats
 from autotune.atomic_files import save_figure
 from models.device_profile import DeviceProfile
 from raytracer.phases import PHASES
@@ -52,7 +51,7 @@ def errors(model: RayTraceModel, samples: list[Sample]) -> dict:
         frame_err.append(abs(sum(pred.values()) - measured_total) / measured_total)
 
     def stats(x: list[float]) -> dict:
-        return {"mean": float(np.mean(x)), "p95": float(np.percentile(x, 95)), "n": len(x)}
+        return {**summary_stats(x, ("mean", "p95")), "n": len(x)}
 
     return {"frame": stats(frame_err), "phases": {p: stats(v) for p, v in per_phase.items() if v}}
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 
 def _plain(value: Any) -> Any:
@@ -55,3 +57,18 @@ def pyplot() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+_STATISTICS = {"mean": np.mean, "median": np.median, "p95": lambda a: np.percentile(a, 95),
+               "max": np.max}
+
+
+def summary_stats(values: Iterable[float], keys: Sequence[str] = ("mean", "median", "p95", "max"),
+                  scale: float = 1.0, suffix: str = "") -> dict[str, float]:
+    """Named statistics of ``values`` (times ``scale``), NaN when there are none.
+
+    The one helper behind every "mean / p95 of ..." figure (viewer runs, benchmarks); ``keys``
+    pick from mean, median, p95 and max, ``suffix`` names the unit ("_us").
+    """
+    a = np.asarray(list(values), np.float64) * scale
+    return {f"{k}{suffix}": float(_STATISTICS[k](a)) if a.size else math.nan for k in keys}
