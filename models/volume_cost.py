@@ -3,15 +3,16 @@
 Each code section of a rank's frame gets a small linear model in the quantities that drive it,
 calibrated per rank by non-negative least squares from measured section timings:
 
-* local raycast: ``a·samples + b·rays + c·pixels + d`` (samples taken inside the rank's brick,
-  rays that enter the brick, pixels of the full-size image the rank clears and hands on);
+* local raycast: ``a·samples + e·skipped + b·rays + c·pixels + d`` (samples taken inside the
+  rank's brick, lattice positions passed over in empty blocks, rays that enter the brick,
+  pixels of the full-size image the rank clears and hands on);
 * each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (seed 004's
   neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
 * the gather to rank 0: ``α_g + β_g·bytes``.
 
 Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
-ones are summed: rank 0's frame = max_i render_i + Σ_stages max_i stage_i + gather (+ the
-rank-0-only finish: upscale etc.). Everything here is numbers in, numbers out.
+ones are summed: rank 0's frame = max_i render_i + Σ_stages max_i stage_i + gather. Everything
+here is numbers in, numbers out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import nnls
 
-RENDER_TERMS = ("samples", "rays", "pixels", "const")
+RENDER_TERMS = ("samples", "skipped", "rays", "pixels", "const")
 STAGE_TERMS = ("partners", "bytes", "pixels")
 GATHER_TERMS = ("const", "bytes")
 
@@ -43,8 +44,10 @@ def _design(columns: Sequence[ArrayLike], n: int) -> NDArray[np.float64]:
     return x
 
 
-def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str) -> tuple[NDArray, float]:
-    """Relative-error NNLS: rows are scaled by 1/y so small and large frames weigh alike."""
+def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str,
+              relative: bool = True) -> tuple[NDArray, float]:
+    """NNLS on relative errors (rows scaled by 1/y, so small and large frames weigh alike) or,
+    for small noisy sections whose tiny rows would dominate a relative fit, absolute errors."""
     y = np.asarray(y, np.float64)
     if len(y) < x.shape[1]:
         raise VolumeModelError(f"{what}: {len(y)} timed frames cannot fit {x.shape[1]} "
@@ -53,8 +56,8 @@ def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str) -> tuple[NDArray,
         raise VolumeModelError(f"{what}: measured times must be finite and > 0")
     scale = x.max(axis=0)
     scale[scale == 0] = 1.0
-    w = 1.0 / y
-    coef, _ = nnls((x / scale) * w[:, None], np.ones_like(y))
+    w = 1.0 / y if relative else np.full_like(y, 1.0 / y.mean())
+    coef, _ = nnls((x / scale) * w[:, None], y * w)
     coef = coef / scale
     pred = x @ coef
     return coef, float(np.mean(np.abs(pred - y) / y))
@@ -62,9 +65,10 @@ def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str) -> tuple[NDArray,
 
 @dataclass(frozen=True)
 class RenderModel:
-    """One rank's local raycast time: ``a·samples + b·rays + c·pixels + d`` seconds."""
+    """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s."""
 
     per_sample: float
+    per_skipped: float
     per_ray: float
     per_pixel: float
     constant: float
@@ -75,16 +79,18 @@ class RenderModel:
             if k != "fit_error" and not (math.isfinite(v) and v >= 0):
                 raise VolumeModelError(f"render model: {k} must be finite and >= 0, got {v}")
 
-    def predict(self, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike) -> NDArray:
+    def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
+                pixels: ArrayLike) -> NDArray:
         return (self.per_sample * np.asarray(samples, np.float64)
+                + self.per_skipped * np.asarray(skipped, np.float64)
                 + self.per_ray * np.asarray(rays, np.float64)
                 + self.per_pixel * np.asarray(pixels, np.float64) + self.constant)
 
     @classmethod
-    def fit(cls, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
+    def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
             seconds: ArrayLike) -> RenderModel:
         y = np.asarray(seconds, np.float64)
-        x = _design([samples, rays, pixels, 1.0], len(y))
+        x = _design([samples, skipped, rays, pixels, 1.0], len(y))
         coef, err = _fit_nnls(x, y, "render model")
         return cls(*map(float, coef), fit_error=err)
 
@@ -135,6 +141,21 @@ class GatherModel:
         return cls(float(coef[0]), float(coef[1]), fit_error=err)
 
 
+def fit_compositing(partner_ratio: ArrayLike, nbytes: ArrayLike, pixels: ArrayLike,
+                    gather_bytes: ArrayLike, seconds: ArrayLike) -> tuple[StageModel, GatherModel]:
+    """Fit the stage and gather models jointly on whole-frame compositing times.
+
+    Per frame: the sums over stages of the slowest rank's partner ratio, bytes and blended
+    pixels, the bytes gathered to rank 0, and the measured compositing + gather seconds (stage
+    times of single ranks include waiting for slower partners; the frame total does not).
+    """
+    y = np.asarray(seconds, np.float64)
+    x = _design([partner_ratio, nbytes, pixels, 1.0, gather_bytes], len(y))
+    coef, err = _fit_nnls(x, y, "compositing model", relative=False)
+    return (StageModel(float(coef[0]), float(coef[1]), float(coef[2]), fit_error=err),
+            GatherModel(float(coef[3]), float(coef[4]), fit_error=err))
+
+
 @dataclass(frozen=True)
 class StageWork:
     """What one compositing stage costs a rank at full image scale (it scales with pixels)."""
@@ -156,30 +177,31 @@ class ClusterFrameModel:
     render: tuple[RenderModel, ...]  # one per rank
     stage: StageModel  # shared by all stages and ranks (same code, same links)
     gather: GatherModel
-    finish: RenderModel | None = None  # rank-0-only tail (upscale), in pixels of the display
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ranks(self) -> int:
         return len(self.render)
 
-    def predict_sections(self, samples: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
-                         stages: Sequence[Sequence[StageWork]], gather_bytes: float,
-                         image_scale: ArrayLike = 1.0, display_pixels: float = 0.0
+    def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
+                         pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
+                         gather_bytes: float, image_scale: ArrayLike = 1.0
                          ) -> dict[str, NDArray]:
         """Seconds per section for candidates.
 
-        ``samples``/``rays``: (ranks, candidates) estimates; ``pixels``: (candidates,) rendered
-        pixels; ``stages[s][r]``: rank r's work in stage s at scale 1; ``image_scale``:
-        (candidates,) — compositing bytes and pixels scale with its square.
+        ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
+        (candidates,) rendered pixels; ``stages[s][r]``: rank r's work in stage s at scale 1;
+        ``image_scale``: (candidates,) — compositing bytes and pixels scale with its square.
         """
         samples = np.atleast_2d(np.asarray(samples, np.float64))
+        skipped = np.atleast_2d(np.asarray(skipped, np.float64))
         rays = np.atleast_2d(np.asarray(rays, np.float64))
-        if samples.shape[0] != self.ranks or rays.shape != samples.shape:
-            raise VolumeModelError(f"expected ({self.ranks}, candidates) samples and rays, got "
-                                   f"{samples.shape} and {rays.shape}")
+        if samples.shape[0] != self.ranks or rays.shape != samples.shape \
+                or skipped.shape != samples.shape:
+            raise VolumeModelError(f"expected ({self.ranks}, candidates) samples, skipped and "
+                                   f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         area = np.broadcast_to(np.asarray(image_scale, np.float64) ** 2, samples.shape[1:])
-        per_rank = np.stack([m.predict(samples[i], rays[i], pixels)
+        per_rank = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels)
                              for i, m in enumerate(self.render)])
         out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank}
         comp = np.zeros_like(area)
@@ -191,10 +213,7 @@ class ClusterFrameModel:
         out["composite"] = comp
         out["gather"] = self.gather.predict(gather_bytes * area) if self.ranks > 1 \
             else np.zeros_like(area)
-        finish = (self.finish.predict(0.0, 0.0, display_pixels) if self.finish is not None
-                  else 0.0)
-        out["finish"] = np.broadcast_to(np.asarray(finish, np.float64), area.shape).copy()
-        out["frame"] = out["render"] + comp + out["gather"] + out["finish"]
+        out["frame"] = out["render"] + comp + out["gather"]
         return out
 
     def predict_frame(self, *args: Any, **kwargs: Any) -> NDArray:
@@ -203,16 +222,13 @@ class ClusterFrameModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"render": [asdict(m) for m in self.render], "stage": asdict(self.stage),
-                "gather": asdict(self.gather),
-                "finish": asdict(self.finish) if self.finish else None, "meta": self.meta}
+                "gather": asdict(self.gather), "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<volume model>") -> ClusterFrameModel:
         try:
             return cls(tuple(RenderModel(**r) for r in d["render"]), StageModel(**d["stage"]),
-                       GatherModel(**d["gather"]),
-                       RenderModel(**d["finish"]) if d.get("finish") else None,
-                       dict(d.get("meta", {})))
+                       GatherModel(**d["gather"]), dict(d.get("meta", {})))
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
 

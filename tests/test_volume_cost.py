@@ -18,9 +18,10 @@ def test_render_fit_recovers_coefficients():
     samples = rng.uniform(1e5, 5e6, 40)
     rays = rng.uniform(1e3, 2e5, 40)
     pixels = rng.choice([65536.0, 262144.0], 40)
-    truth = RenderModel(2e-9, 5e-8, 1e-9, 1e-3)
-    y = truth.predict(samples, rays, pixels) * rng.normal(1.0, 0.002, 40)
-    fit = RenderModel.fit(samples, rays, pixels, y)
+    skipped = rng.uniform(1e5, 2e7, 40)
+    truth = RenderModel(2e-9, 3e-10, 5e-8, 1e-9, 1e-3)
+    y = truth.predict(samples, skipped, rays, pixels) * rng.normal(1.0, 0.002, 40)
+    fit = RenderModel.fit(samples, skipped, rays, pixels, y)
     assert fit.per_sample == pytest.approx(2e-9, rel=0.02)
     assert fit.constant == pytest.approx(1e-3, rel=0.2)
     assert fit.fit_error < 0.01
@@ -28,19 +29,21 @@ def test_render_fit_recovers_coefficients():
 
 def test_fit_rejects_bad_rows():
     with pytest.raises(VolumeModelError, match="cannot fit"):
-        RenderModel.fit([1.0], [1.0], [1.0], [1.0])
+        RenderModel.fit([1.0], [1.0], [1.0], [1.0], [1.0])
     with pytest.raises(VolumeModelError, match="finite"):
-        RenderModel.fit([1.0] * 5, [1.0] * 5, [1.0] * 5, [1.0, 1.0, np.nan, 1.0, 1.0])
+        RenderModel.fit([1.0] * 6, [1.0] * 6, [1.0] * 6, [1.0] * 6,
+                        [1.0, 1.0, np.nan, 1.0, 1.0, 1.0])
     with pytest.raises(VolumeModelError, match=">= 0"):
-        RenderModel(-1.0, 0.0, 0.0, 0.0)
+        RenderModel(-1.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def test_frame_is_max_render_plus_sum_of_stage_maxima():
-    render = (RenderModel(1e-9, 0, 0, 0.0), RenderModel(1e-9, 0, 0, 0.01))
+    render = (RenderModel(1e-9, 0, 0, 0, 0.0), RenderModel(1e-9, 0, 0, 0, 0.01))
     model = ClusterFrameModel(render, StageModel(1e-3, 1e-9, 0.0), GatherModel(2e-3, 0.0))
     stages = [[StageWork(1, 1, 1e6, 0), StageWork(1, 1, 3e6, 0)]]
     samples = np.array([[1e7, 2e7], [1e6, 1e6]])  # rank 0 heavy, rank 1 light
-    out = model.predict_sections(samples, np.zeros_like(samples), np.zeros(2), stages, 0.0,
+    zero = np.zeros_like(samples)
+    out = model.predict_sections(samples, zero, zero, np.zeros(2), stages, 0.0,
                                  image_scale=np.array([1.0, 0.5]))
     np.testing.assert_allclose(out["render"], [0.011, 0.02])
     np.testing.assert_allclose(out["stage0"], [1e-3 + 3e-3, 1e-3 + 0.75e-3])
@@ -48,9 +51,23 @@ def test_frame_is_max_render_plus_sum_of_stage_maxima():
 
 
 def test_round_trip_and_bad_dict():
-    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0),), StageModel(0, 1e-9, 0),
+    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0, 0),), StageModel(0, 1e-9, 0),
                               GatherModel(0, 0), meta={"device": "x"})
     again = ClusterFrameModel.from_dict(model.to_dict())
     assert again == model
     with pytest.raises(VolumeModelError, match="bad.json"):
         ClusterFrameModel.from_dict({"render": []}, where="bad.json")
+
+
+def test_joint_compositing_fit_recovers_stage_and_gather_terms():
+    from models.volume_cost import fit_compositing
+
+    rng = np.random.default_rng(2)
+    ratio = rng.uniform(1, 4, 30)
+    nbytes = rng.uniform(1e6, 3e7, 30)
+    pixels = nbytes / 16 * rng.uniform(0.8, 1.2, 30)
+    gbytes = rng.uniform(1e6, 2e7, 30)
+    y = 2e-4 * ratio + 1e-9 * nbytes + 3e-9 * pixels + 1e-3 + 0.5e-9 * gbytes
+    stage, gather = fit_compositing(ratio, nbytes, pixels, gbytes, y)
+    assert stage.per_byte == pytest.approx(1e-9, rel=0.05)
+    assert gather.constant == pytest.approx(1e-3, rel=0.1)

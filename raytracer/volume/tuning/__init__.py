@@ -1,0 +1,2 @@
+"""What ties the volume renderer to the tuner: the per-frame workload probe, calibration, the
+governed distributed renderer."""

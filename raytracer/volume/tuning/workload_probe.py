@@ -1,0 +1,189 @@
+"""Per-frame workload estimate of each rank's raycast: the volume analogue of the tracer's probe.
+
+For the current view, a few thousand rays march the coarse block grid (mean opacity per block,
+after the transfer function) at a coarse step. Each rank's brick is ray-cast on its own in
+sort-last rendering, so early ray termination is tracked per brick (a back brick does not know
+the front one made the ray opaque). The probe returns, per rank, the path length (in voxels)
+through non-empty blocks that rays walk before their in-brick opacity passes each termination
+threshold, and how many rays enter the brick. Samples for a step Δs follow as length / Δs,
+scaled from probe rays to image pixels: that is what the per-rank model prices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+from numpy.typing import NDArray
+
+from raytracer.camera import Camera
+from raytracer.volume.partition import Partition
+from raytracer.volume.transfer_function import TransferFunction
+from raytracer.volume.volume_data import Volume
+
+PROBE_SIZE = 32  # about PROBE_SIZE² probe rays a frame (2 ms for bonsai on one core)
+BLOCK = 8  # voxels per block side of the coarse grid
+
+
+@dataclass(frozen=True)
+class BlockGrid:
+    """Coarse per-block opacity of a volume under a transfer function, in world placement."""
+
+    opacity: NDArray[np.float32]  # (bz, by, bx) mean opacity per reference step
+    nonempty: NDArray[np.bool_]  # (bz, by, bx) some voxel has opacity > 0
+    origin: NDArray[np.float64]  # world position of voxel (0, 0, 0)
+    spacing: NDArray[np.float64]  # (x, y, z)
+    dims: tuple[int, int, int]  # voxels (x, y, z)
+    block: int = BLOCK
+
+    @classmethod
+    def for_volume(cls, volume: Volume, tf: TransferFunction, block: int = BLOCK) -> BlockGrid:
+        """The grid of a volume under a transfer function (opacities at its reference step)."""
+        return cls.of(volume.normalized, tf.lut()[:, 3], volume.origin,
+                      np.asarray(volume.spacing), block)
+
+    @classmethod
+    def of(cls, normalized: NDArray[np.float32], alpha_lut: NDArray[np.float32],
+           origin: NDArray, spacing: NDArray, block: int = BLOCK) -> BlockGrid:
+        """From values in [0, 1] indexed [z, y, x] and a per-reference-step opacity table."""
+        n = len(alpha_lut)
+        idx = np.clip((normalized * (n - 1) + 0.5).astype(np.int32), 0, n - 1)
+        alpha = alpha_lut[idx]
+        nz, ny, nx = alpha.shape
+        pad = [(0, (-s) % block) for s in alpha.shape]
+        a = np.pad(alpha, pad, mode="edge")
+        shape = (a.shape[0] // block, block, a.shape[1] // block, block, a.shape[2] // block,
+                 block)
+        blocks = a.reshape(shape)
+        return cls(blocks.mean(axis=(1, 3, 5)).astype(np.float32),
+                   blocks.max(axis=(1, 3, 5)) > 0, np.asarray(origin, np.float64),
+                   np.asarray(spacing, np.float64), (nx, ny, nz), block)
+
+
+@dataclass(frozen=True)
+class RankWorkload:
+    """Per rank: non-empty path length before termination (voxels) per threshold, rays entering
+    the brick; both per probe ray, so they scale to any image size."""
+
+    thresholds: NDArray[np.float64]  # (T,)
+    length: NDArray[np.float64]  # (T, ranks) mean voxels walked in non-empty blocks per ray
+    span: NDArray[np.float64]  # (T, ranks) mean voxels walked in the brick (any block) per ray
+    rays: NDArray[np.float64]  # (ranks,) share of probe rays that enter the brick
+
+    def samples(self, step: NDArray, threshold_index: NDArray, pixels: NDArray) -> NDArray:
+        """(ranks, candidates) samples for candidate steps (voxels), thresholds and pixels."""
+        length = self.length[np.asarray(threshold_index, int)]  # (C, ranks)
+        return (length / np.asarray(step, np.float64)[:, None]
+                * np.asarray(pixels, np.float64)[:, None]).T
+
+    def skipped(self, step: NDArray, threshold_index: NDArray, pixels: NDArray) -> NDArray:
+        """(ranks, candidates) lattice positions passed over in empty blocks."""
+        gap = self.span - self.length
+        return (gap[np.asarray(threshold_index, int)] / np.asarray(step, np.float64)[:, None]
+                * np.asarray(pixels, np.float64)[:, None]).T
+
+    def ray_counts(self, pixels: NDArray) -> NDArray:
+        """(ranks, candidates) rays entering each brick."""
+        return self.rays[:, None] * np.asarray(pixels, np.float64)[None, :]
+
+
+@nb.njit(cache=True, fastmath=True)
+def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, opacity,
+           nonempty, bricks_lo, bricks_hi, step_vox, ref_step, thresholds):  # pragma: no cover
+    n_bricks = bricks_lo.shape[0]
+    n_thr = thresholds.shape[0]
+    length = np.zeros((ph, n_thr, n_bricks))
+    span = np.zeros((ph, n_thr, n_bricks))
+    rays = np.zeros((ph, n_bricks))
+    bz, by, bx = opacity.shape
+    smin = min(spacing[0], min(spacing[1], spacing[2]))
+    dt = step_vox * smin
+    for py in range(ph):
+        trans = np.empty(n_bricks)
+        seen = np.zeros(n_bricks, np.bool_)
+        for px in range(pw):
+            d = top_left + (px + 0.5) * du + (py + 0.5) * dv
+            d = d / math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
+            t0, t1 = 0.0, 1e30
+            for a in range(3):
+                inv = 1.0 / d[a] if d[a] != 0.0 else 1e30
+                ta = (vol_lo[a] - eye[a]) * inv
+                tb = (vol_hi[a] - eye[a]) * inv
+                t0 = max(t0, min(ta, tb))
+                t1 = min(t1, max(ta, tb))
+            if t0 >= t1:
+                continue
+            trans[:] = 1.0
+            seen[:] = False
+            t = t0 + 0.5 * dt
+            while t < t1:
+                p0 = eye[0] + t * d[0]
+                p1 = eye[1] + t * d[1]
+                p2 = eye[2] + t * d[2]
+                r = -1
+                for b in range(n_bricks):
+                    if (bricks_lo[b, 0] <= p0 < bricks_hi[b, 0]
+                            and bricks_lo[b, 1] <= p1 < bricks_hi[b, 1]
+                            and bricks_lo[b, 2] <= p2 < bricks_hi[b, 2]):
+                        r = b
+                        break
+                if r >= 0:
+                    if not seen[r]:
+                        seen[r] = True
+                        rays[py, r] += 1.0
+                    ix = min(max(int((p0 - origin[0]) / spacing[0]) // block, 0), bx - 1)
+                    iy = min(max(int((p1 - origin[1]) / spacing[1]) // block, 0), by - 1)
+                    iz = min(max(int((p2 - origin[2]) / spacing[2]) // block, 0), bz - 1)
+                    full = nonempty[iz, iy, ix]
+                    for j in range(n_thr):
+                        if trans[r] > 1.0 - thresholds[j]:
+                            span[py, j, r] += step_vox
+                            if full:
+                                length[py, j, r] += step_vox
+                    if full:
+                        trans[r] *= (1.0 - opacity[iz, iy, ix]) ** (step_vox / ref_step)
+                t += dt
+    return length.sum(axis=0), span.sum(axis=0), rays.sum(axis=0)
+
+
+def brick_boxes(partition: Partition) -> NDArray[np.float64]:
+    """(ranks, 2, 3) world boxes [lo, hi) of the partition's bricks (cells between voxel
+    centres: world = origin + voxel · spacing); outer faces widened a little so samples on
+    the volume's boundary belong to a brick, as in the ray caster."""
+    origin = np.asarray(partition.origin, np.float64)
+    spacing = np.asarray(partition.spacing, np.float64)
+    last = np.asarray(partition.dims, np.float64) - 1.0
+    out = np.empty((len(partition.bricks), 2, 3))
+    for i, b in enumerate(partition.bricks):
+        lo = np.where(np.asarray(b.lo) == 0, -1e-3, b.lo)
+        hi = np.where(np.asarray(b.hi) == last, last + 1e-3, b.hi)
+        out[i, 0], out[i, 1] = origin + lo * spacing, origin + hi * spacing
+    return out
+
+
+def probe_raster(width: int, height: int, rays: int = PROBE_SIZE * PROBE_SIZE) -> tuple[int, int]:
+    """A probe raster of about ``rays`` rays with the image's aspect ratio."""
+    pw = max(4, round(math.sqrt(rays * width / height)))
+    return pw, max(4, round(rays / pw))
+
+
+def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
+                   brick_boxes: NDArray, thresholds: NDArray, ref_step: float = 1.0,
+                   rays: int = PROBE_SIZE * PROBE_SIZE, step_vox: float = 4.0) -> RankWorkload:
+    """March about ``rays`` probe rays (the image's aspect) over the block grid for a camera.
+
+    ``brick_boxes`` is (ranks, 2, 3): each rank's brick as a world box [lo, hi).
+    """
+    pw, ph = probe_raster(width, height, rays)
+    eye, top_left, du, dv = (v.astype(np.float64) for v in camera.basis(pw, ph))
+    vol_lo = grid.origin
+    vol_hi = grid.origin + (np.asarray(grid.dims) - 1.0) * grid.spacing
+    boxes = np.asarray(brick_boxes, np.float64)
+    thr = np.asarray(thresholds, np.float64)
+    length, span, hits = _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, grid.origin,
+                          grid.spacing, grid.block, grid.opacity, grid.nonempty, boxes[:, 0],
+                          boxes[:, 1], float(step_vox), float(ref_step), thr)
+    n = float(pw * ph)
+    return RankWorkload(thr, length / n, span / n, hits / n)

@@ -1,0 +1,59 @@
+"""The governed volume renderer: probe estimates, every knob priced, a governed run end to end."""
+
+import numpy as np
+import pytest
+
+from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
+from raytracer.volume.partition import kd_partition
+from raytracer.volume.raycaster import Raycaster
+from raytracer.volume.tuning.tuned_volume import (
+    TunedVolumeRenderer,
+    calibration_views,
+    knob_space,
+)
+from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
+
+
+@pytest.fixture(scope="module")
+def bonsai():
+    return load_everywhere("bonsai")
+
+
+def test_probe_estimates_each_bricks_samples_and_rays(bonsai):
+    vol, tf = bonsai
+    part = kd_partition(vol.dims, 3, vol.spacing)
+    grid = BlockGrid.for_volume(vol, tf)
+    cam = calibration_views(vol.radius, 1)[0]
+    thresholds = np.array([0.95, 1.0])
+    w = probe_workload(grid, cam, 96, 64, brick_boxes(part), thresholds, rays=4096)
+    for brick in part.bricks:
+        for j, ert in enumerate(thresholds):
+            img = Raycaster(vol, tf, brick).render(cam, 96, 64, step=0.5, ert_threshold=ert)
+            est = w.samples(np.array([0.5]), np.array([j]), np.array([96 * 64]))[brick.index, 0]
+            assert est == pytest.approx(img.samples, rel=0.2), (brick, ert)
+            rays = w.ray_counts(np.array([96 * 64]))[brick.index, 0]
+            assert rays == pytest.approx(img.rays, rel=0.1, abs=20)
+
+
+def test_every_knob_changes_the_prediction_and_the_run_holds_its_knobs(bonsai):
+    vol, tf = bonsai
+    renderer = DistributedRenderer(vol, tf)
+    tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
+    tuned.calibrate(calibration_views(vol.radius, 3), frames=8)
+    model = tuned.model
+    model.workload = tuned._probe(seed_orbit(vol.radius, 4)[1])[0]
+    base = {"sampling_rate": np.array([2.0]), "image_scale": np.array([1.0]),
+            "ert_threshold": np.array([1.0])}
+    full = model(base)[0]
+    for knob, cheaper in (("sampling_rate", 0.5), ("image_scale", 0.5), ("ert_threshold", 0.95)):
+        assert model(base | {knob: np.array([cheaper])})[0] < full, knob
+    losses = tuned.losses.sweeps
+    for name, (values, loss) in losses.items():
+        assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
+    space = knob_space(tuned.losses)
+    q = space.quality(space.grid())
+    assert q.max() == 0.0 and q.min() < 0.0
+    frames = [tuned.render(cam, reference=(i == 0)) for i, cam in
+              enumerate(seed_orbit(vol.radius, 3))]
+    assert all(f.measured > 0 and f.predicted > 0 for f in frames)
+    assert 0.0 < frames[0].quality["ssim"] <= 1.0
