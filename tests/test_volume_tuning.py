@@ -48,7 +48,7 @@ def test_every_knob_changes_the_prediction_and_the_run_holds_its_knobs(bonsai):
     for knob, cheaper in (("sampling_rate", 0.5), ("image_scale", 0.5), ("ert_threshold", 0.95)):
         assert model(base | {knob: np.array([cheaper])})[0] < full, knob
     losses = tuned.losses.sweeps
-    for name, (values, loss) in losses.items():
+    for name, (_values, loss) in losses.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
     space = knob_space(tuned.losses)
     q = space.quality(space.grid())
