@@ -1,1 +1,72 @@
-"""BVH ray tracer: scenes, cameras, SAH BVH, CPU probe/reference and the OpenCL tracer."""
+"""BVH ray tracer: scenes, cameras, SAH BVH, CPU probe/reference and the OpenCL tracer.
+
+The rendering library; it imports neither the tuner nor the models (``raytracer.tuning`` ties
+it to them). What a user imports::
+
+    from raytracer import load_scene, Tracer, RenderSettings
+    scene = load_scene("dragon")
+    frame = Tracer(scene).render(scene.camera, 640, 360, RenderSettings(ao_rays=8))
+
+Names load on first use, so importing one part (the CPU probe) does not pull in OpenCL.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "scene": ("SCENES", "Scene", "SceneError", "load_scene"),
+    "camera": ("Camera", "load_path", "orbit_path", "turn_path"),
+    "bvh": ("BVH", "build_bvh"),
+    "tracer": ("MAX_AO_RAYS", "Frame", "RenderSettings", "Tracer", "TracerError"),
+    "opencl_device": ("DeviceError", "DeviceInfo", "choose_device", "list_devices"),
+    "phases": ("PHASES", "PHASE_LIST", "TILE", "Phase"),
+    "cpu_render": ("render_cpu",),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = [
+    "BVH",
+    "Camera",
+    "DeviceError",
+    "DeviceInfo",
+    "Frame",
+    "MAX_AO_RAYS",
+    "PHASES",
+    "PHASE_LIST",
+    "Phase",
+    "RenderSettings",
+    "SCENES",
+    "Scene",
+    "SceneError",
+    "TILE",
+    "Tracer",
+    "TracerError",
+    "build_bvh",
+    "choose_device",
+    "list_devices",
+    "load_path",
+    "load_scene",
+    "orbit_path",
+    "render_cpu",
+    "turn_path",
+]
+
+if TYPE_CHECKING:
+    from raytracer.bvh import BVH, build_bvh
+    from raytracer.camera import Camera, load_path, orbit_path, turn_path
+    from raytracer.cpu_render import render_cpu
+    from raytracer.opencl_device import DeviceError, DeviceInfo, choose_device, list_devices
+    from raytracer.phases import PHASE_LIST, PHASES, TILE, Phase
+    from raytracer.scene import SCENES, Scene, SceneError, load_scene
+    from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer, TracerError
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'raytracer' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"raytracer.{_WHERE[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
