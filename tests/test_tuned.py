@@ -181,3 +181,18 @@ def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
         calibrate_mod.calibrate(info, quick=True, progress=False)
     assert not profile_path(info.name, info.driver).exists()
     assert not list(profile_path(info.name, info.driver).parent.glob("*"))
+
+
+def test_controlled_time_is_the_frame_the_user_waits_for(tracers, fitted):
+    """Probe + kernels + read-back, not kernel time alone; the prediction covers the same span."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    r.overlap_probe = False
+    frames = [r.render(tracer.scene.camera) for _ in range(3)]
+    for f in frames:
+        assert f.measured >= f.kernel_seconds + f.probe_seconds
+        assert f.kernel_seconds == pytest.approx(sum(f.phase_seconds.values()))
+        assert f.predicted > sum(f.predicted_phases.values()) + 0.9 * f.probe_seconds
+    assert r.overhead_seconds > 0.0
+    assert r.tuner.history[-1].measured == frames[-1].measured
