@@ -12,8 +12,9 @@ Names load on first use, so importing one part (the CPU probe) does not pull in 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from raytracer._lazy import lazy_exports
 
 _EXPORTS = {
     "scene": ("SCENES", "Scene", "SceneError", "load_scene"),
@@ -24,7 +25,6 @@ _EXPORTS = {
     "phases": ("PHASES", "PHASE_LIST", "TILE", "Phase"),
     "cpu_render": ("render_cpu",),
 }
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
     "BVH",
     "Camera",
@@ -62,11 +62,4 @@ if TYPE_CHECKING:
     from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer, TracerError
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'raytracer' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"raytracer.{_WHERE[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -13,10 +13,10 @@ Names load on first use (the probe alone does not pull in OpenCL).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from models.raytrace_cost import PHASES as _MODEL_PHASES
+from raytracer._lazy import lazy_exports
 from raytracer.phases import PHASES as _TRACER_PHASES
 
 # models cannot import the ray tracer, so the cost model writes the phase list again: refuse to
@@ -33,7 +33,6 @@ _EXPORTS = {
                         "collect_samples", "fit_profile", "model_errors"),
     "instruction_counts": ("load_kernel_counts",),
 }
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [
     "FittedModel",
     "Probe",
@@ -74,11 +73,4 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module 'raytracer.tuning' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"raytracer.tuning.{_WHERE[name]}"), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
