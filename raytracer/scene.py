@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,8 +26,22 @@ class SceneError(ValueError):
     """A scene could not be loaded; the message names the file or scene and the problem."""
 
 
+class SceneWarning(UserWarning):
+    """A mesh loaded, but part of it was dropped; the message names the file and what."""
+
+
 ASSETS_DIR = Path(os.environ.get("AUTOTUNE_ASSETS", Path(__file__).resolve().parents[1] / "assets"))
 MESH_SUFFIXES = (".obj", ".ply")
+DEFAULT_SCENE = "dragon"  # every command's default
+# --up: which axis of the mesh points up -> the rotation (det +1) taking it to +y
+UP_AXES: dict[str, np.ndarray] = {
+    "y": np.eye(3),
+    "-y": np.diag([1.0, -1.0, -1.0]),
+    "z": np.array([[1.0, 0, 0], [0, 0, 1], [0, -1, 0]]),
+    "-z": np.array([[1.0, 0, 0], [0, 0, -1], [0, 1, 0]]),
+    "x": np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]]),
+    "-x": np.array([[0.0, 1, 0], [-1, 0, 0], [0, 0, 1]]),
+}
 
 
 @dataclass
@@ -38,6 +54,8 @@ class Scene:
     camera: Camera
     light: np.ndarray  # (3,) float32 point-light position
     normals: np.ndarray = field(default=None)  # (V, 3) float32 per-vertex normals
+    # how the scene was loaded (seconds, mesh cache use), for a command to report
+    load_info: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.normals is None:
@@ -81,6 +99,15 @@ def vertex_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 def clean_mesh(vertices: np.ndarray, faces: np.ndarray,
                source: str) -> tuple[np.ndarray, np.ndarray]:
     """Validate a raw mesh; drop degenerate triangles with a warning; raise SceneError otherwise."""
+    vertices, faces, dropped = _clean_mesh(vertices, faces, source)
+    if dropped:
+        warn_degenerate(source, dropped, len(faces) + dropped)
+    return vertices, faces
+
+
+def _clean_mesh(vertices: np.ndarray, faces: np.ndarray,
+                source: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`clean_mesh` without the warning: also returns how many triangles were dropped."""
     vertices = np.asarray(vertices, dtype=np.float64)
     faces = np.asarray(faces)
     if vertices.ndim != 2 or vertices.shape[1] != 3 or len(vertices) == 0:
@@ -99,39 +126,124 @@ def clean_mesh(vertices: np.ndarray, faces: np.ndarray,
     degenerate = area2 <= (scale * 1e-7) ** 2
     if degenerate.all():
         raise SceneError(f"{source}: all {len(faces)} triangles are degenerate (zero area)")
-    if degenerate.any():
-        warnings.warn(f"{source}: dropped {int(degenerate.sum())} degenerate triangles "
-                      f"of {len(faces)}", stacklevel=3)
-        faces = faces[~degenerate]
-    return vertices.astype(np.float32), faces.astype(np.int32)
+    faces = faces[~degenerate]
+    return vertices.astype(np.float32), faces.astype(np.int32), int(degenerate.sum())
 
 
-def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Read an OBJ or PLY (ASCII or binary, optionally ``.gz``) with trimesh; validate it."""
-    import trimesh  # deferred: ~0.3 s import, only needed for files
+def warn_degenerate(source: str, dropped: int, total: int) -> None:
+    """The one warning for dropped zero-area triangles (a command prints it as one line)."""
+    warnings.warn(f"{source}: dropped {dropped} degenerate triangles of {total} (zero area)",
+                  SceneWarning, stacklevel=2)
 
-    path = Path(path)
+
+def mesh_kind(path: Path) -> tuple[str, bool]:
+    """``(".obj" | ".ply", gzipped)`` from the file name; SceneError for anything else."""
     suffixes = [s.lower() for s in path.suffixes]
     gz = bool(suffixes) and suffixes[-1] == ".gz"
     kind = (suffixes[-2] if gz and len(suffixes) > 1 else suffixes[-1] if suffixes else "")
     if kind not in MESH_SUFFIXES:
         raise SceneError(f"{path}: unsupported mesh format {kind or '(none)'!r}; "
                          f"use .obj or .ply, optionally gzipped")
+    return kind, gz
+
+
+def mesh_file_stat(path: Path) -> os.stat_result:
+    """The file's stat; SceneError unless it is a regular file (a FIFO would block a read)."""
     try:
-        data = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()
+        st = path.stat()
     except FileNotFoundError:
         raise SceneError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise SceneError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise SceneError(f"{path}: is a folder, not a mesh file")
+    if not stat.S_ISREG(st.st_mode):
+        raise SceneError(f"{path}: not a regular file (a pipe, socket or device); "
+                         f"give a mesh file")
+    return st
+
+
+def _decode_text(data: bytes) -> str:
+    """Mesh text as UTF-8, else Latin-1 (which decodes any byte: a stray accent in a comment
+    must not fail the file)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def _check_ascii_ply(data: bytes, path: Path) -> None:
+    """An ASCII PLY's header counts must match its body: one line per element, in order."""
+    end = data.find(b"end_header")
+    if not data.startswith(b"ply") or end < 0:
+        return  # trimesh reports a broken header
+    header = _decode_text(data[:end]).splitlines()
+    if not any(line.split()[:2] == ["format", "ascii"] for line in header):
+        return
+    elements = [(parts[1], int(parts[2])) for parts in (line.split() for line in header)
+                if len(parts) == 3 and parts[0] == "element" and parts[2].isdigit()]
+    declared = sum(n for _, n in elements)
+    newline = data.find(b"\n", end)
+    body = data[newline + 1:] if newline >= 0 else b""
+    lines = sum(1 for line in body.splitlines() if line.strip())
+    counts = ", ".join(f"{name} {n}" for name, n in elements)
+    if lines < declared:
+        raise SceneError(f"{path}: truncated ASCII PLY: the header declares {counts} "
+                         f"({declared} lines) but the file has only {lines} data lines")
+    if lines > declared:
+        raise SceneError(f"{path}: ASCII PLY has {lines} data lines but its header declares "
+                         f"only {counts} ({declared} lines); fix the element counts")
+
+
+def _count_obj_vertices(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.startswith("v "))
+
+
+def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Read an OBJ or PLY (ASCII or binary, optionally ``.gz``) with trimesh; validate it."""
+    vertices, faces, _ = read_mesh(path)
+    return vertices, faces
+
+
+def read_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """Like :func:`load_mesh`, also returning how many degenerate triangles were dropped (a
+    cache of converted meshes repeats the warning from it)."""
+    import trimesh  # deferred: ~0.3 s import, only needed for files
+
+    path = Path(path)
+    kind, gz = mesh_kind(path)
+    mesh_file_stat(path)
+    try:
+        data = gzip.decompress(path.read_bytes()) if gz else path.read_bytes()
     except (OSError, EOFError) as exc:
         raise SceneError(f"{path}: cannot read ({exc})") from None
+    text = None
+    if kind == ".obj":
+        text = _decode_text(data)
+        source = io.StringIO(text)  # trimesh's own decoding needs charset_normalizer
+    else:
+        _check_ascii_ply(data, path)
+        source = io.BytesIO(data)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            mesh = trimesh.load(io.BytesIO(data), file_type=kind[1:], force="mesh", process=False)
+            mesh = trimesh.load(source, file_type=kind[1:], force="mesh", process=False)
+    except ImportError as exc:  # a missing package is not the file's fault
+        raise SceneError(f"{path}: cannot be read: the Python package {exc.name!r} is "
+                         f"missing (pip install {exc.name})") from None
     except Exception as exc:  # trimesh raises many kinds for malformed input
         raise SceneError(f"{path}: malformed {kind[1:].upper()} file ({exc})") from None
     vertices = np.asarray(getattr(mesh, "vertices", np.empty((0, 3))))
     faces = np.asarray(getattr(mesh, "faces", np.empty((0, 3))))
-    return clean_mesh(vertices, faces, str(path))
+    if len(faces) == 0:
+        n = _count_obj_vertices(text) if text is not None else len(vertices)
+        if n:
+            raise SceneError(f"{path}: has {n} vertices but no faces; only triangle meshes "
+                             f"can be rendered")
+    vertices, faces, dropped = _clean_mesh(vertices, faces, str(path))
+    if dropped:
+        warn_degenerate(str(path), dropped, len(faces) + dropped)
+    return vertices, faces, dropped
 
 
 def _default_camera(vertices: np.ndarray) -> Camera:
@@ -232,13 +344,49 @@ SCENES: dict[str, Callable[[], Scene]] = {
 }
 
 
-def load_scene(name_or_path: str | Path) -> Scene:
-    """A shipped or procedural scene by name, or a mesh file by path."""
+def reorient(scene: Scene, up: str) -> Scene:
+    """The scene turned so that its axis ``up`` points up (+y): vertices, camera and light."""
+    rot = _up_rotation(up)
+    if up == "y":
+        return scene
+
+    def turn(p) -> tuple[float, float, float]:
+        return tuple(map(float, rot @ np.asarray(p, np.float64)))
+
+    cam = scene.camera
+    camera = Camera(turn(cam.eye), turn(cam.target), cam.up, cam.fov_y)
+    vertices = (scene.vertices.astype(np.float64) @ rot.T).astype(np.float32)
+    return Scene(scene.name, vertices, scene.faces, camera,
+                 np.asarray(turn(scene.light), np.float32), load_info=scene.load_info)
+
+
+def _up_rotation(up: str) -> np.ndarray:
+    if up not in UP_AXES:
+        raise SceneError(f"unknown up axis {up!r}; use one of {', '.join(UP_AXES)}")
+    return UP_AXES[up]
+
+
+def load_scene(name_or_path: str | Path, up: str = "y",
+               mesh_loader: Callable[[Path], tuple[np.ndarray, np.ndarray]] = load_mesh) -> Scene:
+    """A shipped or procedural scene by name, or a mesh file by path.
+
+    ``up`` names the axis of the scene that points up (``"z"`` for a Z-up mesh), ``-`` for the
+    negative one. ``mesh_loader`` reads a mesh file (an application may pass a caching one).
+    ``scene.load_info["load_seconds"]`` says how long loading took.
+    """
+    started = time.perf_counter()
     key = str(name_or_path)
+    rot = _up_rotation(up)
     if key in SCENES:
-        return SCENES[key]()
-    path = Path(key)
-    if path.suffix.lower() in (*MESH_SUFFIXES, ".gz") or path.exists():
-        return scene_from_mesh(path.name, *load_mesh(path))
-    raise SceneError(f"unknown scene {key!r}; known scenes: {', '.join(SCENES)}, "
-                     f"or a path to an .obj/.ply file")
+        scene = reorient(SCENES[key](), up)
+    else:
+        path = Path(key)
+        if not (path.suffix.lower() in (*MESH_SUFFIXES, ".gz") or path.exists()):
+            raise SceneError(f"unknown scene {key!r}; known scenes: {', '.join(SCENES)} "
+                             f"(autotune scenes lists them), or a path to an .obj/.ply file")
+        vertices, faces = mesh_loader(path)
+        if up != "y":
+            vertices = (vertices.astype(np.float64) @ rot.T).astype(np.float32)
+        scene = scene_from_mesh(path.name, vertices, faces)
+    scene.load_info["load_seconds"] = time.perf_counter() - started
+    return scene

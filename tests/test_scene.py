@@ -133,3 +133,104 @@ def test_all_degenerate_is_an_error(tmp_path):
     p.write_text("v 0 0 0\nv 1 0 0\nv 2 0 0\nf 1 2 3\n")
     with pytest.raises(SceneError, match="flat.obj: all 1 triangles are degenerate"):
         load_mesh(p)
+
+
+# ---- issue 10: messages that name the real problem -------------------------------------------
+
+PLY_HEADER = ("ply\nformat ascii 1.0\nelement vertex {v}\nproperty float x\nproperty float y\n"
+              "property float z\nelement face {f}\nproperty list uchar int vertex_indices\n"
+              "end_header\n")
+PLY_BODY = "0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n"
+
+
+def test_latin1_comment_in_obj_loads_without_charset_detection(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "charset_normalizer", None)  # not installed
+    p = tmp_path / "cafe.obj"
+    p.write_bytes(b"# caf\xe9 au lait\nv 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    v, f = load_mesh(p)
+    assert len(v) == 3 and len(f) == 1
+
+
+def test_missing_package_is_not_blamed_on_the_file(tmp_path, monkeypatch):
+    def load(*args, **kwargs):
+        raise ModuleNotFoundError("No module named 'somepkg'", name="somepkg")
+
+    monkeypatch.setattr(trimesh, "load", load)
+    p = tmp_path / "ok.obj"
+    p.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n")
+    with pytest.raises(SceneError) as exc:
+        load_mesh(p)
+    assert "malformed" not in str(exc.value) and "pip install somepkg" in str(exc.value)
+
+
+def test_obj_with_vertices_but_no_faces(tmp_path):
+    p = tmp_path / "points.obj"
+    p.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\n")
+    with pytest.raises(SceneError, match="points.obj: has 3 vertices but no faces"):
+        load_mesh(p)
+
+
+def test_ascii_ply_whose_header_overstates_the_counts_is_truncated(tmp_path):
+    p = tmp_path / "short.ply"
+    p.write_text(PLY_HEADER.format(v=6, f=2) + PLY_BODY)
+    with pytest.raises(SceneError, match="short.ply: truncated ASCII PLY"):
+        load_mesh(p)
+
+
+def test_ascii_ply_whose_header_understates_the_counts_fails(tmp_path):
+    p = tmp_path / "long.ply"
+    p.write_text(PLY_HEADER.format(v=4, f=1) + PLY_BODY)  # a face left out silently before
+    with pytest.raises(SceneError, match="long.ply: .* declares only"):
+        load_mesh(p)
+
+
+def test_exact_ascii_ply_loads(tmp_path):
+    p = tmp_path / "ok.ply"
+    p.write_text(PLY_HEADER.format(v=4, f=2) + PLY_BODY + "\n")
+    v, f = load_mesh(p)
+    assert len(v) == 4 and len(f) == 2
+
+
+def test_fifo_named_obj_is_an_error_not_a_hang(tmp_path):
+    import os
+    import threading
+
+    p = tmp_path / "pipe.obj"
+    os.mkfifo(p)
+    result = []
+
+    def load():
+        try:
+            load_scene(str(p))
+        except SceneError as exc:
+            result.append(str(exc))
+
+    thread = threading.Thread(target=load, daemon=True)  # a hang must not block pytest's exit
+    thread.start()
+    thread.join(20)
+    assert result and "not a regular file" in result[0]
+
+
+def test_up_axis_turns_a_z_up_mesh_upright(tmp_path):
+    p = tmp_path / "column.obj"  # a thin column along z: z is up in the file
+    p.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 10\nf 1 2 3\nf 1 2 4\nf 1 3 4\nf 2 3 4\n")
+    lo, hi = load_scene(str(p)).bounds
+    assert np.argmax(hi - lo) == 2
+    scene = load_scene(str(p), up="z")
+    lo, hi = scene.bounds
+    assert np.argmax(hi - lo) == 1 and hi[1] == pytest.approx(10)  # now up along +y
+    flipped = load_scene(str(p), up="-z")
+    assert flipped.bounds[0][1] == pytest.approx(-10)
+    assert scene.camera.eye[1] > scene.center[1]  # the default view looks from above, as usual
+
+
+def test_up_axis_on_a_shipped_scene_moves_camera_and_light_too(scenes):
+    base = scenes("spheres")
+    turned = load_scene("spheres", up="x")
+    rot = np.array([[0.0, -1, 0], [1, 0, 0], [0, 0, 1]])
+    assert np.allclose(turned.vertices, base.vertices @ rot.T, atol=1e-5)
+    assert np.allclose(turned.camera.eye, rot @ np.asarray(base.camera.eye))
+    assert np.allclose(turned.light, rot @ base.light)
+    with pytest.raises(SceneError, match="unknown up axis"):
+        load_scene("spheres", up="w")
+    assert load_scene("spheres").load_info["load_seconds"] > 0
