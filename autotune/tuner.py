@@ -117,6 +117,12 @@ class Tuner:
 
     def choose(self) -> Decision:
         """Pick the knobs for the next frame (call once per frame, before rendering)."""
+        if self._pending is not None:
+            self._warn(
+                "unobserved-frame",
+                "choose() was called again before observe(): the previous frame's time is "
+                "lost to the controller (call observe() once per frame; do not nest frame())",
+            )
         trouble = None
         try:
             decision = self.controller.choose(self.predictor)
@@ -168,7 +174,11 @@ class Tuner:
         """Choose knobs, yield them, and observe the block's wall time unless observed inside."""
         knobs = dict(self.choose().knobs)
         started = time.perf_counter()
-        yield knobs
+        try:
+            yield knobs
+        except BaseException:
+            self._pending = None  # a failed frame is not observed, and not a forgotten one
+            raise
         elapsed = time.perf_counter() - started
         if self._pending is not None:
             self.observe(elapsed)
