@@ -136,8 +136,8 @@ def output_dir(path: str | os.PathLike[str], force: bool = False) -> Iterator[Pa
     non-empty folder is written into directly (callers write each file atomically).
     """
     path = check_output_dir(path, force)
-    if path.is_dir() and any(path.iterdir()):
-        yield path
+    if path.is_dir() and (any(path.iterdir()) or path.resolve() == Path.cwd().resolve()):
+        yield path  # the working folder cannot be replaced by a rename (``--out .``)
         return
     work = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp",
                                  dir=path.resolve().parent))

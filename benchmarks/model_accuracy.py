@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from autotune.app.animation import orbit_camera_path
 from autotune.app.report import emit, pyplot, summary_stats
-from autotune.atomic_files import save_figure
+from autotune.atomic_files import check_output_dir, output_dir, save_figure
 from models.device_profile import DeviceProfile
 from raytracer.phases import PHASES
 from raytracer.scene import load_scene
@@ -94,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--frames", type=int, help="views per path (default 100, quick 10)")
     parser.add_argument("--quick", action="store_true", help="dragon-small, 10 views, 256x144")
     parser.add_argument("--device")
-    parser.add_argument("--plots", type=Path, help="folder for the PNG plot")
+    parser.add_argument("--plots", type=Path,
+                        help="folder for the PNG plot; must be new or empty unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="write --plots into a non-empty folder (a same-named plot is "
+                             "replaced, nothing else is deleted)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.plots:
+        check_output_dir(args.plots, args.force)  # before the measurements, not after
     scenes = args.scene or (["dragon-small"] if args.quick else ["bunny", "dragon", "sibenik"])
     frames = args.frames or (10 if args.quick else 100)
     width, height = (256, 144) if args.quick else (320, 180)
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["all"] = {"calibrated": errors(model, all_samples),
                       "transfer": errors(other, all_samples)}
     if args.plots:
-        args.plots.mkdir(parents=True, exist_ok=True)
-        plot(samples_by_scene, model, args.plots / "model_accuracy.png")
+        with output_dir(args.plots, args.force) as plots:
+            plot(samples_by_scene, model, plots / "model_accuracy.png")
     emit(figures, args.json, title="model accuracy without feedback")
     return 0

@@ -7,6 +7,7 @@ rendered under the feed-forward controller and the two baselines, at the same ta
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 from pathlib import Path
 
 from autotune.app.animation import (
@@ -19,6 +20,7 @@ from autotune.app.animation import (
     turn_camera_path,
 )
 from autotune.app.report import emit
+from autotune.atomic_files import check_output_dir, output_dir
 from autotune.controllers import CONTROLLERS
 from raytracer.scene import load_scene
 from raytracer.tracer import Tracer
@@ -66,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int)
     parser.add_argument("--target-ms", type=float, help="default: the scene's mid-setting time")
     parser.add_argument("--device")
-    parser.add_argument("--plots", type=Path, help="folder for PNG plots")
+    parser.add_argument("--plots", type=Path,
+                        help="folder for PNG plots; must be new or empty unless --force")
+    parser.add_argument("--force", action="store_true",
+                        help="write --plots into a non-empty folder (same-named plots are "
+                             "replaced, nothing else is deleted)")
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
@@ -75,12 +81,15 @@ def main(argv: list[str] | None = None) -> int:
     width = args.width or (320 if args.quick else 640)
     height = args.height or (180 if args.quick else 360)
     controllers = tuple(CONTROLLERS) if args.controller == "all" else (args.controller,)
+    if args.plots:
+        check_output_dir(args.plots, args.force)  # before the runs, not after
     results = []
-    for name in scenes:
-        r = run_scene(name, controllers, frames, width, height, args.target_ms, args.device,
-                      args.plots, progress=True)
-        if not args.per_frame:
-            r.pop("per_frame")
-        results.append(r)
+    with (output_dir(args.plots, args.force) if args.plots else nullcontext()) as plots:
+        for name in scenes:
+            r = run_scene(name, controllers, frames, width, height, args.target_ms, args.device,
+                          plots, progress=True)
+            if not args.per_frame:
+                r.pop("per_frame")
+            results.append(r)
     emit({"paper": results}, args.json, title="seed 002 experiment: tracking a target frame time")
     return 0

@@ -40,9 +40,9 @@ pytestmark = pytest.mark.filterwarnings("ignore::autotune.AutotuneWarning")  # t
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_view_parser(parser.add_subparsers())
-    size = "x".join(map(str, SIZE))
     return parser.parse_args(
-        ["view", "--scene", SCENE, "--size", size, "--target-ms", TARGET_MS, *argv]
+        ["view", "--scene", SCENE, "--width", str(SIZE[0]), "--height", str(SIZE[1]),
+         "--target-ms", TARGET_MS, *argv]
     )
 
 
@@ -196,6 +196,46 @@ def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypat
     assert not np.allclose(eye[5], eye[4]) and np.allclose(target[5], target[4])  # dragged
     assert dist[5] == pytest.approx(dist[4])  # orbiting keeps the distance
     assert np.allclose(eye[6], eye[5])  # moving with the button up does not orbit
+
+
+def test_headless_prints_a_summary_and_records_the_error(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.delenv("DISPLAY", raising=False)
+    record = tmp_path / "rec"
+    assert run_view(_args("--headless", "--frames", "3", "--record", str(record))) == 0
+    out = capsys.readouterr().out
+    assert "mean |frame - target| / target" in out and "p95" in out
+    assert "frames over budget (>5%)       : " in out and "mean AO rays chosen" in out
+    assert f"recorded to {record}/" in out
+    summary = json.loads((record / "run.json").read_text())
+    assert summary["mean_abs_error_vs_target"] >= 0 and summary["p95_abs_error_vs_target"] >= 0
+    assert summary["frames_over_budget"] <= 3
+
+
+def test_record_refuses_an_earlier_recording_and_force_adds_a_run(tmp_path: Path, monkeypatch,
+                                                                  capsys) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    record = tmp_path / "rec"
+    assert run_view(_args("--headless", "--frames", "3", "--record", str(record))) == 0
+    before = {p: p.read_bytes() for p in record.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert run_view(_args("--headless", "--frames", "2", "--record", str(record))) == 2
+    err = capsys.readouterr().err
+    assert str(record) in err and "--force" in err and err.count("\n") == 1
+    assert run_view(_args("--headless", "--frames", "2", "--record", str(record), "--force")) == 0
+    after = {p: p.read_bytes() for p in record.rglob("*") if p.is_file() and p in before}
+    assert after == before  # the earlier recording is untouched
+    run = record / "run-1"
+    assert len(list((run / "frames").glob("*.png"))) == len(_rows(run)) == 2
+    assert json.loads((run / "run.json").read_text())["frames"] == 2
+
+
+def test_size_is_a_deprecated_alias_of_width_and_height() -> None:
+    parser = argparse.ArgumentParser()
+    add_view_parser(parser.add_subparsers())
+    args = parser.parse_args(["view", "--size", "200x100"])
+    assert (args.width, args.height) == (200, 100)
+    args = parser.parse_args(["view", "--width", "64", "--height", "48", "--fps", "20"])
+    assert (args.width, args.height, args.fps) == (64, 48, 20)
 
 
 def test_headless_needs_an_end(capsys) -> None:

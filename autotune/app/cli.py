@@ -1,4 +1,4 @@
-"""The ``autotune`` command: render, devices, calibrate, bench, view, demo.
+"""The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo.
 
 An application on top of the core: it wires the ray tracer to the tuner; nothing in the
 core imports it.
@@ -14,6 +14,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from autotune.app import options as opt
+
 BENCHMARKS = {
     "throughput": "benchmarks.throughput",
     "model": "benchmarks.model_accuracy",
@@ -23,48 +25,65 @@ BENCHMARKS = {
 }
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+JSON_HELP = "print the figures as JSON instead of a table"
+
+
+def _parser(sub: argparse._SubParsersAction, name: str, text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=text, description=text, formatter_class=opt.HelpFormatter)
 
 
 def _add_render(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("render", help="render one image and print per-phase kernel times")
-    p.add_argument("--scene", default="dragon", help="scene name or .obj/.ply path")
-    p.add_argument("--width", type=_positive_int, default=1280)
-    p.add_argument("--height", type=_positive_int, default=720)
-    p.add_argument("--ao-rays", type=float, default=8,
-                   help="ambient-occlusion rays per pixel (0-64; a fraction adds one ray to "
-                        "that share of the pixels)")
-    p.add_argument("--ao-radius", type=float, default=0.1,
-                   help="AO radius as a fraction of the scene diagonal")
-    p.add_argument("--shadows", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--phong", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--seed", type=int, default=0, help="AO random seed")
-    p.add_argument("--repeat", type=_positive_int, default=1,
+    p = _parser(sub, "render", "render one image and print per-phase kernel times")
+    opt.add_scene(p)
+    opt.add_camera(p)
+    opt.add_size(p, 1280, 720)
+    p.add_argument("--ao-rays", type=opt.ao_rays, default=8.0,
+                   help=f"ambient-occlusion rays per pixel, 0..{opt.MAX_AO_RAYS} (a fraction "
+                        f"adds one ray to that share of the pixels)")
+    p.add_argument("--ao-radius", type=opt.ao_radius, default=0.1,
+                   help="AO radius as a fraction of the scene diagonal, in (0, 1]")
+    p.add_argument("--shadows", action=argparse.BooleanOptionalAction, default=True,
+                   help="trace shadow rays to the point light")
+    p.add_argument("--phong", action=argparse.BooleanOptionalAction, default=True,
+                   help="Phong highlights (else diffuse only)")
+    p.add_argument("--seed", type=opt.seed, default=0,
+                   help=f"AO random seed, 0..{opt.MAX_SEED}")
+    p.add_argument("--repeat", type=opt.positive_int, default=1,
                    help="render N times and report the last (the first includes warm-up)")
-    p.add_argument("--device", help="OpenCL device: gpu, cpu, P:D or a name part "
-                                    "(default: $AUTOTUNE_DEVICE, else first GPU, else CPU)")
+    opt.add_device(p)
     p.add_argument("--counters", action="store_true",
                    help="also count BVH nodes visited and triangles tested per pixel")
-    p.add_argument("-o", "--output", type=Path, help="PNG file to write")
-    p.add_argument("--json", action="store_true", help="print figures as JSON")
+    p.add_argument("-o", "--output", type=Path, metavar="FILE.png",
+                   help="write the image as PNG (the name must end in .png)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
+def check_png_output(path: Path) -> None:
+    """Before any work: the image goes to a writable ``.png`` file name (PNG is the only format
+    written; a name asking for another would get PNG bytes)."""
+    from autotune.atomic_files import OutputError, check_writable_file
+
+    if path.is_dir():
+        raise OutputError(f"{path}: is a folder; give a file name ending in .png")
+    if path.suffix.lower() != ".png":
+        raise OutputError(f"{path}: images are written as PNG only; use a name ending in .png")
+    check_writable_file(path)
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
+    from autotune.app.limits import check_device_memory
+    from autotune.app.scenes import load_scene
     from autotune.atomic_files import save_png
-    from raytracer.scene import load_scene
     from raytracer.tracer import RenderSettings, Tracer
 
+    if args.output:
+        check_png_output(args.output)
     settings = RenderSettings(args.ao_rays, args.ao_radius, args.shadows, args.phong)
     settings.validate()
-    scene = load_scene(args.scene)
+    scene = load_scene(args.scene, up=args.up)
+    opt.apply_camera(scene, args)
     tracer = Tracer(scene, device=args.device, counters=args.counters)
+    check_device_memory(tracer, args.width, args.height)
     for _ in range(args.repeat):
         frame = tracer.render(scene.camera, args.width, args.height, settings, seed=args.seed)
     if args.output:
@@ -76,6 +95,9 @@ def _cmd_render(args: argparse.Namespace) -> int:
                      "shadows": settings.shadows, "phong": settings.phong},
         "phase_ms": {p: s * 1e3 for p, s in frame.phase_seconds.items()},
         "total_ms": frame.seconds * 1e3,
+        "load_ms": scene.load_info["load_seconds"] * 1e3,
+        **({"mesh_cache": scene.load_info["mesh_cache"]} if "mesh_cache" in scene.load_info
+           else {}),
         "bvh": {"build_ms": tracer.bvh.stats.build_seconds * 1e3,
                 "inner_nodes": tracer.bvh.stats.inner_nodes, "depth": tracer.bvh.stats.depth,
                 "sah_cost": tracer.bvh.stats.sah_cost},
@@ -88,6 +110,21 @@ def _cmd_render(args: argparse.Namespace) -> int:
     from autotune.app.report import emit
 
     emit(figures, args.json, title=f"autotune render: {scene.name} on {tracer.device.name}")
+    return 0
+
+
+def _cmd_scenes(args: argparse.Namespace) -> int:
+    from autotune.app.scenes import shipped_scenes
+
+    rows = shipped_scenes()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"  {'scene':<14}{'triangles':>10}  about")
+    for r in rows:
+        mark = "*" if r["default"] else " "
+        print(f"{mark} {r['name']:<14}{r['triangles']:>10,}  {r['about']}")
+    print("(* = default; any .obj/.ply file works too: --scene path/to/mesh.ply)")
     return 0
 
 
@@ -131,29 +168,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
+DESCRIPTION = ("autotune-rt: a ray tracer that holds a frame-time target by predicting every "
+               "frame before it is rendered")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autotune", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="autotune", description=DESCRIPTION,
+                                     formatter_class=opt.HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="autotune COMMAND --help shows its options")
     _add_render(sub)
-    p = sub.add_parser("devices", help="list OpenCL platforms and devices")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("calibrate", help="measure a device profile for the Hong–Kim model")
-    p.add_argument("--device")
+    p = _parser(sub, "scenes", "list the shipped scenes with their triangle counts")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p = _parser(sub, "devices", "list OpenCL platforms and devices")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p = _parser(sub, "calibrate", "measure a device profile for the Hong-Kim model")
+    opt.add_device(p)
     p.add_argument("--quick", action="store_true", help="fewer views and sizes (under a minute)")
     p.add_argument("-o", "--output", type=Path, help="also write the profile JSON here")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("bench", help="headless benchmarks (figures as a table or --json)")
-    p.add_argument("name", choices=sorted(BENCHMARKS))
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p = _parser(sub, "bench", "headless benchmarks (figures as a table or --json)")
+    p.add_argument("name", choices=sorted(BENCHMARKS),
+                   help="which benchmark (autotune bench NAME --help lists its options)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own options")
-    p = sub.add_parser("demo", help="the tuned animation, headless: frames, plots, report")
-    p.add_argument("--scene", default="dragon")
-    p.add_argument("--out", type=Path, default=Path("demo_out"))
-    p.add_argument("--frames", type=_positive_int, default=100)
-    p.add_argument("--width", type=_positive_int, default=640)
-    p.add_argument("--height", type=_positive_int, default=360)
-    p.add_argument("--target-ms", type=float, default=None,
-                   help="target frame time (default: chosen from the first frame)")
-    p.add_argument("--device")
+    p = _parser(sub, "demo", "the tuned animation, headless: frames, plots, report")
+    opt.add_scene(p)
+    opt.add_camera(p)
+    p.add_argument("--out", type=Path, default=Path("demo_out"), metavar="DIR",
+                   help="folder to write; must be new or empty unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="write into an existing non-empty --out folder: same-named files are "
+                        "replaced, nothing else is deleted")
+    p.add_argument("--frames", type=opt.positive_int, default=100, help="frames to render")
+    opt.add_size(p, 640, 360)
+    opt.add_target(p, None, "the scene's time at 8 AO rays + shadows on the first frame")
+    opt.add_controller(p)
+    opt.add_device(p)
     try:
         from autotune.app.viewer import add_view_parser
     except ImportError:  # the viewer's GL dependencies are missing
@@ -163,11 +213,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line, without the Python source line that raised it."""
+    print(f"autotune: warning: {message}", file=sys.stderr if file is None else file)
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Ctrl-C, also when numba's parallel region turned it into a SystemError."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt) or "KeyboardInterrupt" in str(exc):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``autotune`` console script."""
     args = build_parser().parse_args(argv)
-    handlers = {"render": _cmd_render, "devices": _cmd_devices, "calibrate": _cmd_calibrate,
-                "bench": _cmd_bench, "demo": _cmd_demo}
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    handlers = {"render": _cmd_render, "scenes": _cmd_scenes, "devices": _cmd_devices,
+                "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo}
     if args.command == "view":
         from autotune.app.viewer import run_view
 
@@ -176,13 +249,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from raytracer.opencl_device import DeviceError
     from raytracer.tracer import TracerError
 
-    warnings.simplefilter("default")
     try:
         return handlers[args.command](args)
     except (ValueError, DeviceError, TracerError, ProfileError, OSError) as exc:
         print(f"autotune {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print(f"autotune {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except SystemError as exc:  # numba wraps a Ctrl-C in a parallel region in SystemError
+        if not _interrupted(exc):
+            raise
         print(f"autotune {args.command}: interrupted", file=sys.stderr)
         return 130
 

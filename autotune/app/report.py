@@ -43,10 +43,42 @@ def _print_table(figures: Mapping[str, Any], indent: int) -> None:
         if isinstance(value, Mapping):
             print(f"{pad}{key}:")
             _print_table(value, indent + 2)
-        elif isinstance(value, float):
-            print(f"{pad}{key:<{width}}  {value:.4g}")
+        elif isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
+            print(f"{pad}{key}:")
+            for i, item in enumerate(value, 1):
+                label = item.get("scene") or item.get("name") if isinstance(item, Mapping) else None
+                print(f"{pad}  [{i}]{f' {label}' if label else ''}")
+                if isinstance(item, Mapping):
+                    _print_table(item, indent + 4)
+                else:
+                    print(f"{pad}    {_cell(item)}")
         else:
-            print(f"{pad}{key:<{width}}  {value}")
+            print(f"{pad}{key:<{width}}  {_cell(value)}")
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(_cell(v) for v in value)
+    return str(value)
+
+
+TRACKING = """mean |frame - target| / target : {mean_abs_error_vs_target:.1%}
+p95  |frame - target| / target : {p95_abs_error_vs_target:.1%}
+frames over budget (>5%)       : {frames_over_budget} of {frames}
+mean model error               : {mean_model_error:.1%}
+mean model + feedback error    : {mean_model_feedback_error:.1%}
+mean AO rays chosen            : {mean_ao_rays:.1f}
+mean probe time                : {mean_probe_ms:.2f} ms
+"""
+
+
+def tracking_report(figures: Mapping[str, Any]) -> str:
+    """How well a run held its target, as lines (the figures of ``animation.summarize``)."""
+    return TRACKING.format(**figures)
 
 
 def pyplot() -> Any:

@@ -9,36 +9,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autotune.controllers import CONTROLLERS
+from autotune.app import options as opt
 
 
 class ViewerError(RuntimeError):
     """The viewer cannot start or go on; the message says why and what to do instead."""
 
 
-def _size(text: str) -> tuple[int, int]:
-    """Parse ``WIDTHxHEIGHT`` for ``--size``."""
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must be WIDTHxHEIGHT, got {text!r}") from None
-    if w < 1 or h < 1:
-        raise argparse.ArgumentTypeError(f"size must be positive, got {text!r}")
-    return w, h
+class _SizeAlias(argparse.Action):
+    """``--size WxH``: the old spelling of ``--width W --height H`` (deprecated)."""
 
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        try:
+            w, h = (opt.image_side(v) for v in values.lower().split("x"))
+        except (ValueError, argparse.ArgumentTypeError):
+            raise argparse.ArgumentError(
+                self, f"size must be WIDTHxHEIGHT, each 1..{opt.MAX_SIZE}, got {values!r}"
+            ) from None
+        namespace.width, namespace.height = w, h
 
 
 def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -48,39 +36,35 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         help="show the tuned ray tracer in a window with a live frame-time overlay",
         description="Open a window showing the ray-traced scene; the tuner governs every frame. "
         "Press H in the window for the key list.",
+        formatter_class=opt.HelpFormatter,
     )
-    p.add_argument("--scene", default="sibenik", help="scene name or mesh file (default sibenik)")
+    opt.add_scene(p)
+    opt.add_size(p, 1280, 720)
     p.add_argument(
-        "--target-ms",
-        type=_positive_float,
-        default=50.0,
-        help="target frame time in milliseconds (default 50)",
+        "--size", action=_SizeAlias, metavar="WxH",
+        help="deprecated spelling of --width W --height H",
     )
-    p.add_argument(
-        "--size",
-        type=_size,
-        default=(1280, 720),
-        metavar="WxH",
-        help="window / framebuffer size (default 1280x720)",
-    )
-    p.add_argument(
-        "--controller",
-        choices=CONTROLLERS,
-        default="feedforward",
-        help="controller at start (keys 1-3 switch it)",
-    )
-    p.add_argument("--device", default=None, help="OpenCL device (substring of its name)")
+    opt.add_target(p, 50.0)
+    opt.add_controller(p, "controller at start (keys 1-3 switch it)")
+    opt.add_device(p)
     p.add_argument(
         "--record",
         metavar="DIR",
-        help="save every displayed frame, frames.csv, camera_path.json and run.json",
+        help="save every displayed frame, frames.csv, camera_path.json and run.json in DIR; "
+        "DIR must be new or empty unless --force",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --record into a non-empty DIR: record into a new sub-folder DIR/run-N "
+        "(nothing in DIR is deleted or overwritten)",
     )
     p.add_argument(
         "--path",
         metavar="FILE",
         help="replay a camera path JSON (e.g. a recorded camera_path.json)",
     )
-    p.add_argument("--frames", type=_positive_int, metavar="N", help="stop after N frames")
+    p.add_argument("--frames", type=opt.positive_int, metavar="N", help="stop after N frames")
     p.add_argument(
         "--headless",
         action="store_true",
@@ -100,5 +84,6 @@ def run_view(args: argparse.Namespace) -> int:
         print(f"autotune view: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("autotune view: interrupted", file=sys.stderr)
         return 130
     return 0

@@ -8,6 +8,7 @@ display's share of the frame budget is visible in the overlay and in ``--record`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -20,10 +21,14 @@ import glfw
 import moderngl
 import numpy as np
 
+from autotune.app import options as opt
+from autotune.app.animation import FrameLog, summarize
+from autotune.app.report import tracking_report
 from autotune.app.viewer import ViewerError
 from autotune.app.viewer.controls import CameraController
 from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
-from autotune.app.viewer.record import Recorder, save_png
+from autotune.app.viewer.record import Recorder, RecordError, free_name, record_folder, save_png
+from autotune.atomic_files import output_dir
 from autotune.controllers import CONTROLLER_NAMES, CONTROLLERS
 from raytracer.camera import Camera, load_path
 from raytracer.phases import PHASES
@@ -176,6 +181,11 @@ class WindowSurface:
                 f"no OpenGL 3.3 core context available ({msg}); the viewer needs "
                 f"OpenGL 3.3 (update the graphics driver, or use --headless)"
             ) from None
+        try:
+            _check_gl_size(self.ctx, width, height)
+        except ViewerError:
+            glfw.terminate()
+            raise
 
     def _on_resize(self, _window, width: int, height: int) -> None:
         self.resized = (width, height)
@@ -200,6 +210,15 @@ class WindowSurface:
         glfw.terminate()
 
 
+def _check_gl_size(ctx: moderngl.Context, width: int, height: int) -> None:
+    from autotune.app.limits import LimitError, check_gl_size
+
+    try:
+        check_gl_size(ctx, width, height)
+    except LimitError as exc:
+        raise ViewerError(str(exc)) from None
+
+
 def _glfw_message(exc: glfw.GLFWError) -> str:
     text = str(exc)
     return text.split(") ", 1)[-1].strip("b'\"") if ") " in text else text
@@ -216,6 +235,11 @@ class OffscreenSurface:
                 f"no headless OpenGL 3.3 context (EGL): {exc}. Install Mesa's EGL "
                 f"(libegl1, libgl1-mesa-dri) or run with a display"
             ) from None
+        try:
+            _check_gl_size(self.ctx, width, height)
+        except ViewerError:
+            self.ctx.release()
+            raise
         self.fbo = self.ctx.framebuffer(color_attachments=[self.ctx.renderbuffer((width, height))])
         self.size = (width, height)
         self.resized: tuple[int, int] | None = None
@@ -254,6 +278,7 @@ class Viewer:
         self.scene_name, self.controller = scene_name, controller
         self.path, self.max_frames = path, frames
         self.recorder, self.screenshot_dir = recorder, screenshot_dir
+        self.screenshot_shown = screenshot_dir  # where the user will find it (after the run)
         scene = renderer.scene
         self.controls = CameraController(scene.camera, scene.diagonal)
         self.scene_view = SceneView(self.ctx)
@@ -265,6 +290,7 @@ class Viewer:
         self.frame_index = 0
         self.fps = math.nan
         self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
+        self.logs: list[FrameLog] = []  # every frame, for the summary at the end
         self._dragging = False
         self._cursor: tuple[float, float] | None = None
         self._last_time: float | None = None
@@ -393,6 +419,12 @@ class Viewer:
         self.history.push(
             Sample(self.renderer.target_seconds, frame.measured, frame.predicted, frame.corrected)
         )
+        s = frame.settings
+        self.logs.append(FrameLog(
+            self.frame_index, self.renderer.target_seconds, frame.measured, frame.predicted,
+            frame.corrected, s.ao_rays, s.shadows, s.phong, frame.probe_seconds,
+            frame.over_budget,
+        ))
 
         start = time.perf_counter()
         self.scene_view.draw(frame.image, self.surface.fbo, (width, height))
@@ -412,9 +444,9 @@ class Viewer:
 
         if self.screenshot_pending:
             self.screenshot_pending = False
-            path = self.screenshot_dir / f"screenshot_{self.frame_index:05d}.png"
+            path = free_name(self.screenshot_dir / f"screenshot_{self.frame_index:05d}.png")
             save_png(self.surface.read(), path)
-            print(f"screenshot saved to {path}")
+            print(f"screenshot saved to {self.screenshot_shown / path.name}")
         if self.recorder is not None:
             self.recorder.add(self._row(frame, display, width, height), camera, self.surface.read())
         self.surface.present()
@@ -453,29 +485,32 @@ class Viewer:
             pass
 
 
-def _load_renderer(args: argparse.Namespace, width: int, height: int) -> TunedRenderer:
+def _load_renderer(
+    args: argparse.Namespace, width: int, height: int, target: float
+) -> TunedRenderer:
     """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
+    from autotune.app.limits import LimitError, check_device_memory
+    from autotune.app.scenes import load_scene
     from raytracer.opencl_device import DeviceError
-    from raytracer.scene import SceneError, load_scene
+    from raytracer.scene import SceneError
     from raytracer.tracer import TracerError
     from raytracer.tuning.tuned_renderer import TunedRenderer
 
     try:
-        scene = load_scene(args.scene)
-        return TunedRenderer(
-            scene,
-            width,
-            height,
-            args.target_ms / 1e3,
-            controller=args.controller,
-            device=args.device,
+        scene = load_scene(args.scene, up=getattr(args, "up", "y"))
+        renderer = TunedRenderer(
+            scene, width, height, target, controller=args.controller, device=args.device
         )
-    except (SceneError, TracerError, DeviceError) as exc:
+        check_device_memory(renderer.tracer, width, height)
+        return renderer
+    except (SceneError, TracerError, DeviceError, LimitError) as exc:
         raise ViewerError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> dict | None:
-    """Open the surface, build the renderer, loop; returns the --record summary if any."""
+    """Open the surface, build the renderer, loop; print a summary of how well the target was
+    held; returns the --record summary if any. Ctrl-C ends the run like Esc (the recording is
+    kept), then raises KeyboardInterrupt."""
     path = None
     if args.path:
         try:
@@ -484,32 +519,64 @@ def run(args: argparse.Namespace) -> dict | None:
             raise ViewerError(str(exc)) from None
     if args.headless and not (args.frames or path):
         raise ViewerError("--headless needs --frames N or --path FILE to know when to stop")
-    width, height = args.size
+    record_dir = record_folder(args.record, getattr(args, "force", False)) if args.record else None
+    target = opt.target_seconds(args)
+    width, height = args.width, args.height
     surface = (
         OffscreenSurface(width, height)
         if args.headless
         else WindowSurface(width, height, f"autotune view: {args.scene}")
     )
+    interrupted = False
     try:
-        renderer = _load_renderer(args, *surface.size)  # a window manager may resize the window
-        recorder = Recorder(args.record) if args.record else None
-        viewer = Viewer(
-            surface,
-            renderer,
-            str(args.scene),
-            args.controller,
-            path,
-            args.frames,
-            recorder,
-            Path(args.record) if args.record else Path("."),
-        )
-        try:
-            viewer.run()
-        finally:
-            summary = recorder.close(_run_info(args, surface, renderer)) if recorder else None
+        renderer = _load_renderer(args, *surface.size, target)  # a window may have been resized
+        with contextlib.ExitStack() as stack:
+            work = None
+            if record_dir is not None:
+                try:
+                    work = stack.enter_context(output_dir(record_dir))
+                except OSError as exc:
+                    raise RecordError(f"cannot record: {exc}") from None
+            recorder = Recorder(work) if work is not None else None
+            viewer = Viewer(
+                surface, renderer, str(args.scene), args.controller, path, args.frames,
+                recorder, work if work is not None else Path("."),
+            )
+            if record_dir is not None:
+                viewer.screenshot_shown = record_dir
+            try:
+                viewer.run()
+            except KeyboardInterrupt:
+                interrupted = True
+            figures = summarize(viewer.logs) if viewer.logs else {}
+            info = {**_run_info(args, surface, renderer), **figures}
+            summary = recorder.close(info) if recorder is not None else None
     finally:
         surface.close()
+    if viewer.logs:
+        print(_summary_text(args, surface.size, renderer, viewer, figures))
+    if record_dir is not None:
+        print(f"recorded to {record_dir}/")
+    if interrupted:
+        raise KeyboardInterrupt
     return summary
+
+
+def _summary_text(
+    args: argparse.Namespace, size: tuple[int, int], renderer: TunedRenderer, viewer: Viewer,
+    figures: dict,
+) -> str:
+    """What the run achieved, as the demo reports it."""
+    logs = viewer.logs
+    shadows = sum(x.shadows for x in logs) / len(logs)
+    phong = sum(x.phong for x in logs) / len(logs)
+    return (
+        f"autotune view: {args.scene} at {size[0]}x{size[1]} on "
+        f"{renderer.tracer.device_info.name}, controller {viewer.controller}, target "
+        f"{renderer.target_seconds * 1e3:.1f} ms at the end\n"
+        f"{tracking_report(figures)}"
+        f"shadows on in {shadows:.0%} of frames, phong on in {phong:.0%}"
+    )
 
 
 def _run_info(
@@ -520,7 +587,7 @@ def _run_info(
         "scene": str(args.scene),
         "size": list(surface.size),
         "headless": args.headless,
-        "target_ms_at_start": args.target_ms,
+        "target_ms_at_start": opt.target_seconds(args) * 1e3,
         "controller_at_start": args.controller,
         "device": renderer.tracer.device_info.name,
         "path": args.path,

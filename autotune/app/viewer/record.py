@@ -1,18 +1,23 @@
 """Recording a viewer run: frame PNGs, a CSV row of figures per frame, a JSON summary, the camera
-path (so ``--path`` can repeat the run)."""
+path (so ``--path`` can repeat the run).
+
+The recording is built in a folder that becomes ``--record DIR`` only when the run ends (see
+``autotune.atomic_files.output_dir``), so a folder never mixes two runs' frames.
+"""
 
 from __future__ import annotations
 
 import csv
-import json
+import io
 import math
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
 from autotune.app.viewer import ViewerError
-from raytracer.camera import Camera, save_path
+from autotune.atomic_files import OutputError, write_json, write_text
+from autotune.atomic_files import save_png as _save_png
+from raytracer.camera import Camera
 
 FIELDS = (
     "frame",
@@ -52,11 +57,42 @@ class RecordError(ViewerError):
 
 
 def save_png(image: np.ndarray, path: Path) -> None:
-    """Write an (H, W, 3|4) uint8 image, top row first, as a fast-compressed PNG."""
+    """Write an (H, W, 3|4) uint8 image, top row first, as PNG (atomically)."""
     try:
-        Image.fromarray(np.ascontiguousarray(image)).save(path, compress_level=1)
+        _save_png(image, path)
     except OSError as exc:
         raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def free_name(path: Path) -> Path:
+    """``path``, or ``name-2.png``, ``name-3.png``... if it exists (never overwrite a file)."""
+    n = 2
+    candidate = path
+    while candidate.exists():
+        candidate = path.with_name(f"{path.stem}-{n}{path.suffix}")
+        n += 1
+    return candidate
+
+
+def record_folder(directory: str | Path, force: bool) -> Path:
+    """Where ``--record DIR`` goes: DIR if new or empty; with ``force``, a non-empty DIR gets a
+    new sub-folder ``DIR/run-N`` (the first free N), so nothing of an earlier run is touched."""
+    from autotune.atomic_files import check_output_dir
+
+    path = Path(directory)
+    try:
+        if force and path.is_dir() and any(path.iterdir()):
+            n = 1
+            while (path / f"run-{n}").exists():
+                n += 1
+            path = path / f"run-{n}"
+        check_output_dir(path)
+    except OutputError as exc:
+        message = str(exc).replace("pass --force to write into it (same-named files are "
+                                   "replaced, nothing else is deleted)",
+                                   "pass --force to record into a new sub-folder of it")
+        raise RecordError(f"cannot record: {message}") from None
+    return path
 
 
 def _stats(values: list[float]) -> dict[str, float]:
@@ -73,19 +109,17 @@ def _stats(values: list[float]) -> dict[str, float]:
 
 
 class Recorder:
-    """Writes ``frames/NNNNN.png``, ``frames.csv``, ``camera_path.json`` and ``run.json``."""
+    """Writes ``frames/NNNNN.png``, ``frames.csv``, ``camera_path.json`` and ``run.json`` into
+    ``directory`` (a fresh folder: the caller moves it into place)."""
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
         try:
             (self.dir / "frames").mkdir(parents=True, exist_ok=True)
-            self._csv_file = open(self.dir / "frames.csv", "w", newline="")  # noqa: SIM115
         except OSError as exc:
             raise RecordError(
                 f"cannot write to record directory {self.dir}: {exc.strerror or exc}"
             ) from None
-        self._csv = csv.DictWriter(self._csv_file, FIELDS)
-        self._csv.writeheader()
         self.cameras: list[Camera] = []
         self.rows: list[dict] = []
 
@@ -100,7 +134,6 @@ class Recorder:
             "target_y": camera.target[1],
             "target_z": camera.target[2],
         }
-        self._csv.writerow(row)
         self.rows.append(row)
         self.cameras.append(camera)
         save_png(image, self.dir / "frames" / f"{int(row['frame']):05d}.png")
@@ -108,9 +141,17 @@ class Recorder:
     def close(self, info: dict) -> dict:
         """Finish the files; ``run.json`` holds ``info`` plus per-figure statistics (ms) of the
         frames after the warm-up."""
-        self._csv_file.close()
-        if self.cameras:
-            save_path(self.cameras, self.dir / "camera_path.json")
+        table = io.StringIO()
+        writer = csv.DictWriter(table, FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.rows)
+        try:
+            write_text(self.dir / "frames.csv", table.getvalue())
+            if self.cameras:
+                write_json(self.dir / "camera_path.json",
+                           {"cameras": [c.to_dict() for c in self.cameras]}, indent=1)
+        except OSError as exc:
+            raise RecordError(f"cannot write to {self.dir}: {exc.strerror or exc}") from None
         steady = self.rows[WARMUP_FRAMES:] if len(self.rows) > WARMUP_FRAMES else self.rows
         measured = [r["measured_ms"] for r in steady]
         display = [r["display_ms"] for r in steady]
@@ -128,5 +169,8 @@ class Recorder:
             ),
             "over_target_frames": sum(r["measured_ms"] > r["target_ms"] for r in self.rows),
         }
-        (self.dir / "run.json").write_text(json.dumps(summary, indent=1))
+        try:
+            write_json(self.dir / "run.json", summary, indent=1)
+        except OSError as exc:
+            raise RecordError(f"cannot write to {self.dir}: {exc.strerror or exc}") from None
         return summary
