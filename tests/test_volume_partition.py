@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from raytracer.volume import VolumeError, cost_grid, kd_partition, minmax_grid, preset
+from raytracer.volume.empty_space import macro_blocks
 
 
 def _coverage(part) -> np.ndarray:
@@ -129,3 +130,18 @@ def test_minmax_grid_and_cost_grid_against_brute_force():
     cost = cost_grid(sparse, preset("grey").lut()[:, 3])
     assert cost.shape == (4, 4, 4)
     assert cost[2, 0, 1] == 1.0 and cost[0, 0, 0] < 0.1 and cost[3, 3, 3] < 0.1
+
+
+def test_macro_cells_are_empty_only_when_all_their_blocks_are():
+    rng = np.random.default_rng(5)
+    empty = (rng.random((7, 9, 11)) < 0.9).astype(np.uint8)
+    empty[:4, :4, :4] = 1
+    for origin in [(0, 0, 0), (5, 2, 3)]:
+        macro, morg = macro_blocks(empty, origin)
+        assert morg == tuple(o // 4 for o in origin)
+        for mz, my, mx in np.ndindex(macro.shape):
+            lo = [(m + mo) * 4 - o for m, mo, o in zip((mx, my, mz), morg, origin, strict=True)]
+            sub = empty[max(lo[2], 0):max(lo[2] + 4, 0), max(lo[1], 0):max(lo[1] + 4, 0),
+                        max(lo[0], 0):max(lo[0] + 4, 0)]
+            assert macro[mz, my, mx] == (1 if sub.size == 0 else sub.min())
+    assert macro_blocks(empty, (0, 0, 0))[0][0, 0, 0] == 1

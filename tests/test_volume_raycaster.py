@@ -105,6 +105,10 @@ def test_empty_space_skipping_changes_nothing_and_skips(neghip):
         off = rc.render(cam, W, H, 0.7, 1.0, skip_empty=False)
         np.testing.assert_array_equal(on.rgba, off.rgba)
         assert off.skipped == 0 and on.skipped > 0 and on.samples < off.samples
+    fine_on = rc.render(_views(vol)[2], W, H, 0.05, 1.0, skip_empty=True)  # many samples a cell
+    fine_off = rc.render(_views(vol)[2], W, H, 0.05, 1.0, skip_empty=False)
+    np.testing.assert_array_equal(fine_on.rgba, fine_off.rgba)
+    assert fine_on.skipped > 10 * on.skipped
     # a transfer function that shows every value leaves nothing to skip
     rc.set_transfer_function(TransferFunction([(0, 1, 1, 1)], [(0, 0.01), (1, 0.5)]))
     assert rc.empty.sum() == 0

@@ -51,6 +51,21 @@ def empty_blocks(mins: np.ndarray, maxs: np.ndarray, opacity_lut: np.ndarray) ->
     return (nonzero[i1 + 1] - nonzero[i0] == 0).astype(np.uint8)
 
 
+def macro_blocks(empty: np.ndarray, block_origin: tuple[int, int, int],
+                 factor: int = 4) -> tuple[np.ndarray, tuple[int, int, int]]:
+    """Coarser flags for two-level skipping: a macro cell of ``factor``³ blocks (aligned to
+    global multiples) is empty when every one of its blocks that the brick has is empty.
+    Returns the flags [mz, my, mx] and the global index (x, y, z) of macro cell [0, 0, 0]."""
+    org = tuple(o // factor for o in block_origin)
+    pad = [(o - m * factor, 0) for o, m in zip(block_origin[::-1], org[::-1], strict=True)]
+    padded = np.pad(empty, pad, constant_values=1)
+    pad_hi = [(0, -s % factor) for s in padded.shape]
+    padded = np.pad(padded, pad_hi, constant_values=1)
+    mz, my, mx = (s // factor for s in padded.shape)
+    flags = padded.reshape(mz, factor, my, factor, mx, factor).min(axis=(1, 3, 5))
+    return flags.astype(np.uint8), org
+
+
 def cost_grid(normalized: np.ndarray, opacity_lut: np.ndarray, block: int = BLOCK) -> np.ndarray:
     """Render cost per cell, per block [bz, by, bx]: 1 where samples are taken, EMPTY_COST
     where the block is skipped (input of the cost-balanced partition)."""

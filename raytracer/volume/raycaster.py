@@ -17,7 +17,7 @@ import pyopencl as cl
 
 from raytracer.camera import Camera
 from raytracer.opencl_device import DeviceInfo, choose_device
-from raytracer.volume.empty_space import BLOCK, empty_blocks, minmax_grid
+from raytracer.volume.empty_space import BLOCK, empty_blocks, macro_blocks, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
@@ -117,6 +117,8 @@ class Raycaster:
         self.volume = volume
         self.brick = brick or whole_brick(volume.dims)
         self.block = int(block)
+        if self.block < 1 or self.block & (self.block - 1):
+            raise VolumeError(f"empty-space block size must be a power of two, got {block}")
         self.lut_size = int(lut_size)
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
@@ -147,6 +149,9 @@ class Raycaster:
         mf = cl.mem_flags
         self._empty = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
                                 hostbuf=np.ascontiguousarray(self.empty))
+        self.macro, self._morg = macro_blocks(self.empty, self._borg)
+        self._macro = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                                hostbuf=np.ascontiguousarray(self.macro))
         self._lut_step = None
 
     def _lut(self, step: float) -> cl.Buffer:
@@ -177,8 +182,10 @@ class Raycaster:
         event = self._kernel(
             self.queue, gsize, (TILE, TILE), self._data, _i4(self.brick.ghost_lo),
             _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
-            self._empty, _i4(self._borg), _i4(self.empty.shape[::-1]), np.int32(self.block),
-            np.int32(1 if skip_empty else 0), self._lut(float(step)), np.int32(self.lut_size),
+            self._empty, _i4(self._borg), _i4(self.empty.shape[::-1]),
+            np.int32(self.block.bit_length() - 1),
+            np.int32(1 if skip_empty else 0), self._macro, _i4(self._morg),
+            _i4(self.macro.shape[::-1]), self._lut(float(step)), np.int32(self.lut_size),
             _f4(eye), _f4(top_left), _f4(du), _f4(dv), _f4(self.volume.origin),
             _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
             np.float32(ert_threshold), self._image, self._counters)
