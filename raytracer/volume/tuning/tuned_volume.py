@@ -204,6 +204,7 @@ class TunedVolumeFrame:
     over_budget: bool = False
     sections: dict[str, float] = field(default_factory=dict)
     quality: dict[str, float] = field(default_factory=dict)
+    search_seconds: float = 0.0  # the controller's search for this frame
 
 
 class TunedVolumeRenderer:
@@ -298,6 +299,28 @@ class TunedVolumeRenderer:
                 sweeps[knob.name] = (values, np.maximum.accumulate(np.asarray(losses)[::-1])[::-1])
         return QualityLosses(sweeps) if self.rank == 0 else None
 
+    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
+        """Start a fresh controller (the model and quality losses are kept; collective)."""
+        self.controller_name = name
+        if pi_gains is not None:
+            self.pi_gains = pi_gains
+        if self.rank == 0:
+            self._make_tuner()
+
+    def set_target(self, seconds: float) -> None:
+        """Change the target from the next frame on (rank 0 holds the tuner)."""
+        self.target = float(seconds)
+        if self.tuner is not None:
+            self.tuner.target_seconds = self.target
+
+    def swap_renderer(self, renderer: DistributedRenderer) -> None:
+        """Render another volume (or partition) from the next frame on, keeping the tuner and
+        its feedback state: what a user's loop does when the data changes (collective)."""
+        self.renderer = renderer
+        self.boxes = brick_boxes(renderer.partition)
+        if self.rank == 0:
+            self.grid = BlockGrid.for_volume(renderer.volume, renderer.tf)
+
     def _make_tuner(self) -> None:
         space = knob_space(self.losses)
         name = self.controller_name
@@ -322,13 +345,15 @@ class TunedVolumeRenderer:
         """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
         rendering ``camera`` until its frame time is within 1 % of the target (collective)."""
         space = knob_space(self.losses)
-        order = None
+        order: list[dict[str, Any]] = []
         if self.rank == 0:
             grid = space.grid()
             q = space.quality(grid)
             order = [space.at_index(int(i)) for i in np.argsort(q, kind="stable")]
-        lo, hi = 0, (len(order) - 1 if self.rank == 0 else 0)
-        best = 0
+        n = np.array([len(order)], np.int64)
+        if self.renderer.size > 1:
+            self.comm.Bcast(n, root=0)  # every rank runs the same bisection
+        lo, hi, best = 0, int(n[0]) - 1, 0
         for _ in range(iterations):
             mid = (lo + hi + 1) // 2
             trial = settings_of(order[mid]) if self.rank == 0 else None
@@ -377,7 +402,7 @@ class TunedVolumeRenderer:
         self.model.use_record(rec)
         return TunedVolumeFrame(res.image, settings, measured, decision.predicted,
                                 decision.corrected, rec, probe_s, decision.over_budget,
-                                sections, quality)
+                                sections, quality, decision.search_seconds)
 
     def _one(self, s: FrameSettings) -> dict[str, np.ndarray]:
         return {k: np.array([v]) for k, v in self._knobs_of(s).items()}
