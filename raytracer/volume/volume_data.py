@@ -92,6 +92,8 @@ class Volume:
         """Values mapped to [0, 1] by the global value range (the transfer function's domain);
         every brick slices this one array, so neighbouring bricks agree voxel for voxel."""
         lo, hi = self.value_range
+        if (lo, hi) == (0.0, 1.0):  # already normalized (the generated field): no copy
+            return self.data
         return ((self.data - np.float32(lo)) * np.float32(1.0 / (hi - lo))).astype(np.float32)
 
 
