@@ -1,4 +1,4 @@
-"""The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo.
+"""The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo, volume(s).
 
 An application on top of the core: it wires the ray tracer to the tuner; nothing in the
 core imports it.
@@ -22,6 +22,8 @@ BENCHMARKS = {
     "paper": "benchmarks.paper",
     "probe": "benchmarks.probe_cost",
     "controller": "benchmarks.controller_cost",
+    "compositing": "benchmarks.compositing",
+    "volume": "benchmarks.volume",
 }
 
 
@@ -204,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_target(p, None, "the scene's time at 8 AO rays + shadows on the first frame")
     opt.add_controller(p)
     opt.add_device(p)
+    from autotune.app import volume_command
+
+    volume_command.add_parsers(sub)
     try:
         from autotune.app.viewer import add_view_parser
     except ImportError:  # the viewer's GL dependencies are missing
@@ -241,6 +246,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     handlers = {"render": _cmd_render, "scenes": _cmd_scenes, "devices": _cmd_devices,
                 "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo}
+    if args.command in ("volume", "volumes"):
+        from autotune.app.volume_command import cmd_volume, cmd_volumes
+
+        handlers.update(volume=cmd_volume, volumes=cmd_volumes)
     if args.command == "view":
         from autotune.app.viewer import run_view
 
