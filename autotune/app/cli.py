@@ -24,6 +24,7 @@ BENCHMARKS = {
     "controller": "benchmarks.controller_cost",
     "compositing": "benchmarks.compositing",
     "volume": "benchmarks.volume",
+    "volume-tuned": "benchmarks.volume_tuned",
 }
 
 
