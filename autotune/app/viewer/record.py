@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from pathlib import Path
 
 import numpy as np
 
+from autotune.app.report import summary_stats as _stats
 from autotune.app.viewer import ViewerError
 from autotune.atomic_files import OutputError, write_json, write_text
 from autotune.atomic_files import save_png as _save_png
@@ -93,19 +93,6 @@ def record_folder(directory: str | Path, force: bool) -> Path:
                                    "pass --force to record into a new sub-folder of it")
         raise RecordError(f"cannot record: {message}") from None
     return path
-
-
-def _stats(values: list[float]) -> dict[str, float]:
-    """Mean, median, 95th percentile and max of a list (NaN when empty)."""
-    if not values:
-        return {"mean": math.nan, "median": math.nan, "p95": math.nan, "max": math.nan}
-    a = np.asarray(values, np.float64)
-    return {
-        "mean": float(a.mean()),
-        "median": float(np.median(a)),
-        "p95": float(np.percentile(a, 95)),
-        "max": float(a.max()),
-    }
 
 
 class Recorder:
