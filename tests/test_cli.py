@@ -62,13 +62,22 @@ def test_devices_lists_the_default(capsys):
 
 
 def test_demo_writes_frames_plot_and_report(tmp_path, capsys):
+    """Both halves: the tuned ray tracer, then the governed volume renderer on 2 MPI ranks
+    that the demo launches itself into the same report."""
     out = tmp_path / "demo"
     rc = main(["demo", "--scene", "dragon-small", "--frames", "3", "--width", "64",
-               "--height", "36", "--target-ms", "20", "--out", str(out)])
+               "--height", "36", "--target-ms", "20", "--out", str(out),
+               "--volume", "marschner-lobb:24", "--volume-ranks", "2", "--volume-frames", "3",
+               "--volume-size", "32", "--volume-target-ms", "60"])
     assert rc == 0
     assert len(list((out / "frames").glob("*.png"))) == 3
     assert (out / "plot.png").stat().st_size > 0
     figures = json.loads((out / "figures.json").read_text())
     assert figures["summary"]["frames"] == 3 and len(figures["per_frame"]) == 3
-    assert "mean |frame - target|" in (out / "report.txt").read_text()
+    report = (out / "report.txt").read_text()
+    assert "mean |frame - target|" in report
+    assert "marschner-lobb:24 on 2 MPI ranks" in report
+    volume = json.loads((out / "volume" / "summary.json").read_text())
+    assert volume["ranks"] == 2 and volume["governed"]["target_ms"] == 60
+    assert len(list((out / "volume").glob("frame_*.png"))) == 3
     assert [p.name for p in tmp_path.iterdir()] == ["demo"]  # no work folder left behind

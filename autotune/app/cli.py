@@ -1,4 +1,5 @@
-"""The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo, volume(s).
+"""The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo, volume(s),
+predict.
 
 An application on top of the core: it wires the ray tracer to the tuner; nothing in the
 core imports it.
@@ -25,6 +26,7 @@ BENCHMARKS = {
     "compositing": "benchmarks.compositing",
     "volume": "benchmarks.volume",
     "volume-tuned": "benchmarks.volume_tuned",
+    "cluster": "benchmarks.cluster",
 }
 
 
@@ -207,9 +209,22 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_target(p, None, "the scene's time at 8 AO rays + shadows on the first frame")
     opt.add_controller(p)
     opt.add_device(p)
+    p.add_argument("--volume", default="bonsai",
+                   help="volume for the governed distributed part (autotune volumes lists them)")
+    p.add_argument("--volume-ranks", type=opt.non_negative_int, default=4,
+                   help="MPI ranks of the volume part (launched with mpiexec; 0 skips it)")
+    p.add_argument("--volume-frames", type=opt.positive_int, default=24,
+                   help="frames of the volume part (seed 000's double orbit)")
+    p.add_argument("--volume-size", type=opt.image_side, default=256,
+                   help="width and height of the volume part's images")
+    p.add_argument("--volume-target-ms", type=opt.finite_positive, default=150.0,
+                   help="frame-time target of the volume part")
     from autotune.app import volume_command
 
     volume_command.add_parsers(sub)
+    from autotune.app import predict_command
+
+    predict_command.add_parser(sub)
     try:
         from autotune.app.viewer import add_view_parser
     except ImportError:  # the viewer's GL dependencies are missing
@@ -251,6 +266,10 @@ def _run(args: argparse.Namespace) -> int:
         from autotune.app.volume_command import cmd_volume, cmd_volumes
 
         handlers.update(volume=cmd_volume, volumes=cmd_volumes)
+    if args.command == "predict":
+        from autotune.app.predict_command import cmd_predict
+
+        handlers["predict"] = cmd_predict
     if args.command == "view":
         from autotune.app.viewer import run_view
 

@@ -53,6 +53,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    value = integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return value
+
+
 def image_side(text: str) -> int:
     value = positive_int(text)
     if value > MAX_SIZE:
