@@ -20,6 +20,7 @@ from autotune.app import cli
 from autotune.app.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
+DEMO = ["demo", "--volume-ranks", "0"]  # the ray-tracer half only: no MPI job per test
 SMALL = ["--width", "32", "--height", "18"]
 pytestmark = pytest.mark.filterwarnings("ignore::autotune.AutotuneWarning")
 
@@ -54,7 +55,7 @@ def _untouched(path: Path) -> bool:
 
 def test_demo_refuses_a_non_empty_out_folder(tmp_path, capsys):
     out = _user_folder(tmp_path / "mine")
-    err = _one_line_error(["demo", "--volume-ranks", "0", "--scene", "dragon-small", "--frames", "2", *SMALL,
+    err = _one_line_error([*DEMO, "--scene", "dragon-small", "--frames", "2", *SMALL,
                            "--out", str(out)], capsys)
     assert str(out) in err and "--force" in err
     assert _untouched(out)
@@ -63,14 +64,14 @@ def test_demo_refuses_a_non_empty_out_folder(tmp_path, capsys):
 def test_demo_refuses_the_working_folder(tmp_path, capsys, monkeypatch):
     _user_folder(tmp_path / "cwd")
     monkeypatch.chdir(tmp_path / "cwd")
-    _one_line_error(["demo", "--volume-ranks", "0", "--scene", "dragon-small", "--frames", "2", *SMALL, "--out", "."],
+    _one_line_error([*DEMO, "--scene", "dragon-small", "--frames", "2", *SMALL, "--out", "."],
                     capsys)
     assert _untouched(Path("."))
 
 
 def test_demo_force_writes_into_the_folder_and_deletes_nothing(tmp_path, capsys):
     out = _user_folder(tmp_path / "mine")
-    assert main(["demo", "--volume-ranks", "0", "--scene", "dragon-small", "--frames", "2", *SMALL, "--fps", "25",
+    assert main([*DEMO, "--scene", "dragon-small", "--frames", "2", *SMALL, "--fps", "25",
                  "--controller", "fixed", "--eye", "0.3,0.2,0.3", "--look-at", "0,0.1,0",
                  "--out", str(out), "--force"]) == 0
     assert (out / "thesis.tex").read_text() == "years of work"
@@ -83,7 +84,7 @@ def test_demo_force_writes_into_the_folder_and_deletes_nothing(tmp_path, capsys)
 def test_demo_into_an_empty_working_folder(tmp_path, capsys, monkeypatch):
     (tmp_path / "empty").mkdir()
     monkeypatch.chdir(tmp_path / "empty")
-    assert main(["demo", "--volume-ranks", "0", "--scene", "dragon-small", "--frames", "1", *SMALL, "--target-ms", "20",
+    assert main([*DEMO, "--scene", "dragon-small", "--frames", "1", *SMALL, "--target-ms", "20",
                  "--out", "."]) == 0
     assert Path("report.txt").exists() and Path.cwd() == (tmp_path / "empty").resolve()
 
@@ -179,7 +180,7 @@ def test_numba_wrapped_ctrl_c_is_an_interruption(capsys, monkeypatch):
 def test_ctrl_c_during_demo_prints_interrupted_and_exits_130(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune.app.cli", "demo", "--volume-ranks", "0", "--scene", "dragon-small",
+        [sys.executable, "-m", "autotune.app.cli", *DEMO, "--scene", "dragon-small",
          "--frames", "400", "--width", "160", "--height", "90", "--target-ms", "30",
          "--out", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -223,7 +224,7 @@ def test_written_files_follow_the_umask(tmp_path, capsys):
         out = tmp_path / "img.png"
         assert main(["render", "--scene", "dragon-small", *SMALL, "-o", str(out)]) == 0
         demo = tmp_path / "demo"
-        assert main(["demo", "--volume-ranks", "0", "--scene", "dragon-small", "--frames", "1", *SMALL,
+        assert main([*DEMO, "--scene", "dragon-small", "--frames", "1", *SMALL,
                      "--target-ms", "20", "--out", str(demo)]) == 0
     finally:
         os.umask(old)
