@@ -57,3 +57,15 @@ def test_every_knob_changes_the_prediction_and_the_run_holds_its_knobs(bonsai):
               enumerate(seed_orbit(vol.radius, 3))]
     assert all(f.measured > 0 and f.predicted > 0 for f in frames)
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
+
+
+def test_distributed_embedding_example_runs_on_two_ranks():
+    from pathlib import Path
+
+    from raytracer.volume.mpi_runtime import launch
+
+    worker = str(Path(__file__).with_name("volume_embedding_worker.py"))
+    done = launch([worker], 2, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [x for x in done.stdout.splitlines() if x.endswith(tuple("0123456789"))]
+    assert len(lines) == 4 and all(" ms, step " in x for x in lines)  # rank 0 only

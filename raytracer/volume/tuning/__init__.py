@@ -1,2 +1,21 @@
-"""What ties the volume renderer to the tuner: the per-frame workload probe, calibration, the
-governed distributed renderer."""
+"""What ties the volume renderer to the tuner: the per-frame workload probe, the governed
+distributed renderer (calibration, quality per knob, baselines).
+
+Embedding it in your own distributed loop (run under ``mpiexec -n K python -m mpi4py``; every
+call is collective, rank 0 gets the frames; this example is run by the tests on 2 ranks)::
+
+    from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
+
+    volume, tf = load_everywhere("marschner-lobb:32")     # same data on every rank
+    renderer = DistributedRenderer(volume, tf)            # one k-d brick per rank
+    tuned = TunedVolumeRenderer(renderer, 64, 64, target_seconds=0.05)
+    tuned.calibrate(calibration_views(volume.radius, 4), frames=8)   # views off the path
+    for camera in seed_orbit(volume.radius, frames=4):
+        frame = tuned.render(camera)                      # choose, render, composite, learn
+        if frame is not None:                             # rank 0
+            print(f"{frame.measured * 1e3:.1f} ms, step {frame.settings.step:.2f}")
+
+To hold your own renderer at a target instead, give the core ``Tuner`` a predictor on rank 0,
+broadcast its ``choose()`` knobs to the other ranks, and ``observe()`` rank 0's frame time.
+"""
