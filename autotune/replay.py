@@ -24,7 +24,9 @@ import numpy as np
 
 from autotune.controllers import Controller, FixedController, PIController
 from autotune.knobs import IntKnob, KnobSpace
+from models.json_file import check_versioned, versioned
 
+RECORDING_KIND = "autotune-recording"
 RECORDING_VERSION = 1
 
 
@@ -70,18 +72,15 @@ class Recording:
                          quality=lambda c: quality[np.asarray(c["setting"], int)])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "autotune-recording", "version": RECORDING_VERSION,
-                "settings": self.settings, "quality": self.quality.tolist(),
-                "predicted": self.predicted.tolist(), "measured": self.measured.tolist(),
-                "meta": self.meta}
+        return versioned(RECORDING_KIND, RECORDING_VERSION, {
+            "settings": self.settings, "quality": self.quality.tolist(),
+            "predicted": self.predicted.tolist(), "measured": self.measured.tolist(),
+            "meta": self.meta})
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> Recording:
-        if not isinstance(d, Mapping) or d.get("kind") != "autotune-recording":
-            raise RecordingError(f"{where}: not an autotune recording")
-        if d.get("version") != RECORDING_VERSION:
-            raise RecordingError(f"{where}: recording version {d.get('version')!r}, this "
-                                 f"version reads {RECORDING_VERSION}")
+        d = check_versioned(d, RECORDING_KIND, RECORDING_VERSION, where, RecordingError,
+                            "recording")
         try:
             return cls(list(d["settings"]), d["quality"], d["predicted"], d["measured"],
                        dict(d.get("meta", {})))

@@ -63,6 +63,13 @@ def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str,
     return coef, float(np.mean(np.abs(pred - y) / y))
 
 
+def _check_coefficients(model: Any, what: str) -> None:
+    """Every coefficient of a section model is a finite cost >= 0."""
+    for k, v in asdict(model).items():
+        if k != "fit_error" and not (math.isfinite(v) and v >= 0):
+            raise VolumeModelError(f"{what}: {k} must be finite and >= 0, got {v}")
+
+
 @dataclass(frozen=True)
 class RenderModel:
     """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s."""
@@ -75,9 +82,7 @@ class RenderModel:
     fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
 
     def __post_init__(self) -> None:
-        for k, v in asdict(self).items():
-            if k != "fit_error" and not (math.isfinite(v) and v >= 0):
-                raise VolumeModelError(f"render model: {k} must be finite and >= 0, got {v}")
+        _check_coefficients(self, "render model")
 
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                 pixels: ArrayLike) -> NDArray:
@@ -105,9 +110,7 @@ class StageModel:
     fit_error: float = math.nan
 
     def __post_init__(self) -> None:
-        for k, v in asdict(self).items():
-            if k != "fit_error" and not (math.isfinite(v) and v >= 0):
-                raise VolumeModelError(f"stage model: {k} must be finite and >= 0, got {v}")
+        _check_coefficients(self, "stage model")
 
     def predict(self, partner_ratio: ArrayLike, nbytes: ArrayLike, pixels: ArrayLike) -> NDArray:
         return (self.per_partner * np.asarray(partner_ratio, np.float64)
