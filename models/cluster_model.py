@@ -36,7 +36,7 @@ class CompositingTerm:
 
     ``latency`` seconds per message, ``bandwidth`` bytes/s per link, ``blend_rate`` pixels/s.
     T = Σ_rounds latency + N·B·(1 − 1/P)/bandwidth (swap) + N·(1 − 1/P)/blend_rate
-        + latency + N·B·(1 − 1/P)/bandwidth (gather to rank 0).
+        + (P − 1)·latency + N·B·(1 − 1/P)/bandwidth (gather: rank 0 receives P − 1 pieces).
     """
 
     latency: float
@@ -55,7 +55,8 @@ class CompositingTerm:
         rounds = np.ceil(np.log2(p))
         swap = rounds * self.latency + n * BYTES_PER_PIXEL * share / self.bandwidth
         blend = n * share / self.blend_rate
-        gather = np.where(p > 1, self.latency + n * BYTES_PER_PIXEL * share / self.bandwidth, 0.0)
+        gather = np.where(p > 1, (p - 1) * self.latency + n * BYTES_PER_PIXEL * share
+                          / self.bandwidth, 0.0)
         return swap + blend + gather
 
 
@@ -140,6 +141,15 @@ def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ran
                       lambdas: Sequence[float] = LAMBDAS, seed: int = 0,
                       where: str = "training data") -> ClusterModel:
     """Train the MLP on 80 % of the rows, choose λ by MSE on the other 20 %, refit on all."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1):  # a 16+8 net: BLAS threads only contend (20x slower, loaded)
+        return _fit(x, y_seconds, pixels, ranks, term, hidden, lambdas, seed, where)
+
+
+def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
+         term: CompositingTerm | None, hidden: Sequence[int], lambdas: Sequence[float],
+         seed: int, where: str) -> ClusterModel:
     from sklearn.neural_network import MLPRegressor
 
     x = np.asarray(x, np.float64)

@@ -78,6 +78,21 @@ class PerfHistogram:
         e = self.edges
         return e[idx] + rng.random(size) * (e[idx + 1] - e[idx])
 
+    def expected_max(self, draws: int) -> float:
+        """E[max of ``draws`` independent draws] (bins uniform inside): the local render part of
+        a frame when each of ``draws`` ranks draws its time on its own."""
+        e = self.edges
+        if e[-1] <= e[0] or draws <= 1:
+            return self.mean if draws <= 1 else float(e[0])
+        cdf = np.concatenate([[0.0], np.cumsum(self.frequencies)])
+        cdf /= cdf[-1]
+        u = np.linspace(0.0, 1.0, 65)
+        total = float(e[0])
+        for i in range(BINS):  # ∫ (1 − F(t)^P) dt with F linear inside each bin
+            f = cdf[i] + (cdf[i + 1] - cdf[i]) * u
+            total += float(np.trapezoid(1.0 - f**draws, u)) * (e[i + 1] - e[i])
+        return total
+
     def scaled(self, factor: float) -> PerfHistogram:
         """The same shape on a node ``factor`` times as slow (0.7 = 30 % faster), as in the seed."""
         if not (math.isfinite(factor) and factor > 0):
@@ -144,9 +159,24 @@ class PathHistogram:
         return np.array([means.std(), maxes.mean(), maxes.max()])
 
     def scaled(self, factor: float) -> PathHistogram:
+        meta = dict(self.meta)
+        if "rank_means" in meta:
+            meta["rank_means"] = [float(m) * factor for m in meta["rank_means"]]
         return PathHistogram(self.overall.scaled(factor),
                              tuple(h.scaled(factor) for h in self.per_frame), self.ranks,
-                             {**self.meta, "scaled": factor})
+                             {**meta, "scaled": factor})
+
+    def perturbed(self, rng: np.random.Generator, amount: float = 0.2) -> PathHistogram:
+        """A generated path histogram: the overall one perturbed, each frame's one perturbed and
+        moved by the same factor as the overall mean (the seed's generated histograms)."""
+        overall = self.overall.perturbed(rng, amount)
+        factor = overall.mean / self.overall.mean if self.overall.mean > 0 else 1.0
+        frames = tuple(h.scaled(factor).perturbed(rng, amount) if factor > 0 else h
+                       for h in self.per_frame)
+        meta = dict(self.meta)
+        if "rank_means" in meta:
+            meta["rank_means"] = [float(m) * factor for m in meta["rank_means"]]
+        return PathHistogram(overall, frames, self.ranks, {**meta, "perturbed": amount})
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": HISTOGRAM_VERSION, "kind": "autotune-performance-histogram",

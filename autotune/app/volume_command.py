@@ -128,6 +128,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quality", action=argparse.BooleanOptionalAction, default=True,
                    help="governed runs: also render each frame at full quality (untimed) for "
                         "PSNR/SSIM")
+    p.add_argument("--emulate", type=Path, metavar="HIST.json",
+                   help="emulation (seed 000 §4): each rank sleeps a local render time drawn "
+                        "from this performance histogram instead of ray casting, then "
+                        "composites a real-sized image of random data")
+    p.add_argument("--emulate-mode", choices=("histogram", "per-frame", "vector"),
+                   default="histogram",
+                   help="draw from the path's histogram, from each frame's own histogram, or "
+                        "sleep each rank's mean time (vector; needs the histogram's rank count)")
     opt.add_device(p)
     p.add_argument("-o", "--out", type=Path, default=DEFAULT_OUT, metavar="DIR",
                    help="folder to write; must be new or empty unless --force")
@@ -209,6 +217,8 @@ def _check_args(args: argparse.Namespace, comm: Any) -> None:
                    f"them (drop one or the other)")
     elif not _governed(args) and args.controller != opt.DEFAULT_CONTROLLER:
         problem = "--controller needs a target (--target-ms or --fps)"
+    elif _governed(args) and args.emulate is not None:
+        problem = "--emulate sleeps instead of rendering: the tuner has no knobs to turn there"
     if not problem and comm.Get_rank() == 0:
         try:
             check_output_dir(args.out, args.force)
@@ -230,7 +240,8 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
     volume, tf = load_everywhere(args.volume, args.tf, comm, dims=args.dims, dtype=args.dtype,
                                  spacing=args.spacing)
     renderer = DistributedRenderer(volume, tf, comm, algorithm=args.algorithm,
-                                   device=args.device, balance=args.balance)
+                                   device=args.device, balance=args.balance,
+                                   local=_emulated(args, comm))
     cameras = seed_orbit(volume.radius, args.frames)
     run = VolumeRun(args, renderer, volume, tf)
     if _governed(args):
@@ -255,6 +266,24 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
 
         emit(_headline(summary), args.json, title=run.title())
     return 0
+
+
+def _emulated(args: argparse.Namespace, comm: Any) -> Any:
+    """``--emulate``: this rank's sleeping local renderer (None: ray cast). Every rank reads
+    the histogram and draws the same (frames, ranks) times, so a bad file is one error."""
+    if args.emulate is None:
+        return None
+    from autotune.app.cluster_files import read_histogram
+    from raytracer.volume.emulation import EmulatedRenderer
+    from raytracer.volume.mpi_runtime import guarded
+    from raytracer.volume.tuning.cluster_data import emulation_times
+
+    def times() -> Any:
+        hist = read_histogram(args.emulate)
+        return emulation_times(hist, args.frames, comm.Get_size(), args.emulate_mode, seed=0)
+
+    t = guarded(times, "--emulate", comm)
+    return EmulatedRenderer(t[:, comm.Get_rank()], seed=comm.Get_rank())
 
 
 def _progress(frames: Any, total: int, rank: int) -> Any:
