@@ -389,6 +389,13 @@ def test_window_replays_path_keys_screenshot_overlay_resize(xvfb, tmp_path: Path
     assert _image(record / "frames" / "00007.png").shape == (144, 256, 3)
 
 
+def recording(record: Path, name: str) -> bool:
+    """Whether ``name`` (a glob) exists in ``record``, or in the hidden folder that becomes
+    ``record`` when the run ends (``atomic_files.output_dir``)."""
+    folders = [record, *record.parent.glob(f".{record.name}.*.tmp")]
+    return any(any(folder.glob(name)) for folder in folders)
+
+
 def _wait_for(check, seconds: float, proc: subprocess.Popen) -> None:
     deadline = time.monotonic() + seconds
     while not check():
@@ -415,11 +422,11 @@ def test_real_x_key_events_through_the_cli(xvfb, tmp_path: Path) -> None:
         subprocess.run(["xdotool", "key", name], env=env, check=True)
 
     try:
-        _wait_for(lambda: (record / "frames" / "00000.png").exists(), 90, proc)
+        _wait_for(lambda: recording(record, "frames/00000.png"), 90, proc)
         subprocess.run(["xdotool", "mousemove", "40", "40"], env=env, check=True)  # focus
         key("equal")
         key("p")
-        _wait_for(lambda: any(record.glob("screenshot_*.png")), 30, proc)
+        _wait_for(lambda: recording(record, "screenshot_*.png"), 30, proc)
         key("Escape")
         proc.wait(timeout=30)
     finally:

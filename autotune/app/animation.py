@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -73,8 +75,10 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
     return logs
 
 
-def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:
-    """The experiment's figures: tracking error vs target, over-budget frames, model errors."""
+def tracking_figures(logs: Sequence[Any], turn_at: int | None = None) -> dict[str, float]:
+    """Tracking error vs target, over-budget frames, model errors and probe time of any
+    renderer's frame logs (each with ``measured``, ``target``, ``predicted``, ``corrected``
+    and ``probe_seconds``)."""
     m = np.array([x.measured for x in logs])
     t = np.array([x.target for x in logs])
     p = np.array([x.predicted for x in logs])
@@ -87,12 +91,17 @@ def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, flo
         "frames_over_budget": int((m > t * 1.05).sum()),
         "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
         "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
-        "mean_ao_rays": float(np.mean([x.ao_rays for x in logs])),
         "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
     }
     if turn_at is not None and turn_at < len(logs):
         out["error_first_frame_after_turn"] = float(track[turn_at])
     return out
+
+
+def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:
+    """The experiment's figures: :func:`tracking_figures` and the mean AO ray count."""
+    return {**tracking_figures(logs, turn_at),
+            "mean_ao_rays": float(np.mean([x.ao_rays for x in logs]))}
 
 
 def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:

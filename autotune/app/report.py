@@ -66,19 +66,25 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-TRACKING = """mean |frame - target| / target : {mean_abs_error_vs_target:.1%}
-p95  |frame - target| / target : {p95_abs_error_vs_target:.1%}
-frames over budget (>5%)       : {frames_over_budget} of {frames}
-mean model error               : {mean_model_error:.1%}
-mean model + feedback error    : {mean_model_feedback_error:.1%}
-mean AO rays chosen            : {mean_ao_rays:.1f}
-mean probe time                : {mean_probe_ms:.2f} ms
-"""
+TRACKING = (  # (figure, label, format): a line for each figure present, in this order
+    ("mean_abs_error_vs_target", "mean |frame - target| / target", "{:.1%}"),
+    ("p95_abs_error_vs_target", "p95  |frame - target| / target", "{:.1%}"),
+    ("frames_over_budget", "frames over budget (>5%)", "{} of {frames}"),
+    ("mean_model_error", "mean model error", "{:.1%}"),
+    ("mean_model_feedback_error", "mean model + feedback error", "{:.1%}"),
+    ("mean_ao_rays", "mean AO rays chosen", "{:.1f}"),
+    ("mean_sampling_rate", "mean sampling rate chosen", "{:.2f} samples/voxel"),
+    ("mean_image_scale", "mean image scale chosen", "{:.2f}"),
+    ("mean_ert_threshold", "mean ERT threshold chosen", "{:.2f}"),
+    ("mean_probe_ms", "mean probe time", "{:.2f} ms"),
+)
 
 
 def tracking_report(figures: Mapping[str, Any]) -> str:
-    """How well a run held its target, as lines (the figures of ``animation.summarize``)."""
-    return TRACKING.format(**figures)
+    """How well a run held its target, as lines (the figures of ``animation.summarize``, or
+    any renderer's ``tracking_figures`` plus its mean knobs)."""
+    return "".join(f"{label:<31}: {fmt.format(figures[key], **figures)}\n"
+                   for key, label, fmt in TRACKING if key in figures)
 
 
 def pyplot() -> Any:

@@ -1,8 +1,10 @@
 """The viewer application: a glfw window (or an offscreen EGL framebuffer), input, main loop.
 
-Every frame: the tuner-governed renderer traces the scene, the image is uploaded as a texture
-and drawn with the overlay. Upload + overlay are timed (``ctx.finish()`` included) so the
-display's share of the frame budget is visible in the overlay and in ``--record``'s run.json.
+Every frame: a tuner-governed renderer (a :class:`~autotune.app.viewer.source.FrameSource`:
+the ray tracer, or the distributed volume renderer) renders the view, the image is uploaded
+as a texture and drawn with the overlay. Upload + overlay are timed (``ctx.finish()``
+included) so the display's share of the frame budget is visible in the overlay and in
+``--record``'s run.json.
 """
 
 from __future__ import annotations
@@ -15,26 +17,29 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import glfw
 import moderngl
 import numpy as np
 
 from autotune.app import options as opt
-from autotune.app.animation import FrameLog, summarize
 from autotune.app.report import tracking_report
 from autotune.app.viewer import ViewerError
 from autotune.app.viewer.controls import CameraController
 from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
-from autotune.app.viewer.record import Recorder, RecordError, free_name, record_folder, save_png
+from autotune.app.viewer.record import (
+    Recorder,
+    RecordError,
+    columns,
+    free_name,
+    record_folder,
+    save_png,
+)
+from autotune.app.viewer.source import FAILED, FINISHED, INTERRUPTED, FrameSource, ViewFrame
 from autotune.atomic_files import output_dir
 from autotune.controllers import CONTROLLER_NAMES, CONTROLLERS
 from raytracer.camera import Camera, load_path
-from raytracer.phases import PHASES
-
-if TYPE_CHECKING:
-    from raytracer.tuning.tuned_renderer import TunedFrame, TunedRenderer
 
 GL_VERSION = 330
 TARGET_STEP = 1.25  # factor per +/- press
@@ -52,7 +57,7 @@ FLY_KEYS = {  # key -> (forward, right, up)
     glfw.KEY_E: (0, 0, 1),
     glfw.KEY_Q: (0, 0, -1),
 }
-HELP = [
+HELP_TOP = [
     "mouse drag     orbit",
     "W A S D/arrows fly   Q/E down/up",
     "scroll         dolly",
@@ -60,7 +65,8 @@ HELP = [
     "+ / -          target frame time",
     "T              tuning on/off",
     "1 / 2 / 3      feed-forward/fixed/PI",
-    "Shift+S        shadows auto/on/off",
+]
+HELP_BOTTOM = [  # a renderer's own keys go between the two
     "O              overlay on/off",
     "P              screenshot",
     "H              this help",
@@ -107,14 +113,14 @@ class SceneView:
         self.source: moderngl.Framebuffer | None = None
 
     def draw(self, image: np.ndarray, target: moderngl.Framebuffer, size: tuple[int, int]) -> None:
-        """Upload ``image`` (H, W, 4 uint8, top row first) and show it over all of ``target``
+        """Upload ``image`` (H, W, 3|4 uint8, top row first) and show it over all of ``target``
         (``size``: its current size; the default framebuffer's own record of it goes stale)."""
-        h, w = image.shape[:2]
-        if self.texture is None or self.texture.size != (w, h):
+        h, w, c = image.shape
+        if self.texture is None or (*self.texture.size, self.texture.components) != (w, h, c):
             if self.texture is not None:
                 self.source.release()
                 self.texture.release()
-            self.texture = self.ctx.texture((w, h), 4)
+            self.texture = self.ctx.texture((w, h), c)
             self.texture.filter = (moderngl.LINEAR, moderngl.LINEAR)
             self.source = self.ctx.framebuffer(color_attachments=[self.texture])
         self.texture.write(np.ascontiguousarray(image[::-1]))
@@ -261,26 +267,25 @@ class OffscreenSurface:
 
 
 class Viewer:
-    """The main loop: input -> camera -> tuned render -> texture + overlay -> present/record."""
+    """The main loop: input -> camera -> governed render -> texture + overlay -> present/record."""
 
     def __init__(
         self,
         surface: WindowSurface | OffscreenSurface,
-        renderer: TunedRenderer,
-        scene_name: str,
+        source: FrameSource,
         controller: str,
         path: list[Camera] | None = None,
         frames: int | None = None,
         recorder: Recorder | None = None,
         screenshot_dir: Path = Path("."),
     ) -> None:
-        self.surface, self.ctx, self.renderer = surface, surface.ctx, renderer
-        self.scene_name, self.controller = scene_name, controller
+        self.surface, self.ctx, self.source = surface, surface.ctx, source
+        self.controller = controller
         self.path, self.max_frames = path, frames
         self.recorder, self.screenshot_dir = recorder, screenshot_dir
         self.screenshot_shown = screenshot_dir  # where the user will find it (after the run)
-        scene = renderer.scene
-        self.controls = CameraController(scene.camera, scene.diagonal)
+        self.controls = CameraController(source.home, source.extent)
+        self.help = HELP_TOP + source.help + HELP_BOTTOM
         self.scene_view = SceneView(self.ctx)
         self.overlay = Overlay(self.ctx)
         self.history = FrameHistory()
@@ -290,7 +295,7 @@ class Viewer:
         self.frame_index = 0
         self.fps = math.nan
         self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
-        self.logs: list[FrameLog] = []  # every frame, for the summary at the end
+        self.logs: list[Any] = []  # the source's log of every frame, for the summary
         self._dragging = False
         self._cursor: tuple[float, float] | None = None
         self._last_time: float | None = None
@@ -312,22 +317,20 @@ class Viewer:
         if action == glfw.PRESS:
             self.held.add(key)
         if key in (glfw.KEY_EQUAL, glfw.KEY_KP_ADD):
-            self.set_target(self.renderer.target_seconds * TARGET_STEP)
+            self.set_target(self.source.target_seconds * TARGET_STEP)
         elif key in (glfw.KEY_MINUS, glfw.KEY_KP_SUBTRACT):
-            self.set_target(self.renderer.target_seconds / TARGET_STEP)
+            self.set_target(self.source.target_seconds / TARGET_STEP)
         elif action != glfw.PRESS:
             return
         elif key == glfw.KEY_ESCAPE:
             self.quit = True
         elif key == glfw.KEY_T:
-            self.renderer.tuning = not self.renderer.tuning
+            self.source.tuning = not self.source.tuning
         elif key in CONTROLLER_KEYS:
             self.controller = CONTROLLER_KEYS[key]
-            self.renderer.set_controller(self.controller)
-        elif key == glfw.KEY_S and mods & glfw.MOD_SHIFT:
-            self.held.discard(key)
-            cycle = {None: True, True: False, False: None}
-            self.renderer.force_shadows = cycle[self.renderer.force_shadows]
+            self.source.set_controller(self.controller)
+        elif self.source.key(key, mods):
+            self.held.discard(key)  # e.g. Shift+S is not S (fly backward)
         elif key == glfw.KEY_P:
             self.screenshot_pending = True
         elif key == glfw.KEY_R:
@@ -338,7 +341,7 @@ class Viewer:
             self.show_overlay = not self.show_overlay
 
     def set_target(self, seconds: float) -> None:
-        self.renderer.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
+        self.source.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
 
     def mouse_button_callback(self, _window, button: int, action: int, _mods: int) -> None:
         if button == glfw.MOUSE_BUTTON_LEFT:
@@ -363,37 +366,45 @@ class Viewer:
             self.controls.fly(*np.clip(move, -1, 1), seconds)
         return self.controls.camera()
 
-    def status_lines(self, frame: TunedFrame, width: int, height: int) -> list[tuple[str, tuple]]:
+    def status_lines(self, frame: ViewFrame, width: int, height: int) -> list[tuple[str, tuple]]:
         """The overlay's text: rates, times, knobs, model error, display cost."""
-        r, s = self.renderer, frame.settings
-        forced = {None: "auto", True: "forced", False: "forced"}[r.force_shadows]
+        src = self.source
         replay = f"  replay {self.frame_index + 1}/{len(self.path)}" if self.path else ""
         err, cerr = (self.history.relative_error(k) for k in ("predicted", "corrected"))
         display = float(np.median(self.display_times)) if self.display_times else math.nan
         share = display / frame.measured if frame.measured > 0 else math.nan
         return [
             (
-                f"{self.scene_name} {width}x{height}  {self.fps:.1f} fps  controller "
-                f"{CONTROLLER_NAMES[self.controller]}  tuning {on_off(r.tuning)}{replay}",
+                f"{src.label} {width}x{height}  {self.fps:.1f} fps  controller "
+                f"{CONTROLLER_NAMES[self.controller]}  tuning {on_off(src.tuning)}{replay}",
                 WHITE,
             ),
             (
-                f"target {r.target_seconds * 1e3:.1f} ms  measured {frame.measured * 1e3:.1f}  "
+                f"target {src.target_seconds * 1e3:.1f} ms  measured {frame.measured * 1e3:.1f}  "
                 f"predicted {frame.predicted * 1e3:.1f}  corrected {frame.corrected * 1e3:.1f}",
                 WHITE,
             ),
-            (
-                f"AO rays {s.ao_rays:.2f}  AO radius {s.ao_radius:.2f}  shadows "
-                f"{on_off(s.shadows)} ({forced})  phong {on_off(s.phong)}",
-                WHITE,
-            ),
+            (frame.knobs, WHITE),
             (
                 f"model error {err:.0%}  corrected {cerr:.0%}  display {display * 1e3:.1f} ms "
-                f"({share:.1%} of frame, {display / r.target_seconds:.0%} of target)",
+                f"({share:.1%} of frame, {display / src.target_seconds:.0%} of target)",
                 WHITE,
             ),
             ("H: keys", GREY),
         ]
+
+    def show_message(self, text: str) -> None:
+        """A frame with only ``text`` and the empty graph (while the renderer prepares, e.g.
+        calibrates); it keeps a window responsive, and Esc or closing it ends the run after."""
+        self.surface.poll()
+        width, height = self.surface.size
+        if width == 0 or height == 0:
+            return
+        self.surface.fbo.use()
+        self.ctx.viewport = (0, 0, width, height)
+        self.surface.fbo.clear(0.0, 0.0, 0.0, 1.0)
+        self.overlay.draw(width, height, self.history, [(text, WHITE)])
+        self.surface.present()
 
     def step(self) -> bool:
         """Render, display and record one frame; False once the run is over."""
@@ -404,7 +415,7 @@ class Viewer:
             width, height = self.surface.resized
             self.surface.resized = None
             if width > 0 and height > 0:
-                self.renderer.resize(width, height)
+                self.source.resize(width, height)
         width, height = self.surface.size
         if width == 0 or height == 0:  # minimised: nothing to draw
             time.sleep(0.05)
@@ -415,16 +426,11 @@ class Viewer:
             self.fps = 1 / seconds if math.isnan(self.fps) else (1 - EMA) * self.fps + EMA / seconds
         self._last_time = now
         camera = self._camera(seconds)
-        frame = self.renderer.render(camera)
+        frame = self.source.render(camera)
         self.history.push(
-            Sample(self.renderer.target_seconds, frame.measured, frame.predicted, frame.corrected)
+            Sample(self.source.target_seconds, frame.measured, frame.predicted, frame.corrected)
         )
-        s = frame.settings
-        self.logs.append(FrameLog(
-            self.frame_index, self.renderer.target_seconds, frame.measured, frame.predicted,
-            frame.corrected, s.ao_rays, s.shadows, s.phong, frame.probe_seconds,
-            frame.over_budget,
-        ))
+        self.logs.append(frame.log)
 
         start = time.perf_counter()
         self.scene_view.draw(frame.image, self.surface.fbo, (width, height))
@@ -436,7 +442,7 @@ class Viewer:
                 height,
                 self.history,
                 self.status_lines(frame, width, height),
-                HELP if self.show_help else None,
+                self.help if self.show_help else None,
             )
         self.ctx.finish()
         display = time.perf_counter() - start
@@ -454,28 +460,19 @@ class Viewer:
         limit = min(self.max_frames or math.inf, len(self.path) if self.path else math.inf)
         return self.frame_index < limit
 
-    def _row(self, frame: TunedFrame, display: float, width: int, height: int) -> dict:
-        s, r = frame.settings, self.renderer
-        phases = {
-            f"{p}_ms": frame.phase_seconds.get(p, 0.0) * 1e3
-            for p in PHASES
-        }
+    def _row(self, frame: ViewFrame, display: float, width: int, height: int) -> dict:
         return {
             "frame": self.frame_index,
             "wall_s": time.perf_counter() - self._start,
-            "target_ms": r.target_seconds * 1e3,
+            "target_ms": self.source.target_seconds * 1e3,
             "measured_ms": frame.measured * 1e3,
             "predicted_ms": frame.predicted * 1e3,
             "corrected_ms": frame.corrected * 1e3,
             "display_ms": display * 1e3,
             "probe_ms": frame.probe_seconds * 1e3,
-            **phases,
-            "ao_rays": s.ao_rays,
-            "ao_radius": s.ao_radius,
-            "shadows": int(s.shadows),
-            "phong": int(s.phong),
+            **frame.columns,
             "controller": self.controller,
-            "tuning": int(r.tuning),
+            "tuning": int(self.source.tuning),
             "width": width,
             "height": height,
         }
@@ -485,32 +482,9 @@ class Viewer:
             pass
 
 
-def _load_renderer(
-    args: argparse.Namespace, width: int, height: int, target: float
-) -> TunedRenderer:
-    """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
-    from autotune.app.limits import LimitError, check_device_memory
-    from autotune.app.scenes import load_scene
-    from raytracer.opencl_device import DeviceError
-    from raytracer.scene import SceneError
-    from raytracer.tracer import TracerError
-    from raytracer.tuning.tuned_renderer import TunedRenderer
-
-    try:
-        scene = load_scene(args.scene, up=getattr(args, "up", "y"))
-        renderer = TunedRenderer(
-            scene, width, height, target, controller=args.controller, device=args.device
-        )
-        check_device_memory(renderer.tracer, width, height)
-        return renderer
-    except (SceneError, TracerError, DeviceError, LimitError) as exc:
-        raise ViewerError(str(exc)) from None
-
-
-def run(args: argparse.Namespace) -> dict | None:
-    """Open the surface, build the renderer, loop; print a summary of how well the target was
-    held; returns the --record summary if any. Ctrl-C ends the run like Esc (the recording is
-    kept), then raises KeyboardInterrupt."""
+def prepare(args: argparse.Namespace) -> tuple[list[Camera] | None, Path | None]:
+    """Checks before any window or renderer: the camera path (``--path``), that a headless run
+    ends, the ``--record`` folder. Returns the path's cameras and the folder to record to."""
     path = None
     if args.path:
         try:
@@ -520,16 +494,30 @@ def run(args: argparse.Namespace) -> dict | None:
     if args.headless and not (args.frames or path):
         raise ViewerError("--headless needs --frames N or --path FILE to know when to stop")
     record_dir = record_folder(args.record, getattr(args, "force", False)) if args.record else None
-    target = opt.target_seconds(args)
-    width, height = args.width, args.height
-    surface = (
-        OffscreenSurface(width, height)
-        if args.headless
-        else WindowSurface(width, height, f"autotune view: {args.scene}")
-    )
-    interrupted = False
+    return path, record_dir
+
+
+def open_surface(args: argparse.Namespace, title: str) -> WindowSurface | OffscreenSurface:
+    """The window, or with ``--headless`` an offscreen EGL framebuffer, of the asked size."""
+    if args.headless:
+        return OffscreenSurface(args.width, args.height)
+    return WindowSurface(args.width, args.height, title)
+
+
+def show(
+    args: argparse.Namespace,
+    surface: WindowSurface | OffscreenSurface,
+    source: FrameSource,
+    path: list[Camera] | None,
+    record_dir: Path | None,
+) -> dict | None:
+    """Run the viewer on ``surface`` (closed at the end) until Esc, the window closing,
+    ``--frames`` or the end of ``--path``; print a summary of how well the target was held;
+    returns the --record summary if any. ``source.finish`` is called however the run ends.
+    Ctrl-C ends the run like Esc (the recording is kept), then raises KeyboardInterrupt."""
+    interrupted = finished = False
+    viewer = None
     try:
-        renderer = _load_renderer(args, *surface.size, target)  # a window may have been resized
         with contextlib.ExitStack() as stack:
             work = None
             if record_dir is not None:
@@ -537,24 +525,35 @@ def run(args: argparse.Namespace) -> dict | None:
                     work = stack.enter_context(output_dir(record_dir))
                 except OSError as exc:
                     raise RecordError(f"cannot record: {exc}") from None
-            recorder = Recorder(work) if work is not None else None
+            recorder = Recorder(work, columns(source.fields)) if work is not None else None
             viewer = Viewer(
-                surface, renderer, str(args.scene), args.controller, path, args.frames,
-                recorder, work if work is not None else Path("."),
+                surface, source, args.controller, path, args.frames, recorder,
+                work if work is not None else Path("."),
             )
             if record_dir is not None:
                 viewer.screenshot_shown = record_dir
             try:
+                source.start(viewer.show_message)
                 viewer.run()
             except KeyboardInterrupt:
                 interrupted = True
-            figures = summarize(viewer.logs) if viewer.logs else {}
-            info = {**_run_info(args, surface, renderer), **figures}
+            finished = True
+            source.finish(INTERRUPTED if interrupted else FINISHED)
+            figures, lines = source.summary(viewer.logs) if viewer.logs else ({}, "")
+            info = {**_run_info(args, surface), **source.run_info(), **figures}
             summary = recorder.close(info) if recorder is not None else None
     finally:
+        if not finished:
+            source.finish(FAILED)
+        size = surface.size  # a closed window's size reads 0x0
         surface.close()
     if viewer.logs:
-        print(_summary_text(args, surface.size, renderer, viewer, figures))
+        print(
+            f"autotune view: {source.label} at {size[0]}x{size[1]} on "
+            f"{source.device}, controller {viewer.controller}, target "
+            f"{source.target_seconds * 1e3:.1f} ms at the end\n"
+            f"{tracking_report(figures)}{lines}"
+        )
     if record_dir is not None:
         print(f"recorded to {record_dir}/")
     if interrupted:
@@ -562,34 +561,27 @@ def run(args: argparse.Namespace) -> dict | None:
     return summary
 
 
-def _summary_text(
-    args: argparse.Namespace, size: tuple[int, int], renderer: TunedRenderer, viewer: Viewer,
-    figures: dict,
-) -> str:
-    """What the run achieved, as the demo reports it."""
-    logs = viewer.logs
-    shadows = sum(x.shadows for x in logs) / len(logs)
-    phong = sum(x.phong for x in logs) / len(logs)
-    return (
-        f"autotune view: {args.scene} at {size[0]}x{size[1]} on "
-        f"{renderer.tracer.device_info.name}, controller {viewer.controller}, target "
-        f"{renderer.target_seconds * 1e3:.1f} ms at the end\n"
-        f"{tracking_report(figures)}"
-        f"shadows on in {shadows:.0%} of frames, phong on in {phong:.0%}"
-    )
+def run(args: argparse.Namespace) -> dict | None:
+    """``autotune view`` of a ray-traced scene (see :func:`show`)."""
+    from autotune.app.viewer.tracer_source import load_tracer_source
+
+    path, record_dir = prepare(args)
+    surface = open_surface(args, f"autotune view: {args.scene}")
+    try:  # a window may have been resized
+        source = load_tracer_source(args, *surface.size, opt.target_seconds(args))
+    except BaseException:
+        surface.close()
+        raise
+    return show(args, surface, source, path, record_dir)
 
 
-def _run_info(
-    args: argparse.Namespace, surface: WindowSurface | OffscreenSurface, renderer: TunedRenderer
-) -> dict:
-    """What run.json says about the run besides per-frame statistics."""
+def _run_info(args: argparse.Namespace, surface: WindowSurface | OffscreenSurface) -> dict:
+    """What run.json says about the run besides the renderer and per-frame statistics."""
     return {
-        "scene": str(args.scene),
         "size": list(surface.size),
         "headless": args.headless,
         "target_ms_at_start": opt.target_seconds(args) * 1e3,
         "controller_at_start": args.controller,
-        "device": renderer.tracer.device_info.name,
         "path": args.path,
         "gl_renderer": surface.ctx.info["GL_RENDERER"],
     }

@@ -19,34 +19,19 @@ from autotune.atomic_files import OutputError, write_json, write_text
 from autotune.atomic_files import save_png as _save_png
 from raytracer.camera import Camera
 
-FIELDS = (
-    "frame",
-    "wall_s",
-    "target_ms",
-    "measured_ms",
-    "predicted_ms",
-    "corrected_ms",
-    "display_ms",
-    "probe_ms",
-    "primary_ms",
-    "shadow_ms",
-    "ao_ms",
-    "shade_ms",
-    "ao_rays",
-    "ao_radius",
-    "shadows",
-    "phong",
-    "controller",
-    "tuning",
-    "width",
-    "height",
-    "eye_x",
-    "eye_y",
-    "eye_z",
-    "target_x",
-    "target_y",
-    "target_z",
-)
+HEAD_FIELDS = ("frame", "wall_s", "target_ms", "measured_ms", "predicted_ms", "corrected_ms",
+               "display_ms", "probe_ms")
+TAIL_FIELDS = ("controller", "tuning", "width", "height", "eye_x", "eye_y", "eye_z", "target_x",
+               "target_y", "target_z")
+
+
+def columns(own: tuple[str, ...]) -> tuple[str, ...]:
+    """frames.csv's columns: the viewer's times, a renderer's own columns, the view's state."""
+    return HEAD_FIELDS + tuple(own) + TAIL_FIELDS
+
+
+FIELDS = columns(("primary_ms", "shadow_ms", "ao_ms", "shade_ms", "ao_rays", "ao_radius",
+                  "shadows", "phong"))  # the ray tracer's
 
 
 WARMUP_FRAMES = 1  # the first frame compiles shaders and builds the font atlas: not in the stats
@@ -99,8 +84,8 @@ class Recorder:
     """Writes ``frames/NNNNN.png``, ``frames.csv``, ``camera_path.json`` and ``run.json`` into
     ``directory`` (a fresh folder: the caller moves it into place)."""
 
-    def __init__(self, directory: str | Path) -> None:
-        self.dir = Path(directory)
+    def __init__(self, directory: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
+        self.dir, self.fields = Path(directory), fields
         try:
             (self.dir / "frames").mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -111,7 +96,7 @@ class Recorder:
         self.rows: list[dict] = []
 
     def add(self, row: dict, camera: Camera, image: np.ndarray) -> None:
-        """Record one frame's figures (keys of :data:`FIELDS`), its camera and its image."""
+        """Record one frame's figures (keys of ``fields``), its camera and its image."""
         row = {
             **row,
             "eye_x": camera.eye[0],
@@ -129,7 +114,7 @@ class Recorder:
         """Finish the files; ``run.json`` holds ``info`` plus per-figure statistics (ms) of the
         frames after the warm-up."""
         table = io.StringIO()
-        writer = csv.DictWriter(table, FIELDS, lineterminator="\n")
+        writer = csv.DictWriter(table, self.fields, lineterminator="\n")
         writer.writeheader()
         writer.writerows(self.rows)
         try:
