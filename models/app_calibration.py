@@ -2,11 +2,16 @@
 
 An analytical model leaves out what a device does for one application; calibration measures
 frames and fits, per component of the frame (the ray tracer's phases), ``measured = scale *
-model + offset * items`` (items = pixels). That fit belongs to the application, not to the
-device: it is stored apart from the :class:`~models.device_profile.DeviceProfile` (one file per
-device and renderer), so calibrating one renderer never overwrites another's. It records the
-fingerprint of the device profile it was fitted with, since the fit also moves some device
-parameters.
+model + offset * items + miss * missed_items + launch`` (items = pixels; missed items = pixels
+whose primary ray hit nothing, which take a short path the model's counts do not price; launch
+= a constant per kernel launch). ``miss`` and ``launch`` are optional (zero when absent). The
+fit may also record which parameters it fitted, their standard errors (``uncertainty``) and
+which it held at their measured values because the data cannot tell them apart (``held``).
+
+That fit belongs to the application, not to the device: it is stored apart from the
+:class:`~models.device_profile.DeviceProfile` (one file per device and renderer), so
+calibrating one renderer never overwrites another's. It records the fingerprint of the device
+profile it was fitted with, since the fit also moves some device parameters.
 
 Profiles written before the split carried the ray tracer's fit as ``"fitted": {"scale_<phase>",
 "offset_<phase>", "fit_mean_error", "fit_frames"}``; :func:`load_profile_and_calibration` still
@@ -36,6 +41,7 @@ LEGACY_RENDERER = "raytracer"  # whose fit old profiles held under "fitted"
 # pixel is 9 s a phase at 1280x720 (fits at tiny sizes fold launch overheads into it).
 SCALE_MAX = 1e3
 OFFSET_MAX = 1e-5
+LAUNCH_MAX = 1.0  # seconds per kernel launch
 _FIT_KEYS = {"mean_error": (0.0, 1e3), "frames": (1.0, 1e9)}
 
 
@@ -78,6 +84,12 @@ class AppCalibration:
     fit: dict[str, float] = field(default_factory=dict, hash=False)  # mean_error, frames
     source: str = ""  # how it was measured
     device_profile: str = ""  # DeviceProfile.fingerprint() it was fitted with ("" = unknown)
+    miss: dict[str, float] = field(default_factory=dict, hash=False)  # s per missed item
+    launch: dict[str, float] = field(default_factory=dict, hash=False)  # s per launch
+    # fitted parameter -> standard error (relative for scales and device parameters, fitted in
+    # log space; seconds for offset / miss / launch), e.g. "scale.ao", "device.issue_cycles"
+    uncertainty: dict[str, float] = field(default_factory=dict, hash=False)
+    held: tuple[str, ...] = ()  # parameters the data could not identify, held where measured
 
     def __post_init__(self) -> None:
         where = f"{self.renderer or '?'} calibration of {self.device!r}"
@@ -85,6 +97,9 @@ class AppCalibration:
         object.__setattr__(self, "scale", {k: float(v) for k, v in self.scale.items()})
         object.__setattr__(self, "offset", {k: float(v) for k, v in self.offset.items()})
         object.__setattr__(self, "fit", {k: float(v) for k, v in self.fit.items()})
+        for name in ("miss", "launch", "uncertainty"):
+            object.__setattr__(self, name, {k: float(v) for k, v in getattr(self, name).items()})
+        object.__setattr__(self, "held", tuple(self.held))
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -100,11 +115,15 @@ class AppCalibration:
     def describe(self) -> str:
         return f"{self.renderer} calibration of {self.device!r} (driver {self.driver!r})"
 
-    def apply(self, component: str, model_seconds: Any, items: float) -> Any:
-        """``scale * model_seconds + offset * items`` (arrays broadcast)."""
+    def apply(self, component: str, model_seconds: Any, items: float,
+              missed_items: float = 0.0) -> Any:
+        """``scale * model_seconds + offset * items + miss * missed_items + launch`` (arrays
+        broadcast)."""
         if component not in self.scale:
             self.require((component,))
-        return model_seconds * self.scale[component] + self.offset[component] * items
+        out = model_seconds * self.scale[component] + self.offset[component] * items
+        return out + self.miss.get(component, 0.0) * missed_items + self.launch.get(component,
+                                                                                    0.0)
 
     def matches(self, profile: DeviceProfile) -> bool:
         """Whether this was fitted for that device (and, when recorded, that very profile)."""
@@ -115,7 +134,11 @@ class AppCalibration:
         return {"schema_version": SCHEMA_VERSION, "renderer": self.renderer,
                 "device": self.device, "driver": self.driver, "scale": dict(self.scale),
                 "offset": dict(self.offset), "fit": dict(self.fit), "source": self.source,
-                "device_profile": self.device_profile}
+                "device_profile": self.device_profile,
+                **({"miss": dict(self.miss)} if self.miss else {}),
+                **({"launch": dict(self.launch)} if self.launch else {}),
+                **({"uncertainty": dict(self.uncertainty)} if self.uncertainty else {}),
+                **({"held": list(self.held)} if self.held else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
@@ -125,12 +148,12 @@ class AppCalibration:
         """Build from parsed JSON, validating every key; errors name ``where`` and the key."""
         _validate(d, where)
         values = {k: d[k] for k in ("renderer", "device", "driver", "scale", "offset")}
-        values.update({k: d[k] for k in ("fit", "source", "device_profile") if k in d})
+        values.update({k: d[k] for k in _OPTIONAL if k in d})
         return cls(**values)
 
 
 _REQUIRED = ("schema_version", "renderer", "device", "driver", "scale", "offset")
-_OPTIONAL = ("fit", "source", "device_profile")
+_OPTIONAL = ("fit", "source", "device_profile", "miss", "launch", "uncertainty", "held")
 
 
 def _validate(d: Any, where: str) -> None:
@@ -153,6 +176,19 @@ def _validate(d: Any, where: str) -> None:
             raise CalibrationError(f"{where}: {key!r} must not be empty")
     _check_table(d["scale"], "scale", 0.0, SCALE_MAX, True, where)
     _check_table(d["offset"], "offset", 0.0, OFFSET_MAX, False, where)
+    for key, high in (("miss", OFFSET_MAX), ("launch", LAUNCH_MAX)):
+        if key in d and d[key] != {}:
+            _check_table(d[key], key, 0.0, high, False, where)
+            odd = sorted(set(d[key]) - set(d["scale"]))
+            if odd:
+                raise CalibrationError(f"{where}: {key!r} names component(s) {', '.join(odd)} "
+                                       f"that 'scale' does not")
+    if "uncertainty" in d and d["uncertainty"] != {}:
+        _check_table(d["uncertainty"], "uncertainty", 0.0, math.inf, False, where)
+    held = d.get("held", [])
+    if not isinstance(held, list | tuple) or not all(isinstance(h, str) and h for h in held):
+        raise CalibrationError(f"{where}: 'held' must be a list of parameter names, got "
+                               f"{held!r}")
     if set(d["scale"]) != set(d["offset"]):
         odd = sorted(set(d["scale"]) ^ set(d["offset"]))
         raise CalibrationError(f"{where}: 'scale' and 'offset' must name the same components; "

@@ -6,17 +6,20 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
 
 - primary: ``i_c = i_ct p_t + i_ci p_i + i_cco``; ``i_t = (i_mt p_t + i_mi p_i + i_mco)(1 - m^2)``;
   ``i_mu = i_t (1 - m)``; ``i_mc = i_t m``.
-- ao (``a_r > 0``): ``i_c = i_ct a_t a_r + i_ci a_i a_r + i_cco``;
+- ao (``a_r > 0``): ``i_c = i_ct a_t a_r + i_ci a_i a_r + h i_cco``;
   ``a_ca = 1 - min(1, 2^-((a_t + p_t)/23 - 1))``; ``a_m = a_ca (i_mt a_t a_r + a_i i_mi a_r / 2)``;
-  ``i_mu = a_m + i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
+  ``i_mu = a_m + h i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
   ``a_m``; here both use ``a_i`` (the probe measures ``a_i = a_w t_v``, see Workload).
 - shadow (if on): the ao equations with ``a_r = 1`` and ``s_t, s_i`` for ``a_t, a_i``.
 - shade: constant ``i_cco`` and ``i_mco`` of "shade_phong" or "shade_flat" (fallback "shade"),
   memory split like the constant term of the primary equation (the primary one with
-  ``p_t = p_i = 0``).
+  ``p_t = p_i = 0``), times ``h``.
 
-With an application calibration (:class:`~models.app_calibration.AppCalibration`, fitted on
-measured frames) each phase becomes ``scale * model + offset * pixels``; without one the bare
+``h`` is the hit fraction: secondary rays and lit shading run only where the primary ray hit;
+a missed pixel takes a short exit path that the loop counts do not describe. With an
+application calibration (:class:`~models.app_calibration.AppCalibration`, fitted on measured
+frames) each phase becomes ``scale * model + offset * pixels + miss * missed_pixels + launch``
+(the miss-pixel term prices those exits, the launch term a kernel launch); without one the bare
 analytical model is returned.
 """
 
@@ -115,15 +118,22 @@ def _secondary_counts(
 ) -> tuple[ArrayLike, ArrayLike]:
     """(i_c, i_mu) of a secondary-ray phase for ``rays`` rays per pixel (scalar or array).
 
-    ``per_ray`` holds the instructions spent per secondary ray outside traversal (ray
-    generation), paid only by pixels whose primary ray hit.
+    The kernel's constant and ``per_ray`` (the instructions spent per secondary ray outside
+    traversal: ray generation) are paid only by pixels whose primary ray hit; missed pixels
+    leave at once (the calibration's miss-pixel term).
     """
-    compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco
+    compute = lc.i_ct * steps * rays + lc.i_ci * tests * rays + lc.i_cco * hit_fraction
     a_m = _cache_miss(steps, p_t) * (lc.i_mt * steps * rays + tests * lc.i_mi * rays / 2.0)
     if per_ray is not None:
         compute = compute + per_ray.i_cco * hit_fraction * rays
         a_m = a_m + per_ray.i_mco * hit_fraction * rays
-    return compute, a_m + lc.i_mco
+    return compute, a_m + lc.i_mco * hit_fraction
+
+
+def _shadow_counts(counts: KernelCounts, w: Workload) -> tuple[ArrayLike, ArrayLike]:
+    """(i_c, i_mu) of the shadow phase: one ray per hit pixel."""
+    return _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0,
+                             hit_fraction=w.hit_fraction)
 
 
 def _ao_counts(counts: KernelCounts, w: Workload, rays: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
@@ -140,7 +150,7 @@ def phase_instructions(
     w = workload
     out = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
     if shadows:
-        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
+        c, mu = _shadow_counts(counts, w)
         out["shadow"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
     if ao_rays > 0:
         c, mu = _ao_counts(counts, w, float(ao_rays))
@@ -158,13 +168,19 @@ def _check_launch(workload: Workload, threads_per_block: int) -> int:
     return math.ceil(workload.pixels / threads_per_block)
 
 
-def _calibrated(calibration: AppCalibration | None, phase: str, seconds: Any, pixels: int) -> Any:
-    """Apply the calibrated correction of a phase: ``scale * seconds + offset * pixels``.
+def _calibrated(calibration: AppCalibration | None, phase: str, seconds: Any,
+                workload: Workload) -> Any:
+    """Apply the calibrated correction of a phase: ``scale * seconds + offset * pixels +
+    miss * missed_pixels + launch``.
 
     The scale absorbs what Hong–Kim leaves out on a device; the offset is a per-pixel cost the
-    instruction counts miss (e.g. the sky path of pixels whose primary ray missed).
+    instruction counts miss, the miss term the exit path of pixels whose primary ray missed,
+    the launch term the cost of one kernel launch.
     """
-    return seconds if calibration is None else calibration.apply(phase, seconds, pixels)
+    if calibration is None:
+        return seconds
+    missed = (1.0 - workload.hit_fraction) * workload.pixels
+    return calibration.apply(phase, seconds, workload.pixels, missed)
 
 
 def predict_phase_seconds(
@@ -191,7 +207,7 @@ def predict_phase_seconds(
             blocks=blocks,
         )
         out[phase] = _calibrated(
-            calibration, phase, predict_cycles(profile, launch).seconds, workload.pixels
+            calibration, phase, predict_cycles(profile, launch).seconds, workload
         )
     return out
 
@@ -241,7 +257,7 @@ def predict_frame_seconds_batch(
         s = predict_seconds(
             profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
         )
-        return float(_calibrated(calibration, phase, float(s), w.pixels))
+        return float(_calibrated(calibration, phase, float(s), w))
 
     total = np.full(
         a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
@@ -253,11 +269,11 @@ def predict_frame_seconds_batch(
         flat_s = seconds("shade", _shade(counts, w, False))
         total += np.where(phong_on, 0.0, flat_s)
     if shadow_on.any():
-        c, mu = _secondary_counts(_lookup(counts, "shadow"), w.s_t, w.s_i, w.p_t, 1.0)
+        c, mu = _shadow_counts(counts, w)
         total += np.where(shadow_on, seconds("shadow", PhaseInstructions(c, 0.0, mu)), 0.0)
     ao_on = a_r > 0
     if ao_on.any():
         c, mu = _ao_counts(counts, w, a_r)
         ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
-        total += np.where(ao_on, _calibrated(calibration, "ao", ao_s, w.pixels), 0.0)
+        total += np.where(ao_on, _calibrated(calibration, "ao", ao_s, w), 0.0)
     return total

@@ -101,6 +101,11 @@ def _cal_dict(**changes) -> dict:
     ({"renderer": ""}, "'renderer'"),
     ({"schema_version": 7}, "schema_version"),
     ({"extra": 1}, "'extra'"),
+    ({"miss": {"ao": -1e-9}}, "miss.ao"),  # a missed pixel cannot save time
+    ({"launch": {"ao": 5.0}}, "launch.ao"),  # 5 s a launch
+    ({"launch": {"sky": 1e-4}}, "component(s) sky"),  # a component the fit does not have
+    ({"uncertainty": {"scale.ao": float("nan")}}, "uncertainty.scale.ao"),
+    ({"held": [3]}, "'held'"),
 ])
 def test_invalid_calibrations_are_refused_naming_the_key(tmp_path, changes, key):
     path = tmp_path / "c.json"
@@ -317,3 +322,16 @@ def test_cli_calibrate_output_into_a_missing_folder_is_one_line_exit_2(tmp_path,
     err = capsys.readouterr().err
     assert rc == 2 and "does not exist" in err and "Traceback" not in err
     assert fake_calibration == []
+
+
+def test_miss_launch_and_the_fit_report_round_trip(tmp_path):
+    cal = dataclasses.replace(SHIPPED_CAL, miss=dict.fromkeys(PHASES, 1e-9),
+                              launch={"shade": 2e-4}, uncertainty={"scale.ao": 0.03},
+                              held=("device.dep_delay_coal",))
+    path = tmp_path / "c.json"
+    path.write_text(cal.to_json())
+    back = load_calibration(path)
+    assert back == cal and back.held == ("device.dep_delay_coal",)
+    assert back.apply("shade", 1.0, 100, 10) == pytest.approx(
+        SHIPPED_CAL.scale["shade"] + SHIPPED_CAL.offset["shade"] * 100 + 1e-8 + 2e-4)
+    assert "miss" not in SHIPPED_CAL.to_dict() or SHIPPED_CAL.miss  # absent means zero

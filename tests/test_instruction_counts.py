@@ -19,6 +19,7 @@ from raytracer.tuning.instruction_counts import (
     counts_document,
     find_libclc,
     load_kernel_counts,
+    shade_variant_counts,
     source_sha256,
 )
 
@@ -181,6 +182,42 @@ def test_counts_are_current_compares_source_hash(tmp_path: Path) -> None:
     path = _write(tmp_path, json.dumps(doc))
     assert counts_are_current(path, source="kernel v1")
     assert not counts_are_current(path, source="kernel v2")
+
+
+def test_shipped_counts_are_current_without_a_compiler() -> None:
+    """The shipped file's source hash is that of the kernels the tracer builds: no clang
+    needed, so this runs everywhere (an edit of raytracer/kernels/*.cl without
+    ``python tools/count_ptx.py`` fails here)."""
+    from raytracer.tracer import kernel_source
+
+    shipped = json.loads(COUNTS_PATH.read_text())
+    assert shipped["source_sha256"] == source_sha256(kernel_source()), (
+        "kernel counts are stale: run python tools/count_ptx.py")
+    assert counts_are_current()
+
+
+def test_shipped_counts_price_the_phong_branch() -> None:
+    counts = load_kernel_counts()
+    phong, flat = counts["shade_phong"], counts["shade_flat"]
+    assert phong.i_cco > flat.i_cco > 0 and phong.i_mco >= flat.i_mco
+    assert counts["shade"].i_cco >= phong.i_cco  # both branches counted in the plain kernel
+
+
+def test_shade_variants_fix_the_phong_switch() -> None:
+    seen = []
+
+    def fake_compile(source: str) -> str:
+        seen.append(source)
+        n = 3 if "phong = 1" in source else 1
+        body = "\n".join("\tadd.f32 %f1, %f1, %f1;" for _ in range(n))
+        return f".visible .entry shade(\n)\n{{\n{body}\n\tret;\n}}\n"
+
+    src = "kernel void shade(int flags) { const int phong = flags & 1; }"
+    got = shade_variant_counts(src, fake_compile)
+    assert got["shade_phong"].i_cco == 4 and got["shade_flat"].i_cco == 2
+    assert all("flags & 1" not in s for s in seen) and len(seen) == 2
+    with pytest.raises(KernelCountsError, match="Phong switch"):
+        shade_variant_counts("kernel void shade(int flags) { }", fake_compile)
 
 
 @pytest.mark.skipif(

@@ -59,10 +59,11 @@ def test_hand_computed_counts_per_phase() -> None:
     got = phase_instructions(COUNTS, SMALL, ao_rays=3, shadows=True, phong=True)
     # primary: i_c = 2*10 + 3*4 + 10; i_t = (10 + 8 + 4) * (1 - 0.25) = 16.5, split by m = 0.5
     assert got["primary"] == PhaseInstructions(compute=42.0, coal=8.25, uncoal=8.25)
-    # shadow: i_c = 2*36 + 3*2 + 5; a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1
-    assert got["shadow"] == PhaseInstructions(compute=83.0, coal=0.0, uncoal=20.0)
-    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3
-    assert got["ao"] == PhaseInstructions(compute=151.0, coal=0.0, uncoal=115.5)
+    # shadow: i_c = 2*36 + 3*2 + 5*0.9 (the constant only where the primary ray hit);
+    # a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1*0.9
+    assert got["shadow"] == pytest.approx(PhaseInstructions(compute=82.5, coal=0.0, uncoal=19.9))
+    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7*0.9; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3*0.9
+    assert got["ao"] == pytest.approx(PhaseInstructions(compute=150.3, coal=0.0, uncoal=115.2))
     # shade (phong), paid by the 90 % of pixels that hit: i_c = 50; i_t = 4 * 0.75 = 3, by m
     assert got["shade"] == pytest.approx(PhaseInstructions(compute=45.0, coal=1.35, uncoal=1.35))
     flat = phase_instructions(COUNTS, SMALL, ao_rays=0, shadows=False, phong=False)
@@ -73,7 +74,7 @@ def test_hand_computed_counts_per_phase() -> None:
 def test_ao_cache_estimate_is_zero_for_shallow_traversal() -> None:
     shallow = dataclasses.replace(SMALL, a_t=5.0)  # (5 + 10) / 23 < 1: a_ca = 0
     got = phase_instructions(COUNTS, shallow, ao_rays=2, shadows=False, phong=True)
-    assert got["ao"].uncoal == 3.0  # only i_mco
+    assert got["ao"].uncoal == pytest.approx(3.0 * 0.9)  # only i_mco, where the ray hit
 
 
 def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
@@ -93,7 +94,7 @@ def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
         dep_delay_uncoal=10,
     )
     counts = {**COUNTS, "ao": LoopCounts(i_ct=3, i_ci=5, i_cco=5, i_mco=6)}
-    w = dataclasses.replace(SMALL, pixels=80 * 128, p_t=1, a_t=2, a_i=1)
+    w = dataclasses.replace(SMALL, pixels=80 * 128, p_t=1, a_t=2, a_i=1, hit_fraction=1.0)
     got = predict_phase_seconds(profile, counts, w, 2, False, True, threads_per_block=128)
     assert got["ao"] == pytest.approx(38428.1875e-9)
     assert got["shadow"] == 0.0
@@ -237,3 +238,50 @@ def test_batch_throughput() -> None:
     start = time.perf_counter()
     predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong)
     assert time.perf_counter() - start < 1.0  # >= 1M candidates per second
+
+
+@pytest.mark.parametrize("key", PROFILES)
+def test_phong_is_priced_by_the_shade_kernels_difference(key: str) -> None:
+    """A knob the model cannot price is a knob the tuner always turns on (DESIGN.md)."""
+    profile = builtin_profiles()[key]
+    cal = dataclasses.replace(_calibration(profile, shade=1.7), launch=dict.fromkeys(PHASES, 1e-5))
+    on = predict_phase_seconds(profile, REAL_COUNTS, FRAME, 4, True, True, calibration=cal)
+    off = predict_phase_seconds(profile, REAL_COUNTS, FRAME, 4, True, False, calibration=cal)
+    assert {p: on[p] for p in PHASES if p != "shade"} == {p: off[p] for p in PHASES
+                                                          if p != "shade"}
+    phong = predict_cycles(profile, KernelLaunch(*_shade_launch(True)))
+    flat = predict_cycles(profile, KernelLaunch(*_shade_launch(False)))
+    assert on["shade"] - off["shade"] == pytest.approx(1.7 * (phong.seconds - flat.seconds))
+    assert on["shade"] > off["shade"]
+    batch = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, 4, True, [True, False],
+                                        calibration=cal)
+    assert batch[0] - batch[1] == pytest.approx(on["shade"] - off["shade"])
+
+
+def _shade_launch(phong: bool) -> tuple:
+    ins = phase_instructions(REAL_COUNTS, FRAME, 0, False, phong)["shade"]
+    return ins.compute, ins.coal, ins.uncoal, 64, -(-FRAME.pixels // 64)
+
+
+def test_missed_pixels_are_priced_by_the_miss_term_and_launches_by_the_launch_term() -> None:
+    base = builtin_profiles()["pocl-pthread-amd-epyc"]
+    plain = _calibration(base)
+    cal = dataclasses.replace(plain, miss=dict.fromkeys(PHASES, 2e-9),
+                              launch=dict.fromkeys(PHASES, 3e-4))
+    for h in (0.0, 0.5, 1.0):
+        w = dataclasses.replace(FRAME, hit_fraction=h)
+        a = predict_phase_seconds(base, REAL_COUNTS, w, 4, True, True, calibration=plain)
+        b = predict_phase_seconds(base, REAL_COUNTS, w, 4, True, True, calibration=cal)
+        for p in PHASES:
+            assert b[p] == pytest.approx(a[p] + 2e-9 * (1 - h) * FRAME.pixels + 3e-4)
+        got = predict_frame_seconds_batch(base, REAL_COUNTS, w, [4], True, True, calibration=cal)
+        assert got[0] == pytest.approx(sum(b.values()))
+
+
+def test_secondary_constants_are_paid_where_the_primary_ray_hit() -> None:
+    """An empty view runs the shadow and AO kernels' exit path only: the analytical part is
+    (nearly) nothing, the miss term carries it."""
+    empty = dataclasses.replace(FRAME, hit_fraction=0.0, s_t=0, s_i=0, a_t=0, a_i=0, t_v=0)
+    got = phase_instructions(REAL_COUNTS, empty, 8, True, True)
+    for phase in ("shadow", "ao", "shade"):
+        assert got[phase].compute == 0 and got[phase].uncoal == 0

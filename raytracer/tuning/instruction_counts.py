@@ -32,7 +32,11 @@ inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
   ``i_cco, i_mco`` set (the §4.3 AO equation has no per-ray constant; the model ignores it
   unless it adds ``a_r * i_cco_ray``);
 - ``i_cco, i_mco`` are everything outside the outermost loop;
-- a kernel without loops (shade) is all constant (both Phong and flat branches counted).
+- a kernel without loops (shade) is all constant (both Phong and flat branches counted);
+- the shade kernel is also compiled with its Phong switch fixed on and off
+  (``SHADE_VARIANTS``: the source line that reads the flag, replaced by a constant, so the
+  compiler drops the other branch), giving ``shade_phong`` and ``shade_flat``: the model
+  prices the Phong knob by their difference.
 
 Regenerate after editing any kernel: ``python tools/count_ptx.py`` (the shipped file records
 the SHA-256 of the kernel source; ``counts_are_current()`` checks it).
@@ -374,9 +378,29 @@ def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
-def counts_document(source: str, ptx: str) -> dict[str, Any]:
-    """The JSON document ``tools/count_ptx.py`` writes for this source and its PTX."""
-    counts = count_ptx(ptx)
+# The shade kernel's Phong switch: this line of the source, replaced by each constant, gives
+# the kernel of one branch (the compiler removes the other).
+SHADE_SWITCH = "const int phong = flags & 1"
+SHADE_VARIANTS = {"shade_phong": "const int phong = 1", "shade_flat": "const int phong = 0"}
+
+
+def shade_variant_counts(source: str, compile: Any = None) -> dict[str, LoopCounts]:
+    """``shade_phong`` and ``shade_flat`` counts: the shade kernel compiled with Phong fixed."""
+    if source.count(SHADE_SWITCH) != 1:
+        raise KernelCountsError(f"kernel source: expected the shade kernel's Phong switch "
+                                f"{SHADE_SWITCH!r} once (update SHADE_SWITCH in "
+                                f"raytracer/tuning/instruction_counts.py)")
+    compile = compile or compile_ptx
+    out = {}
+    for key, line in SHADE_VARIANTS.items():
+        out[key] = count_ptx(compile(source.replace(SHADE_SWITCH, line)))["shade"]
+    return out
+
+
+def counts_document(source: str, ptx: str, compile: Any = None) -> dict[str, Any]:
+    """The JSON document ``tools/count_ptx.py`` writes for this source and its PTX (the two
+    shade variants are compiled here with ``compile``, default :func:`compile_ptx`)."""
+    counts = count_ptx(ptx) | shade_variant_counts(source, compile)
     return {
         "source_sha256": source_sha256(source),
         "compiler": COMPILER,
