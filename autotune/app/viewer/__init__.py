@@ -1,4 +1,6 @@
-"""Interactive viewer (``autotune view``): the tuned ray tracer in a window, with a live overlay.
+"""Interactive viewer (``autotune view``): the tuned ray tracer, or with ``--volume`` the
+distributed volume renderer (under ``mpiexec -n K``: rank 0's frames), in a window with a live
+overlay.
 
 An application on top of the runtime: the core ``autotune`` package never imports it. GL and
 window libraries load only when a view actually starts, so parsing the command line stays cheap.
@@ -10,6 +12,8 @@ import argparse
 import sys
 
 from autotune.app import options as opt
+
+MIN_CALIBRATION_FRAMES = 6
 
 
 class ViewerError(RuntimeError):
@@ -29,16 +33,47 @@ class _SizeAlias(argparse.Action):
         namespace.width, namespace.height = w, h
 
 
+def _calibration_frames(text: str) -> int:
+    value = opt.positive_int(text)
+    if value < MIN_CALIBRATION_FRAMES:
+        raise argparse.ArgumentTypeError(
+            f"must be >= {MIN_CALIBRATION_FRAMES} (the first is not fitted, and the per-rank "
+            f"model has 5 coefficients), got {text!r}")
+    return value
+
+
 def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``view`` subcommand and its options to a CLI's subparsers."""
+    from autotune.app.volume_command import _rank0_errors
+
     p = subparsers.add_parser(
         "view",
-        help="show the tuned ray tracer in a window with a live frame-time overlay",
-        description="Open a window showing the ray-traced scene; the tuner governs every frame. "
-        "Press H in the window for the key list.",
+        help="show the tuned ray tracer (or a volume: --volume) in a window with a live "
+        "frame-time overlay",
+        description="Open a window showing the ray-traced scene, or with --volume the "
+        "distributed volume renderer's frames (run under mpiexec -n K for K ranks; rank 0 "
+        "shows them); the tuner governs every frame. Press H in the window for the key list.",
         formatter_class=opt.HelpFormatter,
     )
+    _rank0_errors(p)  # under mpiexec, an argument error is printed once
     opt.add_scene(p)
+    p.add_argument(
+        "--volume",
+        metavar="NAME|FILE",
+        help="show this volume (autotune volumes lists them) with the distributed volume "
+        "renderer instead of a scene, one brick per MPI rank",
+    )
+    p.add_argument(
+        "--tf",
+        metavar="PRESET|FILE.json",
+        help="with --volume: transfer function (default: the volume's own preset, else grey)",
+    )
+    p.add_argument(
+        "--calibration-frames",
+        type=_calibration_frames,
+        default=16,
+        help="with --volume: frames rendered to calibrate the per-rank model first",
+    )
     opt.add_size(p, 1280, 720)
     p.add_argument(
         "--size", action=_SizeAlias, metavar="WxH",
@@ -76,9 +111,13 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
 
 def run_view(args: argparse.Namespace) -> int:
     """Run ``autotune view``; a :class:`ViewerError` is printed as one line and returns 2."""
-    from autotune.app.viewer.app import run
-
     try:
+        if getattr(args, "volume", None):
+            from autotune.app.viewer.volume_source import run_volume
+
+            return run_volume(args)
+        from autotune.app.viewer.app import run
+
         run(args)
     except ViewerError as exc:
         print(f"autotune view: error: {exc}", file=sys.stderr)

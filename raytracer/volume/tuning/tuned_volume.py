@@ -313,6 +313,14 @@ class TunedVolumeRenderer:
         if self.tuner is not None:
             self.tuner.target_seconds = self.target
 
+    def resize(self, width: int, height: int) -> None:
+        """Render at another display size from the next frame on (call it on every rank);
+        the model's per-pixel terms carry over, its compositing work follows from the next
+        frame's record."""
+        self.width, self.height = width, height
+        if self.model is not None:
+            self.model.width, self.model.height = width, height
+
     def swap_renderer(self, renderer: DistributedRenderer) -> None:
         """Render another volume (or partition) from the next frame on, keeping the tuner and
         its feedback state: what a user's loop does when the data changes (collective)."""
