@@ -1,29 +1,41 @@
-"""Binned-SAH bounding volume hierarchy built with numba, flattened for the OpenCL kernels.
+"""Binned-SAH bounding volume hierarchy built with numba, collapsed to a 4-wide BVH for the
+OpenCL kernels.
 
-Flat layout (what ``kernels/*.cl`` and ``raytracer/traversal.py`` read), one inner node per
-64 bytes = four float4, storing the bounds of *both* children so one fetch tests two boxes:
+Flat layout (what ``kernels/traverse.cl`` and ``raytracer/traversal.py`` read): one node per
+128 bytes = eight float4, the four children's boxes stored structure-of-arrays so that one
+float4 operation tests one slab of all four children:
 
-    float4 0: child0.lo.xyz, child0.index  (int32 bits)
-    float4 1: child0.hi.xyz, child0.count  (int32 bits)
-    float4 2: child1.lo.xyz, child1.index
-    float4 3: child1.hi.xyz, child1.count
+    float4 0: lo.x of children 0..3      float4 1: hi.x of children 0..3
+    float4 2: lo.y                       float4 3: hi.y
+    float4 4: lo.z                       float4 5: hi.z
+    float4 6: index of children 0..3  (int32 bits)
+    float4 7: count of children 0..3  (int32 bits)
 
-``count > 0``: the child is a leaf holding triangles ``index .. index + count - 1``;
-``count == 0``: the child is the inner node ``index``. Node 0 is the root; inner nodes are
-numbered in depth-first preorder (left subtree before right). Triangles are reordered to leaf
-order, 48 bytes each: float4 v0 (w = original face id as int32 bits), float4 edge1 = v1 - v0,
-float4 edge2 = v2 - v0 (Möller–Trumbore reads the edges directly).
+As a (N, 32) float32 array: child c's ``lo`` on axis a is ``nodes[n, 8 * a + c]``, its ``hi``
+``nodes[n, 8 * a + 4 + c]``, its index ``node_ints[n, 24 + c]``, its count
+``node_ints[n, 28 + c]``. ``count > 0``: the child is a leaf holding triangles
+``index .. index + count - 1`` (at most ``leaf_size``, 4 by default); ``count == 0``: the child
+is node ``index``; ``count == -1``: an empty slot, whose box is inverted (lo = +1e20,
+hi = -1e20) so the kernels' slab test, which takes each axis' near plane by the sign of the
+ray direction, never hits it. Node 0 is the root; a node's inner children are numbered
+consecutively, subtrees depth-first. Triangles are reordered to leaf order, 48 bytes each:
+float4 v0 (w = original face id as int32 bits), float4 edge1 = v1 - v0, float4 edge2 = v2 - v0
+(Möller–Trumbore reads the edges directly).
 
-Build (``build_bvh``): per-triangle boxes are copied into one contiguous (F, 8) array that is
-partitioned in place with the triangle ids, so every pass reads memory in order. A node is
-binned once (16 bins on each of the three centroid axes); the winning split's bin sweep also
-gives both children's exact bounds and the partition pass their centroid bounds, so no node is
-re-scanned for bounds. Nodes above ``F / (4 * threads)`` triangles are built one at a time with the
-binning spread over all threads; the subtrees below are then built in parallel (``prange``),
-each writing its nodes into its own slots ``[base + 2*start, base + 2*end)`` of a shared
-array (a subtree of m triangles has at most 2m - 1 nodes), and a final depth-first walk
-compacts the reachable inner nodes into the flat layout. ``build_bvh_full_sweep`` is the exact
-O(n log² n) sort-and-sweep SAH reference with the same leaf policy (for quality comparisons).
+Build (``build_bvh``): a binary SAH tree first. Per-triangle boxes are copied into one
+contiguous (F, 8) array that is partitioned in place with the triangle ids, so every pass reads
+memory in order. A node is binned once (16 bins on each of the three centroid axes); the
+winning split's bin sweep also gives both children's exact bounds and the partition pass their
+centroid bounds, so no node is re-scanned for bounds. Nodes above ``F / (4 * threads)``
+triangles are built one at a time with the binning spread over all threads; the subtrees below
+are then built in parallel (``prange``), each writing its nodes into its own slots
+``[base + 2*start, base + 2*end)`` of a shared array (a subtree of m triangles has at most
+2m - 1 nodes). The collapse then makes each wide node from a binary inner node by replacing,
+while fewer than four children, the inner child of largest surface area by its two children
+(leaves stay leaves). ``build_bvh_full_sweep`` is the exact O(n log² n) sort-and-sweep SAH
+reference with the same leaf policy and the same collapse (for quality comparisons).
+``BVHStats`` describes the binary tree (its SAH cost is what the two builders are compared
+on) and the wide one (nodes, the traversal stack it needs).
 """
 
 from __future__ import annotations
@@ -38,7 +50,10 @@ import numpy as np
 if TYPE_CHECKING:
     from raytracer.scene import Scene
 
-NODE_FLOATS = 16
+NODE_FLOATS = 32  # one 4-wide node: eight float4
+WIDTH = 4  # children per node
+EMPTY_BOX = 1e20  # empty slots: lo = +EMPTY_BOX, hi = -EMPTY_BOX (never hit)
+KERNEL_STACK = 64  # traversal stack entries in kernels/traverse.cl and traversal.py
 TRI_FLOATS = 12
 BINS = 16  # bins per axis below the top phase
 TOP_BINS = 64  # bins per axis in the (few, big) top-phase nodes
@@ -55,7 +70,10 @@ MEDIAN_DEPTH = 40  # below this depth nodes split at the object median (kernel s
 
 @dataclass(frozen=True)
 class BVHStats:
-    """Summary of a built hierarchy (SAH cost with C_trav = C_isect = 1, root area normalised)."""
+    """Summary of a built hierarchy. ``inner_nodes``, ``leaves``, ``depth`` and ``sah_cost``
+    (C_trav = C_isect = 1, root area normalised) describe the binary SAH tree; ``wide_nodes``
+    the 4-wide nodes the kernels read and ``stack_entries`` the most traversal-stack entries a
+    ray can need in it (at most ``KERNEL_STACK``)."""
 
     triangles: int
     inner_nodes: int
@@ -65,13 +83,15 @@ class BVHStats:
     mean_leaf_size: float
     build_seconds: float
     bytes: int
+    wide_nodes: int = 0
+    stack_entries: int = 0
 
 
 @dataclass
 class BVH:
-    """Flattened two-child BVH plus reordered triangles (see the module docstring for bytes)."""
+    """Flattened 4-wide BVH plus reordered triangles (see the module docstring for bytes)."""
 
-    nodes: np.ndarray  # (N, 16) float32
+    nodes: np.ndarray  # (N, 32) float32
     triangles: np.ndarray  # (F, 12) float32
     face_ids: np.ndarray  # (F,) int32: original face index of each reordered triangle
     stats: BVHStats
@@ -684,73 +704,111 @@ def _dfs_order(node_first, node_count):
     return order[:k], leaves, depth
 
 
-@nb.njit(cache=True, parallel=True)
-def _flatten(node_box, node_first, node_count, order):
-    """Binary tree -> two-child flat layout; returns (nodes, SAH cost)."""
-    n_inner = order.shape[0]
-    flat_id = np.empty(node_first.shape[0], np.int32)
-    for f in range(n_inner):
-        flat_id[order[f]] = f
-    out = np.zeros((max(n_inner, 1), NODE_FLOATS), np.float32)
-    ints = out.view(np.int32)
-    root_area = _area(
-        node_box[0, 0],
-        node_box[0, 1],
-        node_box[0, 2],
-        node_box[0, 4],
-        node_box[0, 5],
-        node_box[0, 6],
-    )
+@nb.njit(cache=True)
+def _binary_sah(node_box, node_first, node_count, order):
+    """SAH cost of the binary tree (C_trav = C_isect = 1, normalised by the root's area)."""
+    root_area = _area(node_box[0, 0], node_box[0, 1], node_box[0, 2], node_box[0, 4],
+                      node_box[0, 5], node_box[0, 6])
     if root_area <= 0.0:
         root_area = 1.0
-    if n_inner == 0:  # the root is a leaf: give it two children (the second repeats the first)
-        for c in range(2):
-            for a in range(3):
-                out[0, 8 * c + a] = node_box[0, a]
-                out[0, 8 * c + 4 + a] = node_box[0, 4 + a]
-            ints[0, 8 * c + 3] = node_first[0]
-            ints[0, 8 * c + 7] = node_count[0]
-        return out, INTERSECT_COST * node_count[0]
-    for f in nb.prange(n_inner):
-        i = order[f]
-        for c in range(2):
-            child = node_first[i] + c
-            for a in range(3):
-                out[f, 8 * c + a] = node_box[child, a]
-                out[f, 8 * c + 4 + a] = node_box[child, 4 + a]
-            if node_count[child] > 0:
-                ints[f, 8 * c + 3] = node_first[child]
-                ints[f, 8 * c + 7] = node_count[child]
-            else:
-                ints[f, 8 * c + 3] = flat_id[child]
-                ints[f, 8 * c + 7] = 0
+    if order.shape[0] == 0:  # the root is a leaf
+        return INTERSECT_COST * node_count[0]
     cost = 0.0
-    for f in range(n_inner):
+    for f in range(order.shape[0]):
         i = order[f]
-        cost += TRAVERSAL_COST * _area(
-            node_box[i, 0],
-            node_box[i, 1],
-            node_box[i, 2],
-            node_box[i, 4],
-            node_box[i, 5],
-            node_box[i, 6],
-        )
+        cost += TRAVERSAL_COST * _area(node_box[i, 0], node_box[i, 1], node_box[i, 2],
+                                       node_box[i, 4], node_box[i, 5], node_box[i, 6])
         for c in range(2):
-            child = node_first[i] + c
-            if node_count[child] > 0:
-                cost += (
-                    INTERSECT_COST
-                    * node_count[child]
-                    * _area(
-                        node_box[child, 0],
-                        node_box[child, 1],
-                        node_box[child, 2],
-                        node_box[child, 4],
-                        node_box[child, 5],
-                        node_box[child, 6],
-                    )
-                )
-    return out, cost / root_area
+            k = node_first[i] + c
+            if node_count[k] > 0:
+                cost += INTERSECT_COST * node_count[k] * _area(
+                    node_box[k, 0], node_box[k, 1], node_box[k, 2], node_box[k, 4],
+                    node_box[k, 5], node_box[k, 6])
+    return cost / root_area
+
+
+@nb.njit(cache=True)
+def _collapse(node_box, node_first, node_count, n_inner):
+    """Binary tree (slot arrays, root 0) -> 4-wide nodes in the flat layout.
+
+    Returns (nodes, stack entries needed). Each wide node takes one binary inner node and
+    opens its largest-area inner child until it has four children, so there are at most as
+    many wide nodes as binary inner nodes."""
+    cap = max(n_inner, 1)
+    out = np.zeros((cap, NODE_FLOATS), np.float32)
+    ints = out.view(np.int32)
+    inner_kids = np.zeros(cap, np.int64)
+    src = np.empty(cap, np.int64)  # binary node behind each wide node
+    todo = np.empty(3 * STACK + WIDTH, np.int64)
+    todo[0] = 0
+    src[0] = 0
+    sp = 1
+    n_wide = 1
+    kids = np.empty(WIDTH, np.int64)
+    while sp > 0:
+        sp -= 1
+        w = todo[sp]
+        b = src[w]
+        if node_count[b] > 0:  # the root is a leaf: one leaf child
+            kids[0] = b
+            m = 1
+        else:
+            kids[0] = node_first[b]
+            kids[1] = node_first[b] + 1
+            m = 2
+            while m < WIDTH:
+                best, best_area = -1, -1.0
+                for j in range(m):
+                    k = kids[j]
+                    if node_count[k] == 0:
+                        a = _area(node_box[k, 0], node_box[k, 1], node_box[k, 2],
+                                  node_box[k, 4], node_box[k, 5], node_box[k, 6])
+                        if a > best_area:
+                            best, best_area = j, a
+                if best < 0:
+                    break
+                k = kids[best]
+                for j in range(m, best + 1, -1):  # open kids[best] in place: order kept
+                    kids[j] = kids[j - 1]
+                kids[best] = node_first[k]
+                kids[best + 1] = node_first[k] + 1
+                m += 1
+        first_new = n_wide
+        for c in range(WIDTH):
+            if c >= m:
+                for a in range(3):
+                    out[w, 8 * a + c] = EMPTY_BOX
+                    out[w, 8 * a + 4 + c] = -EMPTY_BOX
+                ints[w, 24 + c] = 0
+                ints[w, 28 + c] = -1
+                continue
+            k = kids[c]
+            for a in range(3):
+                out[w, 8 * a + c] = node_box[k, a]
+                out[w, 8 * a + 4 + c] = node_box[k, 4 + a]
+            if node_count[k] > 0:
+                ints[w, 24 + c] = node_first[k]
+                ints[w, 28 + c] = node_count[k]
+            else:
+                ints[w, 24 + c] = n_wide
+                ints[w, 28 + c] = 0
+                src[n_wide] = k
+                n_wide += 1
+                inner_kids[w] += 1
+        for v in range(n_wide - 1, first_new - 1, -1):  # children depth-first, first on top
+            todo[sp] = v
+            sp += 1
+    # stack entries: a ray at node w holds the pending siblings of its ancestors' paths, and
+    # an any-hit ray pushes all of w's inner children before taking one
+    need = np.zeros(n_wide, np.int64)
+    for w in range(n_wide - 1, -1, -1):
+        k = inner_kids[w]
+        best = k
+        for c in range(WIDTH):
+            if ints[w, 28 + c] == 0:
+                best = max(best, k - 1 + need[ints[w, 24 + c]])
+        need[w] = best
+    return out[:n_wide].copy(), need[0]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -812,9 +870,13 @@ def _finish(
     ids: np.ndarray,
     start: float,
 ) -> BVH:
-    """Compact the slot arrays into the flat layout and pack the triangles."""
+    """Collapse the binary slot arrays into the 4-wide flat layout and pack the triangles."""
     order, leaves, depth = _dfs_order(node_first, node_count)
-    nodes, sah = _flatten(node_box, node_first, node_count, order)
+    sah = _binary_sah(node_box, node_first, node_count, order)
+    nodes, stack_entries = _collapse(node_box, node_first, node_count, len(order))
+    if stack_entries > KERNEL_STACK:
+        raise ValueError(f"BVH too deep for the kernels: a ray may need {stack_entries} stack "
+                         f"entries, the kernels hold {KERNEL_STACK}")
     packed = _pack(tris, ids)
     seconds = time.perf_counter() - start
     stats = BVHStats(
@@ -826,6 +888,8 @@ def _finish(
         mean_leaf_size=len(tris) / leaves,
         build_seconds=seconds,
         bytes=int(nodes.nbytes + packed.nbytes),
+        wide_nodes=len(nodes),
+        stack_entries=int(stack_entries),
     )
     return BVH(nodes, packed, ids, stats)
 

@@ -2,7 +2,12 @@
 
 Two users: the probe traces a low-resolution view to measure the workload, and the tests
 render a reference image that the OpenCL output must match. The math mirrors
-``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading).
+``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
+and ``traversal.trace`` walks the same 4-wide BVH as ``kernels/traverse.cl``, so the per-pixel
+counters (nodes visited, triangles tested) match the kernels'.
+
+(numba's on-disk cache keys a function on its own file only: after editing ``traversal.py``,
+touch this file too, or ``render_cpu`` keeps a stale compiled ``trace``.)
 """
 
 from __future__ import annotations

@@ -129,9 +129,11 @@ class Tracer:
                               for p in TRACING_PHASES} if self.counters else {}
         self._size = (width, height)
 
-    def render(self, camera: Camera, width: int, height: int,
-               settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
-        """Render one frame; returns the image and the kernel time of each phase."""
+    def launch(self, phase: str, camera: Camera, width: int, height: int,
+               settings: RenderSettings = RenderSettings(), seed: int = 0) -> cl.Event:
+        """Enqueue one phase of a frame and return its event (not waited for). ``shadow``,
+        ``ao`` and ``shade`` read the primary hits last computed at this size; ``shade``
+        reads visibility / occlusion only where ``settings`` turn them on."""
         validate_size(width, height)
         settings.validate()
         self._allocate(width, height)
@@ -141,26 +143,34 @@ class Tracer:
         light = np.append(self.scene.light, 0).astype(np.float32)
         gsize = (math.ceil(width / TILE) * TILE, math.ceil(height / TILE) * TILE)
         lsize = (TILE, TILE)
-        q, k = self.queue, self._kernels
-        extra = (lambda p: (self._counter_bufs[p],)) if self.counters else (lambda p: ())
-        events = {}
-        events["primary"] = k["primary"](q, gsize, lsize, self._nodes, self._tris, *cam,
-                                         self._hits, *extra("primary"))
-        if settings.shadows:
-            events["shadow"] = k["shadow"](q, gsize, lsize, self._nodes, self._tris, self._normals,
-                                           *cam, light,
-                                           self.scene_scale, self._hits, self._vis,
-                                           *extra("shadow"))
+        q, k = self.queue, self._kernels[phase]
+        extra = (self._counter_bufs[phase],) if phase in self._counter_bufs else ()
         ao_rays = float(settings.ao_rays)
-        if ao_rays > 0:
+        if phase == "primary":
+            return k(q, gsize, lsize, self._nodes, self._tris, *cam, self._hits, *extra)
+        if phase == "shadow":
+            return k(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam, light,
+                     self.scene_scale, self._hits, self._vis, *extra)
+        if phase == "ao":
             radius = np.float32(settings.ao_radius * self.scene.diagonal)
-            events["ao"] = k["ao"](q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
-                                   np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
-                                   self._hits, self._occ, *extra("ao"))
+            return k(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
+                     np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
+                     self._hits, self._occ, *extra)
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
                          | (4 if ao_rays > 0 else 0))
-        events["shade"] = k["shade"](q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
-                                     self._hits, self._vis, self._occ, self._image)
+        return k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
+                 self._hits, self._vis, self._occ, self._image)
+
+    def render(self, camera: Camera, width: int, height: int,
+               settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
+        """Render one frame; returns the image and the kernel time of each phase."""
+        validate_size(width, height)
+        settings.validate()
+        events = {}
+        for p in PHASE_LIST:
+            if p.enabled_by is None or getattr(settings, p.enabled_by):
+                events[p.name] = self.launch(p.name, camera, width, height, settings, seed)
+        q = self.queue
         image = np.empty((height, width, 4), np.uint8)
         cl.enqueue_copy(q, image, self._image)
         counters = {}

@@ -1,7 +1,11 @@
-"""Ray traversal of the flat BVH on the CPU (numba): the probe, the CPU reference and the tests.
+"""Ray traversal of the flat 4-wide BVH on the CPU (numba): the probe, the CPU reference and
+the tests.
 
-Mirrors ``kernels/traverse.cl`` step for step (same slab test, same Möller–Trumbore, same
-near-child-first order), so counts measured here describe what the OpenCL kernels do.
+Mirrors ``kernels/traverse.cl`` step for step (same slab planes picked by the ray's direction
+signs, same Möller–Trumbore, leaves in slot order, a single hit inner child taken directly,
+several sorted by entry distance with ties in slot order for closest hit and unsorted for any
+hit, the same culling of popped nodes), so counts measured here describe what the OpenCL
+kernels do.
 """
 
 from __future__ import annotations
@@ -9,9 +13,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-STACK_SIZE = 64
+STACK_SIZE = 64  # bvh.KERNEL_STACK
 EPS_DIR = 1e-12
 NO_HIT = -1
+WIDTH = 4
 
 
 @nb.njit(cache=True, inline="always")
@@ -20,21 +25,6 @@ def safe_inverse(d):
     if abs(d) < EPS_DIR:
         d = EPS_DIR if d >= 0.0 else -EPS_DIR
     return 1.0 / d
-
-
-@nb.njit(cache=True, inline="always")
-def _slab(nodes, n, c, oix, oiy, oiz, ix, iy, iz, tmax):
-    """Ray/box distance for child c of node n (``oi* = o * inv``: t = lo * inv - o * inv)."""
-    b = 8 * c
-    tx0 = nodes[n, b + 0] * ix - oix
-    tx1 = nodes[n, b + 4] * ix - oix
-    ty0 = nodes[n, b + 1] * iy - oiy
-    ty1 = nodes[n, b + 5] * iy - oiy
-    tz0 = nodes[n, b + 2] * iz - oiz
-    tz1 = nodes[n, b + 6] * iz - oiz
-    tnear = max(max(min(tx0, tx1), min(ty0, ty1)), max(min(tz0, tz1), 0.0))
-    tfar = min(min(max(tx0, tx1), max(ty0, ty1)), min(max(tz0, tz1), tmax))
-    return tnear if tnear <= tfar else np.inf
 
 
 @nb.njit(cache=True, inline="always")
@@ -70,32 +60,48 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     """Closest (or any, with ``any_hit``) hit below ``tmax``.
 
     Returns (t, prim, u, v, steps, tests, last_node): ``prim`` is the packed triangle index or
-    -1, ``steps`` the inner nodes visited, ``tests`` the triangle tests, ``last_node`` the
-    last inner node visited (the probe's coherence measure).
+    -1, ``steps`` the nodes visited, ``tests`` the triangle tests, ``last_node`` the last node
+    visited (the probe's coherence measure).
     """
     ix, iy, iz = safe_inverse(dx), safe_inverse(dy), safe_inverse(dz)
     oix, oiy, oiz = ox * ix, oy * iy, oz * iz
+    # float offsets of each axis' near / far plane block in a node (4 floats per block)
+    xn = 4 if ix < 0.0 else 0
+    yn = 12 if iy < 0.0 else 8
+    zn = 20 if iz < 0.0 else 16
+    xf, yf, zf = 4 - xn, 20 - yn, 36 - zn
     stack = np.empty(STACK_SIZE, np.int32)
+    stack_t = np.empty(STACK_SIZE, np.float64)
+    tn = np.empty(WIDTH, np.float64)
+    hit = np.empty(WIDTH, np.bool_)
+    inner = np.empty(WIDTH, np.bool_)
     sp = 0
     node = 0
     best_t, best_prim, best_u, best_v = tmax, NO_HIT, 0.0, 0.0
     steps = 0
     tests = 0
     last = 0
-    while node >= 0:
+    while True:
+        if node < 0:  # pop; closest-hit rays drop nodes that start beyond the best hit
+            if sp == 0:
+                break
+            sp -= 1
+            if not any_hit and stack_t[sp] > best_t:
+                continue
+            node = stack[sp]
         steps += 1
         last = node
-        t0 = _slab(nodes, node, 0, oix, oiy, oiz, ix, iy, iz, best_t)
-        t1 = _slab(nodes, node, 1, oix, oiy, oiz, ix, iy, iz, best_t)
-        nxt0 = -1
-        nxt1 = -1
-        for c in range(2):
-            tc = t0 if c == 0 else t1
-            if tc == np.inf:
-                continue
-            count = ints[node, 8 * c + 7]
-            first = ints[node, 8 * c + 3]
-            if count > 0:
+        for c in range(WIDTH):
+            t_near = max(max(nodes[node, xn + c] * ix - oix, nodes[node, yn + c] * iy - oiy),
+                         max(nodes[node, zn + c] * iz - oiz, 0.0))
+            t_far = min(min(nodes[node, xf + c] * ix - oix, nodes[node, yf + c] * iy - oiy),
+                        min(nodes[node, zf + c] * iz - oiz, best_t))
+            tn[c] = t_near
+            hit[c] = t_near <= t_far
+        for c in range(WIDTH):  # leaves in slot order
+            count = ints[node, 28 + c]
+            if hit[c] and count > 0 and tn[c] <= best_t:
+                first = ints[node, 24 + c]
                 for k in range(first, first + count):
                     tests += 1
                     t, u, v = intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz)
@@ -103,26 +109,46 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
                         best_t, best_prim, best_u, best_v = t, k, u, v
                         if any_hit:
                             return best_t, best_prim, best_u, best_v, steps, tests, last
-            elif c == 0:
-                nxt0 = first
-            else:
-                nxt1 = first
-        if nxt0 >= 0 and nxt1 >= 0:
-            # re-test after leaf hits may have shortened best_t; near child first
-            if t1 < t0:
-                nxt0, nxt1 = nxt1, nxt0
-            stack[sp] = nxt1
-            sp += 1
-            node = nxt0
-        elif nxt0 >= 0:
-            node = nxt0
-        elif nxt1 >= 0:
-            node = nxt1
-        elif sp > 0:
-            sp -= 1
-            node = stack[sp]
-        else:
+        # hit inner children still starting before the closest hit
+        n_in = 0
+        one = -1
+        for c in range(WIDTH):
+            inner[c] = hit[c] and ints[last, 28 + c] == 0 and tn[c] <= best_t
+            if inner[c]:
+                n_in += 1
+                one = ints[last, 24 + c]
+        if n_in <= 1:  # none: pop; one: it is the next node (no sort, no stack)
+            node = one
+        elif any_hit:
             node = -1
+            for c in range(WIDTH - 1, -1, -1):  # popped in slot order
+                if inner[c]:
+                    stack[sp] = ints[last, 24 + c]
+                    sp += 1
+        else:
+            n0 = n1 = n2 = n3 = -1
+            d0 = d1 = d2 = d3 = np.inf
+            for c in range(WIDTH):  # insertion by entry distance, ties keep slot order
+                if inner[c]:
+                    ci, cd = ints[last, 24 + c], tn[c]
+                    if cd < d0:
+                        n0, d0, ci, cd = ci, cd, n0, d0
+                    if cd < d1:
+                        n1, d1, ci, cd = ci, cd, n1, d1
+                    if cd < d2:
+                        n2, d2, ci, cd = ci, cd, n2, d2
+                    if cd < d3:
+                        n3, d3, ci, cd = ci, cd, n3, d3
+            if n3 >= 0:
+                stack[sp], stack_t[sp] = n3, d3
+                sp += 1
+            if n2 >= 0:
+                stack[sp], stack_t[sp] = n2, d2
+                sp += 1
+            if n1 >= 0:
+                stack[sp], stack_t[sp] = n1, d1
+                sp += 1
+            node = n0
     return best_t, best_prim, best_u, best_v, steps, tests, last
 
 

@@ -63,10 +63,46 @@ def test_tiny_meshes_exact(n: int, leaf_size: int) -> None:
 
 def test_root_is_leaf_layout() -> None:
     bvh = build_bvh(tiny_mesh(1), leaf_size=4)
-    assert bvh.nodes.shape == (1, 16)
+    assert bvh.nodes.shape == (1, 32)
     assert bvh.stats.inner_nodes == 0 and bvh.stats.leaves == 1 and bvh.stats.depth == 0
     ints = bvh.node_ints
-    assert ints[0, 3] == 0 and ints[0, 7] == 1  # both children are the one leaf
+    assert ints[0, 24] == 0 and ints[0, 28] == 1  # child 0 is the one leaf
+    assert (ints[0, 29:32] == -1).all()  # the other three slots are empty
+    assert (bvh.nodes[0, [1, 2, 3, 9, 10, 11, 17, 18, 19]] == 1e20).all()  # inverted boxes
+    assert (bvh.nodes[0, [5, 6, 7, 13, 14, 15, 21, 22, 23]] == -1e20).all()
+
+
+def wide_children(bvh: BVH) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every used child slot: (node, index, count) arrays (count 0 = inner, > 0 = leaf)."""
+    ints = bvh.node_ints
+    node, slot = np.nonzero(ints[:, 28:32] >= 0)
+    return node, ints[node, 24 + slot], ints[node, 28 + slot]
+
+
+def test_wide_layout_is_a_tree_over_all_triangles(scenes) -> None:
+    """Every wide node but the root is some node's child exactly once, children lie inside
+    their parent's box, and the leaves cover every triangle exactly once."""
+    bvh = build_bvh(scenes("dragon-small").triangles(), leaf_size=4)
+    node, index, count = wide_children(bvh)
+    inner = count == 0
+    assert sorted(index[inner].tolist()) == list(range(1, len(bvh.nodes)))
+    assert (index[inner] > node[inner]).all()  # children after parents (depth-first)
+    covered = np.zeros(bvh.stats.triangles, np.int32)
+    for first, n in zip(index[~inner], count[~inner], strict=True):
+        covered[first:first + n] += 1
+    assert (covered == 1).all() and count.max() <= 4
+    assert bvh.stats.wide_nodes == len(bvh.nodes) <= bvh.stats.inner_nodes
+    assert bvh.stats.stack_entries <= 64
+    # a child's box lies inside the union of its parent's child boxes
+    for n in range(1, min(len(bvh.nodes), 200)):
+        parent = node[inner][index[inner] == n][0]
+        slot = np.nonzero((bvh.node_ints[parent, 24:28] == n)
+                          & (bvh.node_ints[parent, 28:32] == 0))[0][0]
+        for a in range(3):
+            p_lo, p_hi = bvh.nodes[parent, 8 * a + slot], bvh.nodes[parent, 8 * a + 4 + slot]
+            used = bvh.node_ints[n, 28:32] >= 0
+            assert (bvh.nodes[n, 8 * a:8 * a + 4][used] >= p_lo).all()
+            assert (bvh.nodes[n, 8 * a + 4:8 * a + 8][used] <= p_hi).all()
 
 
 @pytest.mark.parametrize("name", ["dragon-small", "city", "spheres", "bunny"])
@@ -87,15 +123,13 @@ def test_leaf_sizes_exact_and_stats(scenes, leaf_size: int) -> None:
     s = bvh.stats
     assert s.triangles == scene.triangle_count
     assert s.leaves == s.inner_nodes + 1  # a full binary tree
-    assert len(bvh.nodes) == s.inner_nodes
-    assert 10 <= s.depth <= 64  # the kernels' traversal stack holds 64 entries
+    assert len(bvh.nodes) == s.wide_nodes and s.inner_nodes / 3 <= s.wide_nodes <= s.inner_nodes
+    assert s.depth >= 10 and s.stack_entries <= 64  # the kernels' stack holds 64 entries
     assert s.sah_cost > 0 and s.build_seconds > 0
     assert 1.0 <= s.mean_leaf_size <= leaf_size
     assert s.bytes == bvh.nodes.nbytes + bvh.triangles.nbytes
     assert sorted(bvh.face_ids.tolist()) == list(range(s.triangles))  # a permutation
-    ints = bvh.node_ints
-    counts = np.concatenate([ints[:, 7], ints[:, 15]])
-    assert counts.max() <= leaf_size
+    assert wide_children(bvh)[2].max() <= leaf_size
     origins, dirs, tmax = random_rays(*scene.bounds, RAYS, seed=leaf_size)
     assert_exact(bvh, origins, dirs, tmax)
 
@@ -130,7 +164,7 @@ def test_coincident_centroids() -> None:
     Every hit is a 100-way tie, so only t (and hit or miss) must match, not the prim."""
     tris = np.repeat(tiny_mesh(1), 100, axis=0)
     bvh = build_bvh(tris, leaf_size=4)
-    assert bvh.stats.leaves >= 25 and bvh.node_ints[:, [7, 15]].max() <= 4
+    assert bvh.stats.leaves >= 25 and bvh.node_ints[:, 28:32].max() <= 4
     origins, dirs, tmax = random_rays(tris[0].min(axis=0), tris[0].max(axis=0), 500, seed=1)
     assert_exact(bvh, origins, dirs, tmax, min_same=0.0)
 

@@ -9,8 +9,11 @@
  * and other GPU drivers, and the PTX that tools/count_ptx.py counts) the OpenCL builtins stay.
  * tests/test_tracer.py checks the compiled PoCL kernels for calls. */
 
-#ifdef INLINE_MATH
+/* every helper is inlined, trace() included (PoCL's and clang's cost models would keep the
+ * 4-wide traversal out of line) */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
+
+#ifdef INLINE_MATH
 #define FMIN(a, b) ((a) < (b) ? (a) : (b)) /* float or floatN (component-wise ?:) */
 #define FMAX(a, b) ((a) > (b) ? (a) : (b))
 #define FABS(a) ((a) < 0.0f ? -(a) : (a))
@@ -21,7 +24,6 @@
 #define COS(x) __builtin_cosf(x)
 #define SIN(x) __builtin_sinf(x)
 #else
-#define ALWAYS_INLINE inline
 #define FMIN(a, b) fmin(a, b)
 #define FMAX(a, b) fmax(a, b)
 #define FABS(a) fabs(a)
