@@ -141,11 +141,11 @@ def ao_rays(
     )
 
 
-def timed(run) -> tuple[float, Any]:
-    """Wall time and result of one ``run()``."""
-    start = time.perf_counter()
+def timed(run) -> tuple[float, float, Any]:
+    """Wall seconds, process CPU seconds (all threads) and result of one ``run()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
     out = run()
-    return time.perf_counter() - start, out
+    return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
 def embree_threads(run) -> float:
@@ -185,15 +185,24 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
         "ao": lambda: escene.run(ao_o, ao_d, dists=ao_t, query="OCCLUDED"),
     }
     results = {kind: run() for kind, run in runs.items()}  # warm-up
-    ours: dict[str, float] = {}
-    embree: dict[str, float] = {}
-    for _ in range(repeats):
-        frame = tracer.render(scene.camera, width, height, settings)
-        for phase, sec in frame.phase_seconds.items():
-            ours[phase] = min(ours.get(phase, float("inf")), sec)
+
+    def ours_phase(kind: str) -> float:
+        event = tracer.launch(kind, scene.camera, width, height, settings)
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-9
+
+    best = {f"{who}_{what}": dict.fromkeys(RAY_KINDS, float("inf"))
+            for who in ("ours", "embree") for what in ("wall", "cpu")}
+    for _ in range(repeats):  # interleaved: ours' three phases, then Embree's three batches
+        for kind in RAY_KINDS:
+            _, cpu, sec = timed(lambda kind=kind: ours_phase(kind))
+            best["ours_wall"][kind] = min(best["ours_wall"][kind], sec)
+            best["ours_cpu"][kind] = min(best["ours_cpu"][kind], cpu)
         for kind, run in runs.items():
-            sec, results[kind] = timed(run)
-            embree[kind] = min(embree.get(kind, float("inf")), sec)
+            sec, cpu, results[kind] = timed(run)
+            best["embree_wall"][kind] = min(best["embree_wall"][kind], sec)
+            best["embree_cpu"][kind] = min(best["embree_cpu"][kind], cpu)
+    frame = tracer.render(scene.camera, width, height, settings)
     threads = embree_threads(runs["primary"])
 
     res = results["primary"]
@@ -210,11 +219,15 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
         "hit_share": float(np.mean(prim >= 0)),
     }
     for kind in RAY_KINDS:
+        n_rays = rays[kind]
         figures[kind] = {
-            "rays": rays[kind],
-            "ours_mrays_s": rays[kind] / ours[kind] / 1e6,
-            "embree_mrays_s": rays[kind] / embree[kind] / 1e6,
-            "ratio_ours_over_embree": embree[kind] / ours[kind],
+            "rays": n_rays,
+            "ours_mrays_s": n_rays / best["ours_wall"][kind] / 1e6,
+            "embree_mrays_s": n_rays / best["embree_wall"][kind] / 1e6,
+            "ratio_ours_over_embree": best["embree_wall"][kind] / best["ours_wall"][kind],
+            "ours_mrays_per_cpu_s": n_rays / best["ours_cpu"][kind] / 1e6,
+            "embree_mrays_per_cpu_s": n_rays / best["embree_cpu"][kind] / 1e6,
+            "ratio_cpu_time": best["embree_cpu"][kind] / best["ours_cpu"][kind],
         }
     figures["primary"].update({
         "same_primary_hit_share": float(np.mean(ours_face == res["primID"])),
@@ -223,7 +236,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     })
     for kind in ("shadow", "ao"):
         figures[kind]["embree_occluded_share"] = float(np.mean(np.asarray(results[kind]) >= 0))
-    figures["ours_phase_ms"] = {k: v * 1e3 for k, v in ours.items()}
+    figures["ours_frame_phase_ms"] = {k: v * 1e3 for k, v in frame.phase_seconds.items()}
     figures["embree_cpu_per_wall"] = threads
     figures["device"] = tracer.device.name
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -301,13 +314,14 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
         if per_core is None:
             continue
         for kind in RAY_KINDS:
-            ratio = per_core[kind]["ratio_ours_over_embree"]
+            ratio = per_core[kind]["ratio_cpu_time"]
             out[f"{name}_{kind}_per_core"] = {
                 "value": ratio,
                 "goal": f">= {GOAL_RATIO:g}",
                 "met": bool(ratio >= GOAL_RATIO),
-                "what": f"{name} {kind} rays: ours on one PoCL compute unit / Embree on one "
-                "thread, same rays, Mrays/s",
+                "what": f"{name} {kind} rays per CPU second: ours on one PoCL compute unit / "
+                "Embree on one thread, same rays (CPU time, robust to a shared machine; the "
+                "wall-time ratio is beside it in one_thread)",
             }
     build = figures["build_dragon"]
     out["bvh_build_mtris_s"] = {
@@ -375,8 +389,10 @@ def main(argv: list[str] | None = None) -> int:
     figures["notes"] = {
         "ray_counting": "primary: every pixel (hit or miss) for both; shadow/AO: only rays "
         "traced (hit pixels facing the light; 8 per hit pixel), the same count for both",
-        "timing": "ours: kernel time from OpenCL profiling events; Embree: wall time of "
-        "scene.run; interleaved in one process, best of repeats",
+        "timing": "each phase of ours launched alone and waited for, then Embree's batch "
+        "(scene.run), interleaved in one process, best of repeats; wall: ours from the OpenCL "
+        "profiling event, Embree around scene.run; cpu: process CPU time (all threads) around "
+        "each, which a busy shared machine does not inflate the way it inflates wall time",
         "threads": "one_thread: POCL_MAX_PTHREAD_COUNT=1 vs embreex on one thread (its "
         f"scene.run is single-threaded, embree_cpu_per_wall ~ 1); all_cores: PoCL on {cores} "
         "cores vs the same one-thread Embree",
