@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from autotune.app.report import pyplot
+from autotune.app.report import pyplot, tracking_figures
 from autotune.atomic_files import save_figure
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.scene import Scene
@@ -49,6 +47,18 @@ def orbit_camera_path(scene: Scene, frames: int) -> list[Camera]:
                       up=cam.up, fov_y=cam.fov_y)
 
 
+def heldout_camera_path(scene: Scene, frames: int) -> list[Camera]:
+    """A path that shares no view with calibration: an orbit that starts an eighth of a turn
+    away from the scene's camera, a quarter higher, turning the other way while moving in."""
+    cam = scene.camera
+    target = np.asarray(cam.target, np.float64)
+    offset = np.asarray(cam.eye, np.float64) - target
+    c, s = np.cos(np.pi / 4), np.sin(np.pi / 4)
+    start = target + np.array([c * offset[0] - s * offset[2], offset[1] * 1.25 + 0.05 *
+                               np.linalg.norm(offset), s * offset[0] + c * offset[2]])
+    return orbit_path(target, start, frames, turns=-0.4, dolly=0.6, up=cam.up, fov_y=cam.fov_y)
+
+
 def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
     """Look away from the scene (an empty view), then turn 180° to its densest view at once."""
     cam = scene.camera
@@ -73,29 +83,6 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
         if frames_dir is not None:
             save_png(f.image, frames_dir / f"frame_{i:04d}.png")
     return logs
-
-
-def tracking_figures(logs: Sequence[Any], turn_at: int | None = None) -> dict[str, float]:
-    """Tracking error vs target, over-budget frames, model errors and probe time of any
-    renderer's frame logs (each with ``measured``, ``target``, ``predicted``, ``corrected``
-    and ``probe_seconds``)."""
-    m = np.array([x.measured for x in logs])
-    t = np.array([x.target for x in logs])
-    p = np.array([x.predicted for x in logs])
-    c = np.array([x.corrected for x in logs])
-    track = np.abs(m - t) / t
-    out = {
-        "frames": len(logs),
-        "mean_abs_error_vs_target": float(track.mean()),
-        "p95_abs_error_vs_target": float(np.percentile(track, 95)),
-        "frames_over_budget": int((m > t * 1.05).sum()),
-        "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
-        "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
-        "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
-    }
-    if turn_at is not None and turn_at < len(logs):
-        out["error_first_frame_after_turn"] = float(track[turn_at])
-    return out
 
 
 def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:

@@ -66,6 +66,29 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def tracking_figures(logs: Sequence[Any], turn_at: int | None = None) -> dict[str, float]:
+    """Tracking error vs target, over-budget frames, model errors and probe time of any
+    renderer's frame logs (each with ``measured``, ``target``, ``predicted``, ``corrected``
+    and ``probe_seconds``)."""
+    m = np.array([x.measured for x in logs])
+    t = np.array([x.target for x in logs])
+    p = np.array([x.predicted for x in logs])
+    c = np.array([x.corrected for x in logs])
+    track = np.abs(m - t) / t
+    out = {
+        "frames": len(logs),
+        "mean_abs_error_vs_target": float(track.mean()),
+        "p95_abs_error_vs_target": float(np.percentile(track, 95)),
+        "frames_over_budget": int((m > t * 1.05).sum()),
+        "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
+        "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
+        "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
+    }
+    if turn_at is not None and turn_at < len(logs):
+        out["error_first_frame_after_turn"] = float(track[turn_at])
+    return out
+
+
 TRACKING = (  # (figure, label, format): a line for each figure present, in this order
     ("mean_abs_error_vs_target", "mean |frame - target| / target", "{:.1%}"),
     ("p95_abs_error_vs_target", "p95  |frame - target| / target", "{:.1%}"),

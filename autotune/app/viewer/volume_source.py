@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from autotune.app import options as opt
-from autotune.app.animation import tracking_figures
+from autotune.app.report import tracking_figures
 from autotune.app.viewer import ViewerError
 from autotune.app.viewer.source import FINISHED, INTERRUPTED, ViewFrame
 from autotune.controllers import CONTROLLERS
