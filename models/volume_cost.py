@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.optimize import nnls
+from scipy.optimize import least_squares, nnls
 
 RENDER_TERMS = ("samples", "skipped", "rays", "pixels", "const")
+ROBUST_SCALE = 0.1  # residuals (relative) beyond ~10 % count linearly, not squared
 STAGE_TERMS = ("partners", "bytes", "pixels")
 GATHER_TERMS = ("const", "bytes")
 
@@ -46,8 +47,10 @@ def _design(columns: Sequence[ArrayLike], n: int) -> NDArray[np.float64]:
 
 def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str,
               relative: bool = True) -> tuple[NDArray, float]:
-    """NNLS on relative errors (rows scaled by 1/y, so small and large frames weigh alike) or,
-    for small noisy sections whose tiny rows would dominate a relative fit, absolute errors."""
+    """Non-negative least squares on relative errors (rows scaled by 1/y, so small and large
+    frames weigh alike) or, for small noisy sections whose tiny rows would dominate a relative
+    fit, on absolute errors; a soft-L1 loss keeps frames hit by a contention spike (a shared
+    machine, an oversubscribed core) from bending the fit."""
     y = np.asarray(y, np.float64)
     if len(y) < x.shape[1]:
         raise VolumeModelError(f"{what}: {len(y)} timed frames cannot fit {x.shape[1]} "
@@ -57,8 +60,11 @@ def _fit_nnls(x: NDArray[np.float64], y: ArrayLike, what: str,
     scale = x.max(axis=0)
     scale[scale == 0] = 1.0
     w = 1.0 / y if relative else np.full_like(y, 1.0 / y.mean())
-    coef, _ = nnls((x / scale) * w[:, None], y * w)
-    coef = coef / scale
+    a, b = (x / scale) * w[:, None], y * w
+    start, _ = nnls(a, b)
+    robust = least_squares(lambda c: a @ c - b, start, bounds=(0.0, np.inf), loss="soft_l1",
+                           f_scale=ROBUST_SCALE)
+    coef = robust.x / scale
     pred = x @ coef
     return coef, float(np.mean(np.abs(pred - y) / y))
 
