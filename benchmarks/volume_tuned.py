@@ -164,7 +164,7 @@ def worker(args: argparse.Namespace) -> int:
     rank = comm.Get_rank()
     size = args.size
     frames = 24 if args.quick else 72
-    calib_frames = 10 if args.quick else 16
+    calib_frames = 16 if args.quick else 24
     vol, tf = load_everywhere(args.volume, comm=comm)
     held, held_tf = load_everywhere(args.held_out, comm=comm)
     out: dict[str, Any] = {"ranks": comm.Get_size(), "size": size, "volume": vol.name,
