@@ -29,7 +29,7 @@ class DeviceInfo:
     clock_mhz: int
     global_mem_mb: int
     driver: str
-    simd_width: int  # work-items that execute in lockstep (a warp; CPU vector lanes)
+    simd_width: int  # work-items that execute in lockstep (a warp; 1 where each runs alone)
 
 
 def _kind(device: cl.Device) -> str:
@@ -44,13 +44,20 @@ def _kind(device: cl.Device) -> str:
 
 
 def _simd_width(device: cl.Device, kind: str) -> int:
-    """Lanes executing in lockstep: NVIDIA's warp, AMD's wavefront, else the float vector width
-    (PoCL vectorizes a work-group's work-items across the CPU's vector lanes)."""
+    """Work-items executing in lockstep: NVIDIA's warp, AMD's wavefront; 1 on PoCL's CPU device;
+    else the float vector width (a CPU driver that vectorizes across work-items).
+
+    PoCL 3.0 vectorizes across work-items only loop-free, call-free code: a kernel with a
+    divergent traversal loop runs each work-item as scalar code, one after another (measured:
+    no "vectorized loop" remark, xmm-only code, no gain from any local size; only the explicit
+    float4 of one work-item's box test becomes SIMD). So no lane waits for a slower one."""
     vendor = device.vendor.lower()
     if kind == "GPU" and "nvidia" in vendor:
         return 32
     if kind == "GPU" and ("amd" in vendor or "advanced micro" in vendor):
         return 64
+    if kind == "CPU" and "portable computing language" in device.platform.name.lower():
+        return 1
     return max(1, int(device.native_vector_width_float))
 
 

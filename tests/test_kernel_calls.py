@@ -1,4 +1,5 @@
-"""The PoCL-compiled kernels make no calls to OpenCL builtins or helpers (kernels/rtmath.cl)."""
+"""The PoCL-compiled kernels make no calls to OpenCL builtins or helpers (kernels/rtmath.cl),
+and the PoCL device is modelled as running work-items one at a time."""
 
 from __future__ import annotations
 
@@ -18,3 +19,14 @@ def test_pocl_kernels_make_no_builtin_calls():
         pytest.skip(str(exc))
     assert {"primary", "shadow", "ao", "shade"} <= set(calls)
     assert forbidden_calls(calls) == {}, "out-of-line calls in the PoCL kernels"
+
+
+def test_pocl_device_runs_work_items_one_at_a_time():
+    """PoCL runs the divergent traversal of each work-item as scalar code: SIMD width 1, so
+    the probe's per-group count is each pixel's own (no slowest-lane-of-16 maximum)."""
+    from raytracer.opencl_device import choose_device
+
+    info, _ = choose_device()
+    if info.kind != "CPU" or "portable computing language" not in info.platform.lower():
+        pytest.skip(f"not a PoCL CPU device: {info.platform} {info.name}")
+    assert info.simd_width == 1
