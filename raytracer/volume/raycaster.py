@@ -18,13 +18,17 @@ import pyopencl as cl
 from raytracer.camera import Camera
 from raytracer.opencl_device import DeviceInfo, choose_device
 from raytracer.tracer import POCL_PLATFORM
-from raytracer.volume.empty_space import BLOCK, empty_blocks, macro_blocks, minmax_grid
+from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
 TILE = 8
+#: Voxels per side of an empty-space block: 4 evaluates a third fewer samples than 8 on
+#: bonsai (only 30 % of the samples in non-empty 8³ blocks have opacity) and, with jumps over
+#: whole empty cubes of blocks, costs less per frame (measured); 2 gains nothing more.
+SKIP_BLOCK = 4
 MAX_PIXELS = 16384 * 16384
 MIN_STEP = 1e-3
 #: Faces on the volume boundary are widened by this many voxels so that rounding never drops
@@ -124,7 +128,7 @@ class Raycaster:
 
     def __init__(self, volume: Volume, tf: TransferFunction, brick: Brick | None = None,
                  device: str | None = None, lut_size: int = LUT_SIZE,
-                 block: int = BLOCK) -> None:
+                 block: int = SKIP_BLOCK) -> None:
         self.volume = volume
         self.brick = brick or whole_brick(volume.dims)
         self.block = int(block)
@@ -157,12 +161,9 @@ class Raycaster:
         """Use ``tf`` from the next frame on (re-derives the empty-block flags)."""
         self.tf = tf
         self.empty = empty_blocks(self._mins, self._maxs, tf.lut(self.lut_size)[:, 3])
-        mf = cl.mem_flags
-        self._empty = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
-                                hostbuf=np.ascontiguousarray(self.empty))
-        self.macro, self._morg = macro_blocks(self.empty, self._borg)
-        self._macro = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
-                                hostbuf=np.ascontiguousarray(self.macro))
+        self.distance = empty_distance(self.empty)
+        self._dist = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
+                               hostbuf=np.ascontiguousarray(self.distance))
         self._lut_step = None
 
     def _lut(self, step: float) -> cl.Buffer:
@@ -193,10 +194,9 @@ class Raycaster:
         event = self._kernel(
             self.queue, gsize, (TILE, TILE), self._data, _i4(self.brick.ghost_lo),
             _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
-            self._empty, _i4(self._borg), _i4(self.empty.shape[::-1]),
+            self._dist, _i4(self._borg), _i4(self.empty.shape[::-1]),
             np.int32(self.block.bit_length() - 1),
-            np.int32(1 if skip_empty else 0), self._macro, _i4(self._morg),
-            _i4(self.macro.shape[::-1]), self._lut(float(step)), np.int32(self.lut_size),
+            np.int32(1 if skip_empty else 0), self._lut(float(step)), np.int32(self.lut_size),
             _f4(eye), _f4(top_left), _f4(du), _f4(dv), _f4(self.volume.origin),
             _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
             np.float32(ert_threshold), self._image, self._counters)

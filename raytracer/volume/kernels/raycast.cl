@@ -16,10 +16,12 @@
 // -DINLINE_MATH on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
 // rtmath.cl): 1.6x per frame here. OpenCL builtins stay on every other driver.
 //
-// Empty-space skipping: a sample in a block flagged empty (transfer-function opacity 0 over the
-// block's value range), or in an empty macro cell of 4^3 blocks, jumps to the first lattice
-// sample past the cell's exit (less a rounding tolerance; a sample that lands short is re-checked),
-// so no sample with non-zero opacity is ever skipped and the image is unchanged.
+// Empty-space skipping: each block (of 4^3 voxels by default) carries r, the half-width of the
+// largest cube of (2r - 1)^3 blocks around it that the transfer function shows nothing in
+// (0: the block is not empty). A sample in a block with r > 0 jumps to the first lattice sample
+// past that cube's exit (clipped to the owned box, less a rounding tolerance; a sample that
+// lands short is re-checked), so no sample with non-zero opacity is ever skipped and the image
+// is unchanged. One lookup per block a ray enters; none while it stays in a non-empty block.
 
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -43,8 +45,7 @@ inline float exit_t(float o, float d, float inv, float lo, float hi)
 
 __kernel void raycast(
     __global const float* data, int4 gorg, int4 gdim, int4 vdim, float4 blo, float4 bhi,
-    __global const uchar* empty, int4 borg, int4 bdim, int block_shift, int skip_empty,
-    __global const uchar* macro, int4 morg, int4 mdim,
+    __global const uchar* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,
     __global const float4* lut, int lut_n,
     float4 eye, float4 top_left, float4 du, float4 dv, float4 vox_origin, float4 inv_spacing,
     int width, int height, float dt, float ert,
@@ -94,23 +95,18 @@ __kernel void raycast(
             int cx = IMIN((int)px, cxm), cy = IMIN((int)py, cym), cz = IMIN((int)pz, czm);
             int bx = cx >> block_shift, by = cy >> block_shift, bz = cz >> block_shift;
             if (skip_empty && (bx != lbx || by != lby || bz != lbz)) {
-                // two levels: a macro cell of 4^3 blocks, then the block itself
-                int mx = (bx >> 2) - morg.x, my = (by >> 2) - morg.y, mz = (bz >> 2) - morg.z;
-                int shift = -1;
-                if (macro[(mz * mdim.y + my) * mdim.x + mx])
-                    shift = block_shift + 2;
-                else if (empty[((bz - borg.z) * bdim.y + (by - borg.y)) * bdim.x + (bx - borg.x)])
-                    shift = block_shift;
-                if (shift >= 0) {
-                    int sx0 = (cx >> shift) << shift, sy0 = (cy >> shift) << shift;
-                    int sz0 = (cz >> shift) << shift, bs = 1 << shift;
+                int r = dist[((bz - borg.z) * bdim.y + (by - borg.y)) * bdim.x + (bx - borg.x)];
+                if (r > 0) {
+                    int sx0 = (bx - r + 1) << block_shift, sx1 = (bx + r) << block_shift;
+                    int sy0 = (by - r + 1) << block_shift, sy1 = (by + r) << block_shift;
+                    int sz0 = (bz - r + 1) << block_shift, sz1 = (bz + r) << block_shift;
                     float te = FMIN(FMIN(
-                        exit_t(ox, dx, ix, FMAX((float)sx0, blo.x), FMIN((float)(sx0 + bs), bhi.x)),
-                        exit_t(oy, dy, iy, FMAX((float)sy0, blo.y), FMIN((float)(sy0 + bs), bhi.y))),
-                        exit_t(oz, dz, iz, FMAX((float)sz0, blo.z), FMIN((float)(sz0 + bs), bhi.z)));
+                        exit_t(ox, dx, ix, FMAX((float)sx0, blo.x), FMIN((float)sx1, bhi.x)),
+                        exit_t(oy, dy, iy, FMAX((float)sy0, blo.y), FMIN((float)sy1, bhi.y))),
+                        exit_t(oz, dz, iz, FMAX((float)sz0, blo.z), FMIN((float)sz1, bhi.z)));
                     // first lattice sample past the exit, less a tolerance far above te's
                     // rounding error: a sample that lands short is re-checked and skipped
-                    // again, none of the next cell is ever skipped
+                    // again, none past the empty cube is ever skipped
                     float tol = 1e-5f * (FABS(te) + 1.0f);
                     int kn = IMAX((int)CEIL((te - tol - t0) * inv_dt), k + 1);
                     skipped += (uint)(kn - k);

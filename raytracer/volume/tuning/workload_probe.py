@@ -20,11 +20,12 @@ from numpy.typing import NDArray
 
 from raytracer.camera import Camera
 from raytracer.volume.partition import Partition
+from raytracer.volume.raycaster import SKIP_BLOCK
 from raytracer.volume.transfer_function import TransferFunction
 from raytracer.volume.volume_data import Volume
 
 PROBE_SIZE = 32  # about PROBE_SIZE² probe rays a frame (2 ms for bonsai on one core)
-BLOCK = 8  # voxels per block side of the coarse grid
+BLOCK = SKIP_BLOCK  # voxels per block side of the coarse grid: the ray caster's skipping blocks
 
 
 @dataclass(frozen=True)
