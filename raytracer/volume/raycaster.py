@@ -179,6 +179,7 @@ class Raycaster:
             mf = cl.mem_flags
             self._image = cl.Buffer(self.context, mf.WRITE_ONLY, 16 * width * height)
             self._counters = cl.Buffer(self.context, mf.WRITE_ONLY, 8 * width * height)
+            self._counts = np.empty((height, width, 2), np.uint32)  # reused: host-side only
             self._size = (width, height)
 
     def render(self, camera: Camera, width: int, height: int, step: float = 1.0,
@@ -201,11 +202,11 @@ class Raycaster:
             _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
             np.float32(ert_threshold), self._image, self._counters)
         rgba = np.empty((height, width, 4), np.float32)
-        counts = np.empty((height, width, 2), np.uint32)
+        counts = self._counts
         cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])
         cl.enqueue_copy(self.queue, counts, self._counters, wait_for=[event]).wait()
         seconds = (event.profile.end - event.profile.start) * 1e-9
-        per_ray = counts.sum(axis=2, dtype=np.uint64)
+        # a ray took or skipped a sample iff its (taken, skipped) pair, read as 64 bits, is not 0
+        rays = int(np.count_nonzero(counts.view(np.uint64)))
         return BrickImage(rgba, seconds, int(counts[..., 0].sum(dtype=np.uint64)),
-                          int(counts[..., 1].sum(dtype=np.uint64)), int(np.count_nonzero(per_ray)),
-                          self.brick.index)
+                          int(counts[..., 1].sum(dtype=np.uint64)), rays, self.brick.index)
