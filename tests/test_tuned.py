@@ -137,7 +137,7 @@ def test_corrupt_profile_warns_and_falls_back(tracers):
     path.write_text('{"schema_version": 1, "name": ')
     with pytest.warns(UserWarning, match="ignoring device profile.*not valid JSON"):
         found = find_device_profile(info.name, info.driver)
-    assert found is None or "autotune calibrate" in found.source  # a shipped one, if any
+    assert found == _shipped_profile(info)  # the shipped one for this device, else None
 
 
 def test_profile_for_another_device_warns(tracers):
@@ -149,7 +149,32 @@ def test_profile_for_another_device_warns(tracers):
     path.write_text(json.dumps(other.to_dict()))
     with pytest.warns(UserWarning, match="profile is for 'Some Other GPU'"):
         found = find_device_profile(info.name, info.driver)
-    assert found is None or (found.name, found.driver) == (info.name, info.driver)
+    assert found == _shipped_profile(info) and found != other
+
+
+def _shipped_profile(info):
+    """The shipped profile of this device, found independently of the store (None if none)."""
+    same = [p for p in builtin_profiles().values() if (p.name, p.driver) == (info.name,
+                                                                             info.driver)]
+    assert len(same) <= 1
+    return same[0] if same else None
+
+
+def test_a_probe_keeps_the_renderers_ao_radius(tracers, fitted):
+    """The AO workload depends on the radius: the probe must trace the renderer's."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 10.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer, ao_radius=0.3)
+    assert r.probe.ao_radius == 0.3 and r.probe.simd_width == tracer.device_info.simd_width
+    r.ao_radius = 0.05
+    assert r.probe.ao_radius == 0.05
+    f = r.render(tracer.scene.camera)
+    assert f.settings.ao_radius == 0.05
+    assert f.workload == r.probe.measure(tracer.scene.camera, W, H)
+    short = Probe(tracer.scene, tracer.bvh, ao_radius=0.3).measure(tracer.scene.camera, W, H)
+    assert f.workload.a_t < short.a_t  # a shorter radius: fewer AO steps
+    with pytest.raises(Exception, match="ao_radius"):
+        r.ao_radius = 0.0
 
 
 def test_overlapped_probe_gives_the_same_workload(tracers, fitted):

@@ -1,11 +1,24 @@
 """Calibrate a device for the ray tracer: microbenchmarks, then fit the model to measured frames.
 
 Step 1 (``autotune.calibration``) measures the Hong–Kim device parameters with OpenCL
-microbenchmarks. Step 2 renders a set of views with several knob settings and fits, by robust
-least squares (scipy), the model's free parameters to the measured phase times: the device
-latencies and issue cost the microbenchmarks only estimate (they stay in the device profile),
-and per phase ``measured = scale * HongKim + offset * pixels`` (what the analytical model leaves
-out here: the ray tracer's application calibration, stored apart from the profile).
+microbenchmarks. Step 2 renders views of the calibration scenes with several knob settings at
+two resolutions and fits, by robust least squares (scipy), what the measured phase times can
+tell apart: per phase ``measured = scale * HongKim + offset * pixels + miss * missed_pixels +
+launch`` (the ray tracer's application calibration, stored apart from the profile) and those
+device parameters (issue cycles, latency, departure delays; they stay in the device profile)
+that move the predictions in a way the per-phase terms cannot.
+
+Only parameters that matter on the device are fitted. Each candidate's column of the residual
+Jacobian at the start point (microbenchmark figures) is compared with those already admitted
+(per-phase scales first, then the device parameters, then launch, miss and offset terms):
+one whose direction is within ``IDENTIFIABLE`` of their span cannot be told apart from them
+and is held at its measured value (a zero term). On a CPU profile with one warp per core
+(N = MWP = CWP = 1) the departure delays have no effect and latency trades exactly against the
+scales: they are held, and the fit reports so. The fitted parameters' standard errors come
+from the Jacobian at the solution (``(J^T J)^-1`` times the residual variance).
+
+Calibration scenes are procedural (spheres, city) and one mesh (bunny); ``autotune bench
+model`` evaluates on the other meshes, at other resolutions, along other camera paths.
 """
 
 from __future__ import annotations
@@ -13,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +41,7 @@ from autotune.profile_store import (
     store,
     writable_store,
 )
-from models.app_calibration import OFFSET_MAX, SCALE_MAX, AppCalibration
+from models.app_calibration import LAUNCH_MAX, OFFSET_MAX, SCALE_MAX, AppCalibration
 from models.device_profile import DeviceProfile
 from models.hong_kim import predict_seconds
 from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
@@ -40,15 +53,22 @@ from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.timers import KernelEvents, default_timer
 
-QUICK_SCENES = ("dragon-small", "city")
-FULL_SCENES = ("dragon", "sibenik", "city", "bunny")
+QUICK_SCENES = ("spheres", "city")
+FULL_SCENES = ("spheres", "city", "bunny")
+QUICK_SIZES = ((192, 108), (320, 180))
+FULL_SIZES = ((320, 180), (640, 360))
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
+PHASE_TERMS = ("scale", "launch", "miss", "offset")  # admitted in this order after the device's
+IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside the span
+NO_EFFECT = 1e-6  # a log-parameter whose column is below this share of the scales' does nothing
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
 RENDERER = "raytracer"  # the key of the ray tracer's application calibration
-# per-phase scale and offset stay inside what AppCalibration accepts
+# per-phase terms stay inside what AppCalibration accepts
 SCALE_BOUNDS = (np.log(1e-6), np.log(SCALE_MAX * (1 - 1e-6)))
-OFFSET_BOUNDS = (0.0, OFFSET_MAX * (1 - 1e-6))
+TERM_BOUNDS = {"offset": (0.0, OFFSET_MAX * (1 - 1e-6)), "miss": (0.0, OFFSET_MAX * (1 - 1e-6)),
+               "launch": (0.0, LAUNCH_MAX * (1 - 1e-6))}
 # (latency, departure-delay) multipliers of the microbenchmark figures the fit starts from
 FIT_STARTS = ((1.0, 1.0), (0.1, 0.01), (0.01, 0.001), (0.1, 0.1))
 CALIBRATION_SETTINGS = (
@@ -71,11 +91,14 @@ class FittedModel:
 
 @dataclass(frozen=True)
 class Sample:
-    """One measured frame: its workload, knobs and kernel seconds per phase."""
+    """One measured frame: its workload, knobs and seconds per phase (as the timer counts
+    them), with the kernel events' own figures where they differ."""
 
     workload: Workload
     settings: RenderSettings
     phase_seconds: dict[str, float]
+    event_seconds: dict[str, float] = field(default_factory=dict)
+    scene: str = ""
 
 
 def calibration_views(scene: Scene, count: int) -> list[Camera]:
@@ -87,15 +110,21 @@ def calibration_views(scene: Scene, count: int) -> list[Camera]:
 
 def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: int, height: int,
                     settings: tuple[RenderSettings, ...] = CALIBRATION_SETTINGS,
-                    bar: tqdm | None = None) -> list[Sample]:
-    """Render every view with every setting (after one warm-up) and keep what was measured."""
+                    bar: tqdm | None = None, timer: KernelEvents | None = None,
+                    scene: str = "") -> list[Sample]:
+    """Render every view with every setting (after one warm-up) and keep what was measured.
+
+    ``timer`` defines the measured seconds (default: the device's, see
+    :func:`raytracer.tuning.timers.default_timer`)."""
+    timer = timer or default_timer(tracer)
     samples = []
     tracer.render(cameras[0], width, height, settings[0])  # warm-up: first launch compiles
     for cam in cameras:
         workload = probe.measure(cam, width, height)
         for s in settings:
-            frame = tracer.render(cam, width, height, s)
-            samples.append(Sample(workload, s, frame.phase_seconds))
+            timed = timer.render(tracer, cam, width, height, s)
+            samples.append(Sample(workload, s, timed.phase_seconds, timed.event_seconds,
+                                  scene))
             if bar is not None:
                 bar.update(1)
     return samples
@@ -108,88 +137,214 @@ def _model_phases(fitted: FittedModel, counts: KernelCounts, sample: Sample) -> 
 
 
 def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tuple[np.ndarray, ...]]:
-    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks), pixels, measured seconds."""
+    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks), pixels, missed pixels,
+    measured seconds."""
     rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in PHASES}
     for s in samples:
         st = s.settings
         ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong)
-        blocks = math.ceil(s.workload.pixels / (TILE * TILE))
+        w = s.workload
+        blocks = math.ceil(w.pixels / (TILE * TILE))
         for phase, measured in s.phase_seconds.items():
             i = ins[phase]
-            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, s.workload.pixels,
-                                measured))
+            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, w.pixels,
+                                (1.0 - w.hit_fraction) * w.pixels, measured))
     return {p: tuple(np.array(r, np.float64).T) for p, r in rows.items() if len(r) >= 2}
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    """One candidate of the fit: a device field (log space), or a phase's term."""
+
+    kind: str  # "device" or one of PHASE_TERMS
+    key: str  # device field or phase
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}.{self.key}"
+
+    @property
+    def logarithmic(self) -> bool:
+        return self.kind in ("device", "scale")
+
+
+class _Problem:
+    """Relative residuals of every measured phase time as a function of the parameters."""
+
+    def __init__(self, base: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> None:
+        self.base = base
+        self.data = _phase_arrays(counts, samples)
+        self.phases = list(self.data)
+        self.candidates = [_Parameter("scale", p) for p in self.phases]
+        self.candidates += [_Parameter("device", f) for f in FREE_PARAMETERS]
+        self.candidates += [_Parameter(t, p) for t in PHASE_TERMS[1:] for p in self.phases]
+
+    def start(self, latency_factor: float = 1.0, delay_factor: float = 1.0) -> dict[str, float]:
+        """Every candidate's start value: device figures as measured (times the factors),
+        each phase's scale where that device fits best, zero terms."""
+        factors = {"mem_latency": latency_factor, "dep_delay_coal": delay_factor,
+                   "dep_delay_uncoal": delay_factor}
+        values = {f"device.{f}": math.log(getattr(self.base, f) * factors.get(f, 1.0))
+                  for f in FREE_PARAMETERS}
+        profile = self.profile(values)
+        for phase in self.phases:
+            compute, coal, uncoal, blocks, _, _, measured = self.data[phase]
+            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
+            scale = np.log(np.median(measured / np.maximum(model, 1e-12)))
+            values[f"scale.{phase}"] = float(np.clip(scale, SCALE_BOUNDS[0] + 1e-9,
+                                                     SCALE_BOUNDS[1] - 1e-9))
+            for term in PHASE_TERMS[1:]:
+                values[f"{term}.{phase}"] = 0.0
+        return values
+
+    def profile(self, values: dict[str, float]) -> DeviceProfile:
+        return dataclasses.replace(self.base, **{
+            f: float(np.exp(values[f"device.{f}"])) for f in FREE_PARAMETERS})
+
+    def residuals(self, values: dict[str, float]) -> np.ndarray:
+        profile = self.profile(values)
+        out = []
+        for phase in self.phases:
+            compute, coal, uncoal, blocks, pixels, missed, measured = self.data[phase]
+            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
+            pred = (model * np.exp(values[f"scale.{phase}"]) + values[f"launch.{phase}"]
+                    + values[f"miss.{phase}"] * missed + values[f"offset.{phase}"] * pixels)
+            out.append((pred - measured) / measured)
+        return np.concatenate(out)
+
+    def jacobian(self, values: dict[str, float], names: list[str]) -> np.ndarray:
+        """Forward-difference Jacobian of the residuals in the fit's coordinates."""
+        r0 = self.residuals(values)
+        cols = []
+        for name in names:
+            step = 1e-6 if name.split(".")[0] in ("device", "scale") else self._term_step(name)
+            moved = dict(values, **{name: values[name] + step})
+            cols.append((self.residuals(moved) - r0) / step)
+        return np.column_stack(cols) if cols else np.empty((len(r0), 0))
+
+    def _term_step(self, name: str) -> float:
+        kind, phase = name.split(".")
+        _, _, _, _, pixels, missed, measured = self.data[phase]
+        per = {"launch": 1.0, "miss": max(missed.mean(), 1.0), "offset": pixels.mean()}[kind]
+        return 1e-4 * float(np.median(measured)) / per
+
+    def identifiable(self, values: dict[str, float]) -> tuple[list[_Parameter], list[_Parameter]]:
+        """(fitted, held): greedy, in candidate order, by each normalized Jacobian column's
+        distance from the span of those admitted before it."""
+        jac = self.jacobian(values, [c.name for c in self.candidates])
+        # a log-space column this much smaller than the scales' moves nothing (rounding noise)
+        floor = NO_EFFECT * max(float(np.linalg.norm(jac[:, i])) for i, c in
+                                enumerate(self.candidates) if c.kind == "scale")
+        admitted: list[np.ndarray] = []
+        fitted, held = [], []
+        for candidate, col in zip(self.candidates, jac.T, strict=True):
+            norm = float(np.linalg.norm(col))
+            if not math.isfinite(norm) or norm == 0.0 or (candidate.logarithmic
+                                                          and norm < floor):
+                held.append(candidate)
+                continue
+            v = col / norm
+            if admitted:
+                q, _ = np.linalg.qr(np.column_stack(admitted))
+                v = v - q @ (q.T @ v)
+            if np.linalg.norm(v) >= IDENTIFIABLE:
+                admitted.append(col / norm)
+                fitted.append(candidate)
+            else:
+                held.append(candidate)
+        return fitted, held
+
+    def bounds(self, p: _Parameter, start: dict[str, float]) -> tuple[float, float]:
+        if p.kind == "device":
+            measured = math.log(getattr(self.base, p.key))
+            return measured - math.log(FIT_RANGE), measured + math.log(FIT_RANGE)
+        if p.kind == "scale":
+            return SCALE_BOUNDS
+        return TERM_BOUNDS[p.kind]
 
 
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
                 source: str = "") -> FittedModel:
-    """Least-squares fit of the free Hong–Kim parameters to measured phase times.
+    """Least-squares fit of what the measured phase times can identify (see the module doc).
 
-    Fitted: issue cycles, memory latency and the two departure delays (the device figures the
-    microbenchmarks only estimate, in log space so they stay positive), and per phase a scale
-    and a per-pixel offset (the calibration). Residuals are relative, so short and long frames
-    count alike. The calibration records the fit's in-sample mean frame error.
+    Residuals are relative, so short and long frames count alike; the loss is robust (soft
+    L1 beyond 10 %). The calibration records the fit's in-sample mean frame error, the
+    standard error of every fitted parameter and the parameters held at their measured values.
     """
-    data = _phase_arrays(counts, samples)
-    phases = list(data)
-    free0 = np.log([getattr(base, f) for f in FREE_PARAMETERS])
-
-    def unpack(x: np.ndarray) -> tuple[DeviceProfile, dict[str, float]]:
-        profile = dataclasses.replace(base, **{
-            f: float(np.exp(v)) for f, v in zip(FREE_PARAMETERS, x, strict=False)})
-        k = len(FREE_PARAMETERS)
-        fitted = {}
-        for j, phase in enumerate(phases):
-            fitted[f"scale_{phase}"] = float(np.exp(x[k + 2 * j]))
-            fitted[f"offset_{phase}"] = float(x[k + 2 * j + 1])
-        return profile, fitted
-
-    def residuals(x: np.ndarray) -> np.ndarray:
-        profile, fitted = unpack(x)
-        out = []
-        for phase in phases:
-            compute, coal, uncoal, blocks, pixels, measured = data[phase]
-            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
-            pred = model * fitted[f"scale_{phase}"] + fitted[f"offset_{phase}"] * pixels
-            out.append((pred - measured) / measured)
-        return np.concatenate(out)
-
-    lower = [v - np.log(FIT_RANGE) for v in free0] + [SCALE_BOUNDS[0], OFFSET_BOUNDS[0]] * len(
-        phases)
-    upper = [v + np.log(FIT_RANGE) for v in free0] + [SCALE_BOUNDS[1], OFFSET_BOUNDS[1]] * len(
-        phases)
+    problem = _Problem(base, counts, samples)
+    fitted, held = problem.identifiable(problem.start())
+    names = [p.name for p in fitted]
     best = None
-    # The regimes make the cost surface piecewise: start from the microbenchmark figures and
-    # from cache-like latencies (the tracer's working set is mostly cached), keep the best.
-    for latency_factor, delay_factor in FIT_STARTS:
-        start = free0 + np.log([1.0, latency_factor, delay_factor, delay_factor])
-        start = np.clip(start, np.array(lower[:len(free0)]) + 1e-9,
-                        np.array(upper[:len(free0)]) - 1e-9)
-        x0 = list(start)
-        trial, _ = unpack(np.concatenate([start, np.zeros(2 * len(phases))]))
-        for phase in phases:  # each phase's scale where that start's shape fits best
-            compute, coal, uncoal, blocks, _, measured = data[phase]
-            model = predict_seconds(trial, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
-            scale = np.log(np.median(measured / np.maximum(model, 1e-12)))
-            x0 += [float(np.clip(scale, SCALE_BOUNDS[0] + 1e-9, SCALE_BOUNDS[1] - 1e-9)), 0.0]
-        result = least_squares(residuals, np.array(x0), bounds=(lower, upper), loss="soft_l1",
+    starts = FIT_STARTS if {"device.mem_latency", "device.dep_delay_coal",
+                            "device.dep_delay_uncoal"} & set(names) else FIT_STARTS[:1]
+    for latency_factor, delay_factor in starts:
+        start = problem.start(latency_factor, delay_factor)
+        lower, upper = zip(*(problem.bounds(p, start) for p in fitted), strict=True)
+        x0 = np.clip([start[n] for n in names], np.array(lower) + 1e-12 * np.abs(lower),
+                     upper)
+
+        def residuals(x: np.ndarray, start: dict[str, float] = start) -> np.ndarray:
+            return problem.residuals(dict(start, **dict(zip(names, x, strict=True))))
+
+        result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1",
                                f_scale=0.1, x_scale="jac")
-        if best is None or result.cost < best.cost:
-            best = result
-    profile, fitted = unpack(best.x)
+        if best is None or result.cost < best[0].cost:
+            best = (result, start)
+    result, start = best
+    values = dict(start, **dict(zip(names, result.x, strict=True)))
+    uncertainty = _standard_errors(result, names)
+    profile = problem.profile(values)
     if source:
         profile = dataclasses.replace(profile, source=source)
+    phases = problem.phases
     calibration = AppCalibration(
         RENDERER, profile.name, profile.driver,
-        scale={p: fitted[f"scale_{p}"] for p in phases},
-        offset={p: fitted[f"offset_{p}"] for p in phases},
+        scale={p: float(np.exp(values[f"scale.{p}"])) for p in phases},
+        offset={p: values[f"offset.{p}"] for p in phases},
+        miss={p: values[f"miss.{p}"] for p in phases},
+        launch={p: values[f"launch.{p}"] for p in phases},
+        uncertainty=uncertainty, held=tuple(p.name for p in held),
         source=source, device_profile=profile.fingerprint())
-    result = FittedModel(profile, calibration)
-    errors = model_errors(result, counts, samples)
+    out = FittedModel(profile, calibration)
+    errors = model_errors(out, counts, samples)
     if not math.isfinite(errors.mean()):
         raise ValueError(f"calibration of {base.name} produced a non-finite model error")
     fit = {"mean_error": float(errors.mean()), "frames": float(len(samples))}
     return FittedModel(profile, dataclasses.replace(calibration, fit=fit))
+
+
+def _standard_errors(result, names: list[str]) -> dict[str, float]:
+    """Standard error of each fitted parameter from the Jacobian at the solution: relative for
+    the log-space ones (scales, device figures), in seconds for the terms."""
+    jac = np.asarray(result.jac, np.float64)
+    m, n = jac.shape
+    variance = 2.0 * float(result.cost) / max(1, m - n)
+    norms = np.linalg.norm(jac, axis=0)
+    norms = np.where(norms > 0, norms, 1.0)
+    unit = jac / norms  # columns differ by 1e8 (s per pixel vs log-scale): invert them alike
+    cov = np.linalg.pinv(unit.T @ unit) / np.outer(norms, norms) * variance
+    sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    return {name: float(v) if math.isfinite(v) else 1e300 for name, v in zip(names, sd,
+                                                                            strict=True)}
+
+
+def fit_report(fitted: FittedModel) -> dict:
+    """What a calibration fitted, with standard errors, and what it held (for JSON output)."""
+    cal, profile = fitted.calibration, fitted.profile
+    params = {}
+    for name, sd in cal.uncertainty.items():
+        kind, key = name.split(".", 1)
+        if kind == "device":
+            value = getattr(profile, key)
+            params[name] = {"value": value, "relative_sd": sd}
+        elif kind == "scale":
+            params[name] = {"value": cal.scale[key], "relative_sd": sd}
+        else:
+            value = getattr(cal, kind)[key]
+            params[name] = {"value": value, "sd": sd,
+                            "relative_sd": sd / value if value > 0 else None}
+    return {"fitted": params, "held": list(cal.held), "in_sample_mean_frame_error":
+            cal.fit.get("mean_error"), "frames": cal.fit.get("frames")}
 
 
 def model_errors(fitted: FittedModel, counts: KernelCounts, samples: list[Sample]) -> np.ndarray:
@@ -231,21 +386,11 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
     writable = save and writable_store(device.name, device.driver, RENDERER)
     base = base_profile(device, quick)
     counts = load_kernel_counts()
+    samples = collect_calibration_samples(device, quick, progress)
     scenes = QUICK_SCENES if quick else FULL_SCENES
-    views = 4 if quick else 10
-    width, height = (320, 180) if quick else (640, 360)
-    spec = f"{device.platform_index}:{device.device_index}"
-    samples: list[Sample] = []
-    total = len(scenes) * views * len(CALIBRATION_SETTINGS)
-    with tqdm(total=total, desc="calibrating", unit="frame", disable=not progress) as bar:
-        for name in scenes:
-            scene = load_scene(name)
-            tracer = Tracer(scene, device=spec)
-            probe = Probe(scene, tracer.bvh, simd_width=tracer.device_info.simd_width)
-            samples += collect_samples(tracer, probe, calibration_views(scene, views), width,
-                                       height, bar=bar)
+    sizes = QUICK_SIZES if quick else FULL_SIZES
     source = (f"autotune calibrate{' --quick' if quick else ''}: microbenchmarks + fit on "
-              f"{', '.join(scenes)}")
+              f"{', '.join(scenes)} at {', '.join(f'{w}x{h}' for w, h in sizes)}")
     result = fit_profile(base, counts, samples, source=source)
     if writable:
         try:
@@ -266,3 +411,24 @@ def calibration_output(profile_out: Path) -> Path:
     """Where ``calibrate -o FILE`` writes the ray tracer's calibration: beside FILE."""
     profile_out = Path(profile_out)
     return profile_out.with_name(f"{profile_out.stem}--{RENDERER}.json")
+
+
+def collect_calibration_samples(device: DeviceInfo, quick: bool, progress: bool = True,
+                                scenes: tuple[str, ...] | None = None,
+                                views: int | None = None) -> list[Sample]:
+    """Frames of the calibration scenes at the calibration sizes, timed by the device's timer."""
+    scenes = scenes or (QUICK_SCENES if quick else FULL_SCENES)
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    views = views or (3 if quick else 6)
+    spec = f"{device.platform_index}:{device.device_index}"
+    samples: list[Sample] = []
+    total = len(scenes) * len(sizes) * views * len(CALIBRATION_SETTINGS)
+    with tqdm(total=total, desc="calibrating", unit="frame", disable=not progress) as bar:
+        for name in scenes:
+            scene = load_scene(name)
+            tracer = Tracer(scene, device=spec)
+            probe = Probe.for_tracer(tracer)
+            for width, height in sizes:
+                samples += collect_samples(tracer, probe, calibration_views(scene, views), width,
+                                           height, bar=bar, scene=name)
+    return samples

@@ -50,22 +50,48 @@ def warp_max(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
 
 
 class Probe:
-    """Measures :class:`Workload` of a view at a reduced resolution (see :meth:`resolution`)."""
+    """Measures :class:`Workload` of a view at a reduced resolution (see :meth:`resolution`).
+
+    ``simd_width`` (lanes that run in lockstep on the rendering device) defaults to the width of
+    the device a default :class:`~raytracer.tracer.Tracer` would use, looked up on first use;
+    :meth:`for_tracer` takes it from a tracer. ``ao_radius`` must be the renderer's (a
+    :class:`~raytracer.tuning.tuned_renderer.TunedRenderer` keeps the two tied).
+    """
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
                  tile: int = 4, ao_radius: float = 0.1, min_pixels: int = 160 * 90,
-                 simd_width: int = 1) -> None:
+                 simd_width: int | None = None) -> None:
         if factor < 1 or ao_samples < 1 or tile < 1:
             raise ValueError(f"probe factor, ao_samples and tile must be >= 1, "
                              f"got {factor}, {ao_samples}, {tile}")
+        if simd_width is not None and simd_width < 1:
+            raise ValueError(f"probe simd_width must be >= 1, got {simd_width}")
         self.scene, self.bvh = scene, bvh
         self.factor, self.ao_samples, self.tile = factor, ao_samples, tile
         self.ao_radius = ao_radius
         self.min_pixels = min_pixels
-        self.simd_width = simd_width
+        self._simd_width = simd_width
         self._normals = packed_normals(scene, bvh)
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
+
+    @classmethod
+    def for_tracer(cls, tracer, **options) -> Probe:
+        """A probe of ``tracer``'s scene and BVH with its device's SIMD width."""
+        options.setdefault("simd_width", tracer.device_info.simd_width)
+        return cls(tracer.scene, tracer.bvh, **options)
+
+    @property
+    def simd_width(self) -> int:
+        if self._simd_width is None:  # the default device's, as a default Tracer would pick
+            from raytracer.opencl_device import choose_device
+
+            self._simd_width = choose_device()[0].simd_width
+        return self._simd_width
+
+    @simd_width.setter
+    def simd_width(self, value: int) -> None:
+        self._simd_width = value
 
     def resolution(self, width: int, height: int) -> tuple[int, int]:
         """Probe size: ``1/factor`` per axis, but never below ``min_pixels`` (nor above the

@@ -140,11 +140,10 @@ class TunedRenderer:
         self.scene = scene
         self.tracer = tracer or Tracer(scene, device=device)
         self.model = device_model(self.tracer, profile, calibration)
-        self.probe = Probe(scene, self.tracer.bvh, factor=probe_factor,
-                           simd_width=self.tracer.device_info.simd_width,
-                           ao_samples=probe_ao_samples, ao_radius=ao_radius)
+        self.probe = Probe.for_tracer(self.tracer, factor=probe_factor,
+                                      ao_samples=probe_ao_samples, ao_radius=ao_radius)
         self.width, self.height = width, height
-        self.ao_radius = ao_radius
+        self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
         self.space = knob_space()
         self.tuning = True
         self.force_shadows: bool | None = None
@@ -157,6 +156,17 @@ class TunedRenderer:
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead_seconds = 0.0  # running estimate: read-back + launch + host per frame
         self.tuner = Tuner(self.space, self._predict, target_seconds, controller=controller)
+
+    @property
+    def ao_radius(self) -> float:
+        """AO radius (fraction of the scene diagonal) of the frames and of the probe's AO rays."""
+        return self._ao_radius
+
+    @ao_radius.setter
+    def ao_radius(self, value: float) -> None:
+        RenderSettings(0, value, False, False).validate()  # refuse what the tracer cannot use
+        self._ao_radius = float(value)
+        self.probe.ao_radius = float(value)
 
     @property
     def target_seconds(self) -> float:
