@@ -3,11 +3,13 @@
 import numpy as np
 import pytest
 
+from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, StageModel, StageWork
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
 from raytracer.volume.tuning.tuned_volume import (
     TunedVolumeRenderer,
+    VolumeModel,
     calibration_views,
     knob_space,
 )
@@ -42,20 +44,33 @@ def test_probe_estimates_each_bricks_samples_and_rays(bonsai):
         assert estimates[0] <= estimates[1]  # termination never adds samples
 
 
-def test_every_knob_changes_the_prediction_and_the_run_holds_its_knobs(bonsai):
+def test_every_knob_changes_the_prediction(bonsai):
+    """A knob the model cannot price is a knob the tuner always turns up: with a real probe
+    workload and any positive per-sample cost, each cheaper level predicts less."""
     vol, tf = bonsai
-    renderer = DistributedRenderer(vol, tf)
-    tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
-    tuned.calibrate(calibration_views(vol.radius, 3), frames=8)
-    model = tuned.model
-    model.workload = tuned._probe(seed_orbit(vol.radius, 4)[1])[0]
+    part = kd_partition(vol.dims, 2, vol.spacing)
+    grid = BlockGrid.for_volume(vol, tf)
+    thresholds = np.array([0.95, 0.975, 1.0])
+    cam = seed_orbit(vol.radius, 4)[1]
+    render = tuple(RenderModel(2e-8, 1e-9, 1e-7, 1e-9, 1e-3) for _ in part.bricks)
+    model = VolumeModel(ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9),
+                                          GatherModel(1e-4, 1e-10)), 1e-9, 64, 64, thresholds)
+    model.workload = probe_workload(grid, cam, 64, 64, brick_boxes(part), thresholds)
+    model.stages = [[StageWork(1, 1, 64 * 64 * 8.0, 64 * 64 / 2.0) for _ in part.bricks]]
+    model.gather_bytes = 64 * 64 * 8.0
     base = {"sampling_rate": np.array([2.0]), "image_scale": np.array([1.0]),
             "ert_threshold": np.array([1.0])}
     full = model(base)[0]
     for knob, cheaper in (("sampling_rate", 0.5), ("image_scale", 0.5), ("ert_threshold", 0.95)):
         assert model(base | {knob: np.array([cheaper])})[0] < full, knob
-    losses = tuned.losses.sweeps
-    for name, (_values, loss) in losses.items():
+
+
+def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
+    vol, tf = bonsai
+    renderer = DistributedRenderer(vol, tf)
+    tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
+    tuned.calibrate(calibration_views(vol.radius, 3), frames=8)
+    for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
     space = knob_space(tuned.losses)
     q = space.quality(space.grid())
@@ -63,6 +78,7 @@ def test_every_knob_changes_the_prediction_and_the_run_holds_its_knobs(bonsai):
     frames = [tuned.render(cam, reference=(i == 0)) for i, cam in
               enumerate(seed_orbit(vol.radius, 3))]
     assert all(f.measured > 0 and f.predicted > 0 for f in frames)
+    assert all(f.measured >= f.record.frame_seconds for f in frames)  # probe + choice count
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
 
 
