@@ -735,7 +735,7 @@ def _collapse(node_box, node_first, node_count, n_inner):
     opens its largest-area inner child until it has four children, so there are at most as
     many wide nodes as binary inner nodes."""
     cap = max(n_inner, 1)
-    out = np.zeros((cap, NODE_FLOATS), np.float32)
+    out = np.empty((cap, NODE_FLOATS), np.float32)  # every slot of a used node is written
     ints = out.view(np.int32)
     inner_kids = np.zeros(cap, np.int64)
     src = np.empty(cap, np.int64)  # binary node behind each wide node
