@@ -62,6 +62,7 @@ FULL_SIZES = ((320, 180), (640, 360))
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 PHASE_TERMS = ("scale", "launch", "miss", "offset")  # admitted in this order after the device's
 IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside the span
+UNDETERMINED = 0.5  # relative standard error beyond which a device figure is held after all
 NO_EFFECT = 1e-6  # a log-parameter whose column is below this share of the scales' does nothing
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
 RENDERER = "raytracer"  # the key of the ray tracer's application calibration
@@ -273,26 +274,17 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
     """
     problem = _Problem(base, counts, samples)
     fitted, held = problem.identifiable(problem.start())
+    result, start, uncertainty = _solve(problem, fitted)
+    # a device figure the data leave undetermined (standard error beyond half its value, e.g.
+    # pushed to FIT_RANGE where memory instructions stop mattering) is held as measured too
+    loose = [p for p in fitted if p.kind == "device"
+             and uncertainty[p.name] > UNDETERMINED]
+    if loose:
+        fitted = [p for p in fitted if p not in loose]
+        held += loose
+        result, start, uncertainty = _solve(problem, fitted)
     names = [p.name for p in fitted]
-    best = None
-    starts = FIT_STARTS if {"device.mem_latency", "device.dep_delay_coal",
-                            "device.dep_delay_uncoal"} & set(names) else FIT_STARTS[:1]
-    for latency_factor, delay_factor in starts:
-        start = problem.start(latency_factor, delay_factor)
-        lower, upper = zip(*(problem.bounds(p, start) for p in fitted), strict=True)
-        x0 = np.clip([start[n] for n in names], np.array(lower) + 1e-12 * np.abs(lower),
-                     upper)
-
-        def residuals(x: np.ndarray, start: dict[str, float] = start) -> np.ndarray:
-            return problem.residuals(dict(start, **dict(zip(names, x, strict=True))))
-
-        result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1",
-                               f_scale=0.1, x_scale="jac")
-        if best is None or result.cost < best[0].cost:
-            best = (result, start)
-    result, start = best
     values = dict(start, **dict(zip(names, result.x, strict=True)))
-    uncertainty = _standard_errors(result, names)
     profile = problem.profile(values)
     if source:
         profile = dataclasses.replace(profile, source=source)
@@ -311,6 +303,30 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         raise ValueError(f"calibration of {base.name} produced a non-finite model error")
     fit = {"mean_error": float(errors.mean()), "frames": float(len(samples))}
     return FittedModel(profile, dataclasses.replace(calibration, fit=fit))
+
+
+def _solve(problem: _Problem, fitted: list[_Parameter]):
+    """Robust least squares of the ``fitted`` parameters from each start; the best result, its
+    start values and the fitted parameters' standard errors."""
+    names = [p.name for p in fitted]
+    best = None
+    starts = FIT_STARTS if {"device.mem_latency", "device.dep_delay_coal",
+                            "device.dep_delay_uncoal"} & set(names) else FIT_STARTS[:1]
+    for latency_factor, delay_factor in starts:
+        start = problem.start(latency_factor, delay_factor)
+        lower, upper = zip(*(problem.bounds(p, start) for p in fitted), strict=True)
+        x0 = np.clip([start[n] for n in names], np.array(lower) + 1e-12 * np.abs(lower),
+                     upper)
+
+        def residuals(x: np.ndarray, start: dict[str, float] = start) -> np.ndarray:
+            return problem.residuals(dict(start, **dict(zip(names, x, strict=True))))
+
+        result = least_squares(residuals, x0, bounds=(lower, upper), loss="soft_l1",
+                               f_scale=0.1, x_scale="jac")
+        if best is None or result.cost < best[0].cost:
+            best = (result, start)
+    result, start = best
+    return result, start, _standard_errors(result, names)
 
 
 def _standard_errors(result, names: list[str]) -> dict[str, float]:
@@ -341,8 +357,8 @@ def fit_report(fitted: FittedModel) -> dict:
             params[name] = {"value": cal.scale[key], "relative_sd": sd}
         else:
             value = getattr(cal, kind)[key]
-            params[name] = {"value": value, "sd": sd,
-                            "relative_sd": sd / value if value > 0 else None}
+            params[name] = {"value": value, "sd": sd,  # none relative at the zero bound
+                            "relative_sd": sd / value if value > 1e-6 * sd else None}
     return {"fitted": params, "held": list(cal.held), "in_sample_mean_frame_error":
             cal.fit.get("mean_error"), "frames": cal.fit.get("frames")}
 
