@@ -326,20 +326,28 @@ def _solve(problem: _Problem, fitted: list[_Parameter]):
         if best is None or result.cost < best[0].cost:
             best = (result, start)
     result, start = best
-    return result, start, _standard_errors(result, names)
+    return result, start, _standard_errors(result, names, [p.logarithmic for p in fitted])
 
 
-def _standard_errors(result, names: list[str]) -> dict[str, float]:
+def _standard_errors(result, names: list[str], logarithmic: list[bool]) -> dict[str, float]:
     """Standard error of each fitted parameter from the Jacobian at the solution: relative for
     the log-space ones (scales, device figures), in seconds for the terms."""
     jac = np.asarray(result.jac, np.float64)
     m, n = jac.shape
     variance = 2.0 * float(result.cost) / max(1, m - n)
     norms = np.linalg.norm(jac, axis=0)
-    norms = np.where(norms > 0, norms, 1.0)
-    unit = jac / norms  # columns differ by 1e8 (s per pixel vs log-scale): invert them alike
-    cov = np.linalg.pinv(unit.T @ unit) / np.outer(norms, norms) * variance
+    safe = np.where(norms > 0, norms, 1.0)
+    unit = jac / safe  # columns differ by 1e8 (s per pixel vs log-scale): invert them alike
+    _, sv, vt = np.linalg.svd(unit, full_matrices=False)
+    keep = sv > 1e-8 * sv.max()
+    cov = (vt[keep].T / sv[keep] ** 2) @ vt[keep] / np.outer(safe, safe) * variance
     sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
+    # a parameter that no longer moves anything at the solution (or only together with
+    # others) is not determined at all: an infinite error, not the pseudo-inverse's zero
+    null = np.abs(vt[~keep]).max(axis=0) if (~keep).any() else np.zeros(n)
+    log = np.asarray(logarithmic, bool)
+    idle = log & (norms < NO_EFFECT * max(norms[log].max(initial=0.0), 1e-300))
+    sd = np.where((norms == 0) | idle | (null > 1e-3), np.inf, sd)
     return {name: float(v) if math.isfinite(v) else 1e300 for name, v in zip(names, sd,
                                                                             strict=True)}
 
