@@ -35,8 +35,9 @@ def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
 def warp_max(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
     """Each pixel's value replaced by the maximum of its SIMD group (rows x cols pixels).
 
-    Lanes of a warp (a vector on a CPU) run in lockstep until the slowest is done, so the
-    per-thread instruction count Hong–Kim needs is the group's maximum, not the pixel's own.
+    Lanes of a GPU warp run in lockstep until the slowest is done, so the per-thread
+    instruction count Hong–Kim needs is the group's maximum, not the pixel's own. On PoCL's CPU
+    device each work-item runs alone (SIMD width 1): the group is one pixel.
     """
     rows, cols = group
     if rows == cols == 1:
