@@ -184,7 +184,8 @@ def test_a_bad_user_calibration_falls_back_to_the_shipped_one_with_one_warning()
 
 
 def test_a_calibration_missing_a_phase_is_not_used():
-    partial = dataclasses.replace(SHIPPED_CAL, scale={"primary": 2.0}, offset={"primary": 0.0})
+    partial = dataclasses.replace(SHIPPED_CAL, scale={"primary": 2.0}, offset={"primary": 0.0},
+                                  miss={}, launch={}, uncertainty={})
     path = calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer")
     path.parent.mkdir(parents=True)
     save_calibration(partial, path)
@@ -224,7 +225,8 @@ def test_a_calibration_of_another_profile_of_the_device_warns_to_recalibrate():
 
 
 def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
-    """The split keeps the figures: per phase ``scale * model + offset * pixels``, as before."""
+    """The split keeps the figures: per phase ``scale * model + offset * pixels``, as before,
+    plus the miss-pixel and launch terms of issue 12."""
     from raytracer.tuning.instruction_counts import load_kernel_counts
 
     counts = load_kernel_counts()
@@ -233,7 +235,9 @@ def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
     seconds = predict_frame_seconds(SHIPPED, counts, frame, 8, True, True,
                                     calibration=SHIPPED_CAL)
     bare = predict_phase_seconds(SHIPPED, counts, frame, 8, True, True)
+    missed = (1 - frame.hit_fraction) * frame.pixels
     by_hand = sum(SHIPPED_CAL.scale[p] * v + SHIPPED_CAL.offset[p] * frame.pixels
+                  + SHIPPED_CAL.miss.get(p, 0.0) * missed + SHIPPED_CAL.launch.get(p, 0.0)
                   for p, v in bare.items())
     assert seconds == pytest.approx(by_hand)
 

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "paper": "benchmarks.paper",
     "probe": "benchmarks.probe_cost",
     "controller": "benchmarks.controller_cost",
+    "replay": "benchmarks.replay_record",
     "compositing": "benchmarks.compositing",
     "volume": "benchmarks.volume",
     "volume-tuned": "benchmarks.volume_tuned",
