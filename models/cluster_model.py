@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from models.perf_histogram import BINS, expected_max
+
 MODEL_VERSION = 1
 BYTES_PER_PIXEL = 16  # RGBA float32
 LAMBDAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
@@ -71,7 +73,8 @@ def features(pixels: ArrayLike, ranks: ArrayLike, hist_features: ArrayLike) -> N
 
 @dataclass
 class ClusterModel:
-    """Standardised features -> MLP -> (frame − compositing term) in ms."""
+    """Standardised features -> MLP -> frame − compositing term in ms (baseline "term"), or
+    log(frame / (E[max] + term)) (baseline "expected_max")."""
 
     weights: list[NDArray]
     biases: list[NDArray]
@@ -82,6 +85,7 @@ class ClusterModel:
     term: CompositingTerm | None
     lam: float
     meta: dict[str, Any]
+    baseline: str = "term"
 
     def predict(self, x: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
                 term: CompositingTerm | None = None) -> NDArray:
@@ -91,9 +95,9 @@ class ClusterModel:
             a = a @ w + b
             if i < len(self.weights) - 1:
                 a = np.maximum(a, 0.0)
-        y = (a[:, 0] * self.y_std + self.y_mean) * 1e-3
-        t = term or self.term
-        return y + (t.seconds(pixels, ranks) if t is not None else 0.0)
+        y = a[:, 0] * self.y_std + self.y_mean
+        base = baseline_seconds(self.baseline, x, pixels, ranks, term or self.term)
+        return base * np.exp(y) if self.baseline == "expected_max" else base + y * 1e-3
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "autotune-cluster-model", "version": MODEL_VERSION,
@@ -102,7 +106,7 @@ class ClusterModel:
                 "x_mean": self.x_mean.tolist(), "x_std": self.x_std.tolist(),
                 "y_mean": self.y_mean, "y_std": self.y_std,
                 "term": asdict(self.term) if self.term else None, "lambda": self.lam,
-                "meta": self.meta}
+                "baseline": self.baseline, "meta": self.meta}
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> ClusterModel:
@@ -117,9 +121,12 @@ class ClusterModel:
                         np.asarray(d["x_mean"], np.float64), np.asarray(d["x_std"], np.float64),
                         float(d["y_mean"]), float(d["y_std"]),
                         CompositingTerm(**d["term"]) if d.get("term") else None,
-                        float(d["lambda"]), dict(d.get("meta", {})))
+                        float(d["lambda"]), dict(d.get("meta", {})),
+                        str(d.get("baseline", "term")))
         except (KeyError, TypeError, ValueError) as exc:
             raise ClusterModelError(f"{where}: malformed cluster model ({exc})") from None
+        if model.baseline not in BASELINES:
+            raise ClusterModelError(f"{where}: unknown baseline {model.baseline!r}")
         dims = [model.x_mean.size] + [w.shape[1] for w in model.weights]
         if any(w.shape != (dims[i], dims[i + 1]) for i, w in enumerate(model.weights)):
             raise ClusterModelError(f"{where}: layer shapes do not chain")
@@ -136,47 +143,83 @@ def _check_rows(x: NDArray, y: NDArray, where: str) -> None:
                                 f"missing or non-finite values")
 
 
+BASELINES = ("term", "expected_max")
+
+
+def baseline_seconds(baseline: str, x: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
+                     term: CompositingTerm | None) -> NDArray:
+    """What the network does not have to learn: the compositing term ("term": the network
+    learns the rest in ms), or that plus E[max of P draws] of the row's histogram
+    ("expected_max": the frame if every rank drew its render time on its own and compositing
+    were the term; the network learns the log of measured / this, a relative correction, so
+    a 20 ms frame counts as much as a 300 ms one)."""
+    if baseline not in BASELINES:
+        raise ClusterModelError(f"unknown baseline {baseline!r}; choose from {BASELINES}")
+    out = term.seconds(pixels, ranks) if term is not None else np.zeros(len(np.atleast_1d(ranks)))
+    out = np.broadcast_to(np.asarray(out, np.float64), (np.atleast_2d(x).shape[0],)).copy()
+    if baseline == "expected_max":
+        rows = np.atleast_2d(np.asarray(x, np.float64))
+        rk = np.broadcast_to(np.asarray(ranks, np.float64), (rows.shape[0],))
+        out += np.array([expected_max(r[3] * 1e-3, r[5] * 1e-3, r[6:6 + BINS], int(p))
+                         for r, p in zip(rows, rk, strict=True)])
+    return out
+
+
 def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
                       term: CompositingTerm | None = None, hidden: Sequence[int] = (16, 8),
                       lambdas: Sequence[float] = LAMBDAS, seed: int = 0,
-                      where: str = "training data") -> ClusterModel:
-    """Train the MLP on 80 % of the rows, choose λ by MSE on the other 20 %, refit on all."""
+                      where: str = "training data", baseline: str = "term",
+                      folds: int = 5) -> ClusterModel:
+    """Train the MLP on what ``baseline`` leaves of the frame time; choose λ by the mean MSE
+    over ``folds`` cross-validation folds (one 80/20 split when ``folds`` < 2), refit on all."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(1):  # a 16+8 net: BLAS threads only contend (20x slower, loaded)
-        return _fit(x, y_seconds, pixels, ranks, term, hidden, lambdas, seed, where)
+        return _fit(x, y_seconds, pixels, ranks, term, hidden, lambdas, seed, where, baseline,
+                    folds)
 
 
 def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
          term: CompositingTerm | None, hidden: Sequence[int], lambdas: Sequence[float],
-         seed: int, where: str) -> ClusterModel:
+         seed: int, where: str, baseline: str, folds: int) -> ClusterModel:
     from sklearn.neural_network import MLPRegressor
 
     x = np.asarray(x, np.float64)
     y = np.asarray(y_seconds, np.float64)
     _check_rows(x, y, where)
-    resid_ms = (y - (term.seconds(pixels, ranks) if term else 0.0)) * 1e3
+    base = baseline_seconds(baseline, x, pixels, ranks, term)
+    if baseline == "expected_max":
+        if np.any(base <= 0):
+            raise ClusterModelError(f"{where}: the E[max] + term baseline needs render times > 0")
+        resid_ms = np.log(y / base)  # (named for the other baseline: unitless here)
+    else:
+        resid_ms = (y - base) * 1e3
     x_mean, x_std = x.mean(axis=0), x.std(axis=0)
     x_std[x_std == 0] = 1.0
     y_mean, y_std = float(resid_ms.mean()), float(resid_ms.std() or 1.0)
     xs, ys = (x - x_mean) / x_std, (resid_ms - y_mean) / y_std
     order = np.random.default_rng(seed).permutation(len(y))
-    cut = max(1, int(0.8 * len(y)))
-    tr, va = order[:cut], order[cut:] if cut < len(y) else order[:1]
+    if folds >= 2 and len(y) >= 2 * folds:
+        parts = np.array_split(order, folds)
+        splits = [(np.concatenate(parts[:i] + parts[i + 1:]), parts[i]) for i in range(folds)]
+    else:
+        cut = max(1, int(0.8 * len(y)))
+        splits = [(order[:cut], order[cut:] if cut < len(y) else order[:1])]
 
     def train(idx: NDArray, lam: float) -> Any:
         net = MLPRegressor(hidden_layer_sizes=tuple(hidden), activation="relu", alpha=lam,
                            solver="lbfgs", max_iter=5000, random_state=seed)
         return net.fit(xs[idx], ys[idx])
 
-    scores = {lam: float(np.mean((train(tr, lam).predict(xs[va]) - ys[va]) ** 2))
-              for lam in lambdas}
+    scores = {lam: float(np.mean([np.mean((train(tr, lam).predict(xs[va]) - ys[va]) ** 2)
+                                  for tr, va in splits])) for lam in lambdas}
     best = min(scores, key=scores.get)
     net = train(np.arange(len(y)), best)
     return ClusterModel([np.asarray(w) for w in net.coefs_],
                         [np.asarray(b) for b in net.intercepts_], x_mean, x_std, y_mean, y_std,
                         term, best, {"validation_mse": scores, "rows": int(len(y)),
-                                     "hidden": list(hidden)})
+                                     "hidden": list(hidden), "folds": len(splits)},
+                        baseline)
 
 
 def regression_scores(predicted: ArrayLike, measured: ArrayLike) -> dict[str, float]:

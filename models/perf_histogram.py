@@ -79,19 +79,8 @@ class PerfHistogram:
         return e[idx] + rng.random(size) * (e[idx + 1] - e[idx])
 
     def expected_max(self, draws: int) -> float:
-        """E[max of ``draws`` independent draws] (bins uniform inside): the local render part of
-        a frame when each of ``draws`` ranks draws its time on its own."""
-        e = self.edges
-        if e[-1] <= e[0] or draws <= 1:
-            return self.mean if draws <= 1 else float(e[0])
-        cdf = np.concatenate([[0.0], np.cumsum(self.frequencies)])
-        cdf /= cdf[-1]
-        u = np.linspace(0.0, 1.0, 65)
-        total = float(e[0])
-        for i in range(BINS):  # ∫ (1 − F(t)^P) dt with F linear inside each bin
-            f = cdf[i] + (cdf[i + 1] - cdf[i]) * u
-            total += float(np.trapezoid(1.0 - f**draws, u)) * (e[i + 1] - e[i])
-        return total
+        """E[max of ``draws`` independent draws] (:func:`expected_max`)."""
+        return expected_max(self.minimum, self.maximum, self.frequencies, draws, self.mean)
 
     def scaled(self, factor: float) -> PerfHistogram:
         """The same shape on a node ``factor`` times as slow (0.7 = 30 % faster), as in the seed."""
@@ -121,6 +110,25 @@ class PerfHistogram:
                        tuple(float(x) for x in d["frequencies"]), int(d["samples"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise HistogramError(f"{where}: not a performance histogram ({exc})") from None
+
+
+def expected_max(minimum: float, maximum: float, frequencies: ArrayLike, draws: int,
+                 mean: float | None = None) -> float:
+    """E[max of ``draws`` independent draws] from a histogram whose bins are uniform inside:
+    the local render part of a frame when each of ``draws`` ranks draws its time on its own."""
+    f = np.clip(np.asarray(frequencies, np.float64), 0.0, None)
+    if draws <= 1 and mean is not None:
+        return float(mean)
+    if maximum <= minimum or f.sum() <= 0:
+        return float(minimum)
+    e = np.linspace(minimum, maximum, f.size + 1)
+    cdf = np.concatenate([[0.0], np.cumsum(f)]) / f.sum()
+    u = np.linspace(0.0, 1.0, 65)
+    total = float(minimum)
+    for i in range(f.size):  # ∫ (1 − F(t)^P) dt with F linear inside each bin
+        c = cdf[i] + (cdf[i + 1] - cdf[i]) * u
+        total += float(np.trapezoid(1.0 - c ** max(draws, 1), u)) * (e[i + 1] - e[i])
+    return total
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ atomically through autotune.atomic_files).
 from __future__ import annotations
 
 import math
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -97,6 +98,18 @@ def idle_barrier(comm: Any, poll: float = 0.002) -> None:
         time.sleep(poll)
 
 
+def warm_blend() -> None:
+    """Load both numba blend kernels in this process now: each costs ~1 s (3 s on the loaded
+    machine) on its first call, which otherwise lands in whichever timed frame first needs it
+    (a 2-3 swap group can need the second kernel only at some views)."""
+    from raytracer.volume.span_blend import kernels
+
+    over, under = kernels()
+    a, b = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    over(a, b)
+    under(a, b)
+
+
 @dataclass
 class RealRun:
     """A rendered path: per-rank render seconds, rank 0's frame and compositing seconds."""
@@ -115,6 +128,7 @@ def run_real(comm: Any, volume: Any, tf: Any, width: int, height: int, frames: i
     """Render the seed's orbit (``frames`` views, two turns) with the ray caster on ``comm``
     (collective); rank 0 gets the :class:`RealRun`, the others None."""
     renderer = DistributedRenderer(volume, tf, comm, algorithm, share_cores=False)
+    warm_blend()
     cams = seed_orbit(volume.radius, frames)
     settings = FrameSettings(step=step)
     for cam in cams[:warmup]:
@@ -182,6 +196,7 @@ def run_emulation(comm: Any, config: EmulationConfig, hist: PathHistogram, sourc
     rank = comm.Get_rank()
     local = EmulatedRenderer(times[:, rank], seed=config.seed + rank)
     local.prepare(config.width, config.height)
+    warm_blend()
     renderer = DistributedRenderer(EmulationVolume(), None, network(comm, config.network),
                                    algorithm, local=local)
     cams = seed_orbit(128.0 * math.sqrt(3.0), config.frames + warmup)
@@ -195,6 +210,8 @@ def run_emulation(comm: Any, config: EmulationConfig, hist: PathHistogram, sourc
         "key": config.key, **asdict(config), "source": source, "algorithm": algorithm,
         "frame_seconds": float(frame.mean()),
         "frame_seconds_std": float(frame.std()),
+        "frame_times": frame.tolist(),
+        "load_avg": float(os.getloadavg()[0]),
         "render_max_seconds": float(np.mean([r.render_max for r in recs])),
         "composite_seconds": float(np.mean([r.ranks[0].composite_seconds for r in recs])),
         "asked_max_seconds": float(times[warmup:].max(axis=1).mean()),
