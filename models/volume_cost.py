@@ -179,14 +179,38 @@ class StageWork:
         return self.partners / max(self.max_partners, 1)
 
 
+def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0) -> NDArray:
+    """Finish time of each rank's local render when ranks share ``cores`` cores fairly.
+
+    ``work``: (ranks, candidates) CPU seconds; each rank runs ``threads`` threads, so with n
+    ranks still busy each progresses at ``min(threads, cores / n)`` CPU seconds per second
+    (processor sharing): a rank that finishes early hands its core to the others. With a core
+    or more per thread (a real cluster) this is work / threads, and the frame's render is the
+    slowest rank's, as seed 004 aggregates; on an oversubscribed node it is not.
+    """
+    w = np.atleast_2d(np.asarray(work, np.float64))
+    ranks = w.shape[0]
+    order = np.argsort(w, axis=0, kind="stable")
+    sorted_w = np.take_along_axis(w, order, axis=0)
+    active = ranks - np.arange(ranks)  # ranks still busy while the k-th smallest finishes
+    rate = np.minimum(threads, cores / active)[:, None]
+    steps = np.diff(sorted_w, axis=0, prepend=0.0) / rate
+    finish_sorted = np.cumsum(steps, axis=0)
+    out = np.empty_like(w)
+    np.put_along_axis(out, order, finish_sorted, axis=0)
+    return out
+
+
 @dataclass(frozen=True)
 class ClusterFrameModel:
     """Rank 0's frame time for a P-rank frame: per-rank render models, stage and gather models."""
 
-    render: tuple[RenderModel, ...]  # one per rank
+    render: tuple[RenderModel, ...]  # one per rank, in CPU seconds of work
     stage: StageModel  # shared by all stages and ranks (same code, same links)
     gather: GatherModel
     meta: dict[str, Any] = field(default_factory=dict)
+    cores: float = math.inf  # cores the ranks share (inf: each rank has its own node)
+    threads: float = 1.0  # threads each rank's renderer runs
 
     @property
     def ranks(self) -> int:
@@ -210,8 +234,9 @@ class ClusterFrameModel:
             raise VolumeModelError(f"expected ({self.ranks}, candidates) samples, skipped and "
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         area = np.broadcast_to(np.asarray(image_scale, np.float64) ** 2, samples.shape[1:])
-        per_rank = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels)
-                             for i, m in enumerate(self.render)])
+        work = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels)
+                         for i, m in enumerate(self.render)])
+        per_rank = shared_finish(work, self.cores, self.threads)
         out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank}
         comp = np.zeros_like(area)
         for s, works in enumerate(stages):
@@ -231,13 +256,16 @@ class ClusterFrameModel:
 
     def to_dict(self) -> dict[str, Any]:
         return {"render": [asdict(m) for m in self.render], "stage": asdict(self.stage),
-                "gather": asdict(self.gather), "meta": self.meta}
+                "gather": asdict(self.gather), "meta": self.meta,
+                "cores": None if math.isinf(self.cores) else self.cores,
+                "threads": self.threads}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<volume model>") -> ClusterFrameModel:
         try:
             return cls(tuple(RenderModel(**r) for r in d["render"]), StageModel(**d["stage"]),
-                       GatherModel(**d["gather"]), dict(d.get("meta", {})))
+                       GatherModel(**d["gather"]), dict(d.get("meta", {})),
+                       float(d.get("cores") or math.inf), float(d.get("threads", 1.0)))
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
 

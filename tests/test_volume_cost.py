@@ -87,3 +87,17 @@ def test_render_fit_shrugs_off_contention_spikes():
     want = truth.predict(samples, skipped, rays, pixels)
     err = np.abs(fit.predict(samples, skipped, rays, pixels) - want)[clean] / want[clean]
     assert err.mean() < 0.02  # plain least squares: 4.2 %
+
+
+def test_ranks_sharing_cores_finish_by_processor_sharing():
+    from models.volume_cost import shared_finish
+
+    work = np.array([[1.0], [3.0], [2.0], [2.0]])  # CPU seconds of 4 ranks, one thread each
+    np.testing.assert_allclose(shared_finish(work, cores=np.inf)[:, 0], [1, 3, 2, 2])
+    # 2 cores for 4 ranks: all at half speed until the first is done at t=2, then the three
+    # others at 2/3 speed until the 2-second ones are done (t=3.5), then the last alone
+    finish = shared_finish(work, cores=2.0)[:, 0]
+    np.testing.assert_allclose(finish, [2.0, 4.5, 3.5, 3.5])
+    assert finish.max() == pytest.approx(work.sum() / 2 + 0.5)
+    two_threads = shared_finish(np.array([[4.0]]), cores=2.0, threads=2.0)
+    assert two_threads[0, 0] == pytest.approx(2.0)

@@ -138,6 +138,9 @@ class RankTiming:
     gather: compositing.StageTiming = field(
         default_factory=lambda: compositing.StageTiming("gather")
     )
+    # process CPU seconds of the local render (all threads): the rank's work, whatever share
+    # of a core it got (ranks that share a machine's cores run slower than their work)
+    cpu_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
@@ -173,7 +176,7 @@ class FrameRecord:
         return out
 
 
-_HEAD = 9  # brick, render, kernel, samples, skipped, rays, composite, gather s, gather bytes
+_HEAD = 10  # brick, render, kernel, samples, skipped, rays, composite, gather s, gather bytes, cpu
 _PER_STAGE = 6  # seconds, blend seconds, bytes sent, bytes received, blended pixels, partners
 
 
@@ -182,6 +185,7 @@ def _encode(rank_timing: RankTiming) -> np.ndarray:
     head = [
         t.brick, t.render_seconds, t.kernel_seconds, t.samples, t.skipped, t.rays,
         t.composite_seconds, t.gather.seconds, t.gather.bytes_sent + t.gather.bytes_received,
+        t.cpu_seconds,
     ]  # fmt: skip
     body = [
         [s.seconds, s.blend_seconds, s.bytes_sent, s.bytes_received, s.blended_pixels,
@@ -212,7 +216,7 @@ def _decode(
     )
     return RankTiming(
         rank, int(vec[0]), float(vec[1]), float(vec[2]), int(vec[3]), int(vec[4]), int(vec[5]),
-        float(vec[6]), stages, gather,
+        float(vec[6]), stages, gather, float(vec[9]),
     )  # fmt: skip
 
 
@@ -288,12 +292,13 @@ class DistributedRenderer:
     ) -> FrameResult:
         """Render, composite and gather one frame (collective). Rank 0 gets the final
         (height, width, 4) premultiplied RGBA float32 image and the frame's record."""
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         rw, rh = settings.render_size(width, height)
         order = self.partition.visibility_order(camera.eye)
         with watchdog("local render", self.timeout, self.comm):
             local = self.local.render(camera, rw, rh, settings.step, settings.ert_threshold)
         render_seconds = time.perf_counter() - t0
+        cpu_seconds = time.process_time() - cpu0
         rgba = np.ascontiguousarray(local.rgba, np.float32)
         with watchdog("compositing", self.timeout, self.comm):
             result = compositing.composite(rgba, order, self.algorithm, self.comm, self.k)
@@ -306,7 +311,7 @@ class DistributedRenderer:
         mine = RankTiming(
             self.rank, self.brick.index, render_seconds, float(local.kernel_seconds),
             int(local.samples), int(getattr(local, "skipped", 0)), int(local.rays),
-            result.seconds, result.stages, result.gather,
+            result.seconds, result.stages, result.gather, cpu_seconds,
         )  # fmt: skip
         with watchdog("timing gather", self.timeout, self.comm):
             record = self._gather_record(mine, camera, settings, width, height, rw, rh, order)

@@ -154,8 +154,10 @@ def stage_work(record: FrameRecord) -> tuple[list[list[StageWork]], float]:
 
 
 def fit_volume_model(samples: Sequence[Sample], ranks: int, width: int, height: int,
-                     thresholds: np.ndarray) -> tuple[ClusterFrameModel, float]:
-    """Per-rank render models, the joint compositing model and the upscale cost."""
+                     thresholds: np.ndarray, cores: float = math.inf,
+                     threads: float = 1.0) -> tuple[ClusterFrameModel, float]:
+    """Per-rank render models (CPU seconds of work), the joint compositing model and the
+    upscale cost; ``cores``/``threads``: how the ranks share the machine's cores."""
     renders = []
     for r in range(ranks):
         est_s, est_k, est_r, px, sec = [], [], [], [], []
@@ -168,7 +170,8 @@ def fit_volume_model(samples: Sequence[Sample], ranks: int, width: int, height: 
             est_k.append((w.span[idx, r] - w.length[idx, r]) / s.settings.step * pixels)
             est_r.append(w.rays[r] * pixels)
             px.append(pixels)
-            sec.append(rec.ranks[r].render_seconds)
+            cpu = rec.ranks[r].cpu_seconds
+            sec.append(cpu if cpu > 0 else rec.ranks[r].render_seconds)
         renders.append(RenderModel.fit(est_s, est_k, est_r, px, sec))
     ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
     for s in samples:
@@ -187,7 +190,18 @@ def fit_volume_model(samples: Sequence[Sample], ranks: int, width: int, height: 
     finish = float(np.median([t / p for t, p in up])) if up else 0.0
     return ClusterFrameModel(tuple(renders), stage, gather,
                              meta={"ranks": ranks, "frames": len(samples),
-                                   "width": width, "height": height}), finish
+                                   "width": width, "height": height},
+                             cores=cores, threads=threads), finish
+
+
+def shared_cores(renderer: DistributedRenderer) -> tuple[float, float]:
+    """(cores the ranks share, threads per rank) — collective. Ranks on one node share its
+    cores (processor sharing); with a core per rank thread or more it changes nothing."""
+    from raytracer.volume.mpi_runtime import cpu_cores, ranks_on_node
+
+    per_node = ranks_on_node(renderer.comm)
+    threads = float(getattr(renderer, "threads", max(1, cpu_cores() // per_node)))
+    return float(cpu_cores()) * renderer.size / per_node, threads
 
 
 @dataclass
@@ -224,6 +238,7 @@ class TunedVolumeRenderer:
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None
         self.boxes = brick_boxes(renderer.partition)
+        self.cores, self.threads = shared_cores(renderer)
         self.model: VolumeModel | None = None
         self.losses: QualityLosses | None = None
         self.tuner: Tuner | None = None
@@ -273,7 +288,8 @@ class TunedVolumeRenderer:
                 samples.append(Sample(workload, settings, res.record))
         if self.rank == 0:
             model, finish = fit_volume_model(samples[1:], self.renderer.size, self.width,
-                                             self.height, self.thresholds)
+                                             self.height, self.thresholds, self.cores,
+                                             self.threads)
             self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
             self.model.use_record(samples[-1].record)
             self.calibration_samples = samples
