@@ -188,13 +188,14 @@ def main(argv: list[str] | None = None) -> int:
     settings = eval_settings(args.quick)
     cal_views = 3 if args.quick else 6
     counts = load_kernel_counts()
-    total = (len(cal_scenes) * len(cal_sizes) * cal_views * len(CALIBRATION_SETTINGS)
+    total = (len(cal_scenes) * len(cal_sizes) * (cal_views + 2) * len(CALIBRATION_SETTINGS)
              + len(scenes) * len(sizes) * frames * len(settings))
     with tqdm(total=total, desc="model accuracy", unit="frame") as bar:
         cal_samples: list[Sample] = []
         tracer = None
         for name in cal_scenes:
-            tracer, s = measure(name, lambda sc: calibration_views(sc, cal_views), cal_sizes,
+            tracer, s = measure(name, lambda sc: calibration_views(sc, cal_views, True),
+                                cal_sizes,
                                 CALIBRATION_SETTINGS, args.device, bar)
             cal_samples += s
         transfer_samples = [s for s in cal_samples if s.scene == TRANSFER_SCENE
@@ -221,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_1min": os.getloadavg()[0],
         "calibration_set": {"scenes": list(cal_scenes),
                             "sizes": [f"{w}x{h}" for w, h in cal_sizes],
-                            "path": f"calibration orbit, {cal_views} views",
+                            "path": f"calibration orbit, {cal_views} views + one aside and "
+                                    f"one turned away",
                             "settings": "AO 0/2/8/16 with shadows/Phong varied (4 settings)",
                             "frames": len(cal_samples)},
         "held_out_set": {"scenes": scenes, "sizes": [f"{w}x{h}" for w, h in sizes],

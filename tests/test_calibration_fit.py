@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from models.app_calibration import AppCalibration
-from models.device_profile import builtin_profiles
+from models.device_profile import DeviceProfile
 from models.raytrace_cost import PHASES, predict_phase_seconds
 from models.workload import Workload
 from raytracer.tracer import RenderSettings
@@ -27,7 +27,11 @@ from raytracer.tuning.calibration_fit import (
 )
 from raytracer.tuning.instruction_counts import load_kernel_counts
 
-CPU = builtin_profiles()["pocl-pthread-amd-epyc"]
+# a PoCL CPU as profiled here before issue 12 (one 64-lane work-group per core: N = 1)
+CPU = DeviceProfile(name="pthread-AMD EPYC", driver="3.0-rc2", cores=2, warp_size=64,
+                    issue_cycles=5.85, max_blocks_per_core=1, clock_ghz=2.596,
+                    bandwidth_gbs=32.83, mem_latency=40.49, dep_delay_coal=0.81,
+                    dep_delay_uncoal=4.66, bytes_per_access=4, transactions_per_uncoal=1)
 COUNTS = load_kernel_counts()
 TRUE = AppCalibration("raytracer", CPU.name, CPU.driver,
                       scale={"primary": 1.3, "shadow": 0.8, "ao": 1.1, "shade": 0.6},

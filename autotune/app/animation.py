@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class FrameLog:
     phong: bool
     probe_seconds: float
     over_budget: bool
+    kernel_seconds: float = 0.0  # the kernels' event time (the second figure)
 
 
 def orbit_camera_path(scene: Scene, frames: int) -> list[Camera]:
@@ -69,17 +71,26 @@ def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
 
 
 def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
-             frames_dir: Path | None = None, progress: bool = True) -> list[FrameLog]:
-    """Render every camera of the path through the tuner; optionally save each frame as PNG."""
+             frames_dir: Path | None = None, progress: bool = True,
+             keep: dict[int, np.ndarray | None] | None = None,
+             before_frame: Callable[[int], None] | None = None) -> list[FrameLog]:
+    """Render every camera of the path through the tuner; optionally save each frame as PNG.
+
+    ``keep``: a dict whose keys are frame indices; their images are stored into it.
+    ``before_frame(i)``: called before frame ``i`` (e.g. to change the cost mid-path)."""
     from autotune.atomic_files import save_png
 
     logs = []
     for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,
                                  leave=False)):
+        if before_frame is not None:
+            before_frame(i)
         f = renderer.render(cam, cameras[i + 1] if i + 1 < len(cameras) else None)
         logs.append(FrameLog(i, renderer.target_seconds, f.measured, f.predicted, f.corrected,
                              f.settings.ao_rays, f.settings.shadows, f.settings.phong,
-                             f.probe_seconds, f.over_budget))
+                             f.probe_seconds, f.over_budget, f.kernel_seconds))
+        if keep is not None and i in keep:
+            keep[i] = f.image
         if frames_dir is not None:
             save_png(f.image, frames_dir / f"frame_{i:04d}.png")
     return logs
@@ -88,7 +99,9 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
 def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:
     """The experiment's figures: :func:`tracking_figures` and the mean AO ray count."""
     return {**tracking_figures(logs, turn_at),
-            "mean_ao_rays": float(np.mean([x.ao_rays for x in logs]))}
+            "mean_ao_rays": float(np.mean([x.ao_rays for x in logs])),
+            "mean_frame_ms": float(np.mean([x.measured for x in logs]) * 1e3),
+            "mean_kernel_ms": float(np.mean([x.kernel_seconds for x in logs]) * 1e3)}
 
 
 def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:

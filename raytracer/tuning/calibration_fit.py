@@ -62,7 +62,7 @@ FULL_SIZES = ((320, 180), (640, 360))
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 PHASE_TERMS = ("scale", "launch", "miss", "offset")  # admitted in this order after the device's
 IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside the span
-UNDETERMINED = 0.5  # relative standard error beyond which a device figure is held after all
+UNDETERMINED = 0.5  # relative standard error beyond which a device figure is held where fitted
 NO_EFFECT = 1e-6  # a log-parameter whose column is below this share of the scales' does nothing
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
 RENDERER = "raytracer"  # the key of the ray tracer's application calibration
@@ -102,11 +102,21 @@ class Sample:
     scene: str = ""
 
 
-def calibration_views(scene: Scene, count: int) -> list[Camera]:
-    """Views that orbit and dolly into the scene (the paper's animation, sampled)."""
+def calibration_views(scene: Scene, count: int, sky: bool = False) -> list[Camera]:
+    """Views that orbit and dolly into the scene (the paper's animation, sampled); with
+    ``sky``, two more from the first eye: turned 25° aside (the scene at the frame's edge) and
+    turned away (an empty view), so missed pixels and launch costs are measured too."""
     cam = scene.camera
-    return orbit_path(np.asarray(cam.target), np.asarray(cam.eye), count, turns=0.75,
-                      dolly=0.45, up=cam.up, fov_y=cam.fov_y)
+    views = orbit_path(np.asarray(cam.target), np.asarray(cam.eye), count, turns=0.75,
+                       dolly=0.45, up=cam.up, fov_y=cam.fov_y)
+    if sky:
+        eye, target = np.asarray(cam.eye, np.float64), np.asarray(cam.target, np.float64)
+        d = target - eye
+        c, s = np.cos(np.radians(25)), np.sin(np.radians(25))
+        aside = eye + np.array([c * d[0] - s * d[2], d[1], s * d[0] + c * d[2]])
+        views += [Camera(tuple(eye), tuple(aside), cam.up, cam.fov_y),
+                  Camera(tuple(eye), tuple(eye - d), cam.up, cam.fov_y)]
+    return views
 
 
 def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: int, height: int,
@@ -275,13 +285,22 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
     problem = _Problem(base, counts, samples)
     fitted, held = problem.identifiable(problem.start())
     result, start, uncertainty = _solve(problem, fitted)
-    # a device figure the data leave undetermined (standard error beyond half its value, e.g.
-    # pushed to FIT_RANGE where memory instructions stop mattering) is held as measured too
-    loose = [p for p in fitted if p.kind == "device"
-             and uncertainty[p.name] > UNDETERMINED]
-    if loose:
-        fitted = [p for p in fitted if p not in loose]
-        held += loose
+    # A device figure with no effect at the solution (an infinite standard error: e.g. the
+    # latency once the bandwidth bound sets the access time) is held as measured and the rest
+    # refitted. One that is merely loose (relative error > UNDETERMINED: pushed along a flat
+    # valley, e.g. towards FIT_RANGE where memory instructions stop mattering) is held where
+    # the fit left it ("<name>=fitted"): the predictions do not depend on where in the valley
+    # it stops, the noisy microbenchmark figure would change them, and the other parameters'
+    # errors are then their own rather than the valley's.
+    idle = [p for p in fitted if p.kind == "device" and uncertainty[p.name] >= 1e300]
+    loose = [p for p in fitted if p.kind == "device" and UNDETERMINED < uncertainty[p.name]
+             < 1e300]
+    if idle or loose:
+        values = dict(start, **dict(zip([p.name for p in fitted], result.x, strict=True)))
+        problem.base = dataclasses.replace(problem.base, **{
+            p.key: float(np.exp(values[p.name])) for p in loose})
+        fitted = [p for p in fitted if p not in idle and p not in loose]
+        held += idle + [_Parameter(p.kind, f"{p.key}=fitted") for p in loose]
         result, start, uncertainty = _solve(problem, fitted)
     names = [p.name for p in fitted]
     values = dict(start, **dict(zip(names, result.x, strict=True)))
@@ -446,13 +465,13 @@ def collect_calibration_samples(device: DeviceInfo, quick: bool, progress: bool 
     views = views or (3 if quick else 6)
     spec = f"{device.platform_index}:{device.device_index}"
     samples: list[Sample] = []
-    total = len(scenes) * len(sizes) * views * len(CALIBRATION_SETTINGS)
+    total = len(scenes) * len(sizes) * (views + 2) * len(CALIBRATION_SETTINGS)
     with tqdm(total=total, desc="calibrating", unit="frame", disable=not progress) as bar:
         for name in scenes:
             scene = load_scene(name)
             tracer = Tracer(scene, device=spec)
             probe = Probe.for_tracer(tracer)
             for width, height in sizes:
-                samples += collect_samples(tracer, probe, calibration_views(scene, views), width,
-                                           height, bar=bar, scene=name)
+                samples += collect_samples(tracer, probe, calibration_views(scene, views, True),
+                                           width, height, bar=bar, scene=name)
     return samples

@@ -120,7 +120,7 @@ class TunedFrame:
     settings: RenderSettings
     measured: float  # frame seconds the user waits for: probe + kernels + read-back
     predicted: float  # model seconds for the same span (probe spent + kernels + overhead)
-    corrected: float  # model x slow-feedback correction
+    corrected: float  # model kernels x slow-feedback correction + the measured parts
     phase_seconds: dict[str, float]
     probe_seconds: float
     workload: Workload
@@ -169,6 +169,17 @@ class TunedRenderer:
         self.probe.ao_radius = float(value)
 
     @property
+    def settings(self) -> RenderSettings:
+        """The knobs of the last frame; set them (with ``tuning = False``) to hold them."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: RenderSettings) -> None:
+        value.validate()
+        self._settings = RenderSettings(value.ao_rays, self.ao_radius, value.shadows,
+                                        value.phong)
+
+    @property
     def target_seconds(self) -> float:
         return self.tuner.target_seconds
 
@@ -188,12 +199,21 @@ class TunedRenderer:
         self.width, self.height = width, height
 
     def _predict(self, c: dict[str, np.ndarray]) -> np.ndarray:
+        """Model kernel seconds + the measured parts of the frame. The tuner multiplies what
+        this returns by its feedback correction; the probe time already spent and the host
+        overhead are measured, not modelled, so they are passed divided by it: the correction
+        (a model bias) scales the kernels only. Otherwise a view where the known parts
+        dominate (an empty sky) would teach a correction that is wrong for the next view."""
         seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"])
-        seconds = seconds + (self._spent + self.overhead_seconds)
+        seconds = seconds + self._known() / self.tuner.correction
         if self.force_shadows is not None:
             seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
                                EXCLUDED_SECONDS)
         return seconds
+
+    def _known(self) -> float:
+        """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
+        return self._spent + self.overhead_seconds
 
     def _measure(self, camera: Camera) -> tuple[Workload, float]:
         """The view's workload: from the probe started during the last frame, else now."""
@@ -224,7 +244,9 @@ class TunedRenderer:
             over_budget = False
         settings = self._settings
         predicted_phases = self.model.phase_seconds(self._workload, settings)
-        predicted = float(sum(predicted_phases.values())) + self._spent + self.overhead_seconds
+        kernels = float(sum(predicted_phases.values()))
+        known = self._known()
+        predicted, corrected = kernels + known, kernels * self.tuner.correction + known
         if next_camera is not None and self.overlap_probe:
             started = time.perf_counter()
             future = self.probe.measure_async(next_camera, self.width, self.height)
@@ -244,7 +266,7 @@ class TunedRenderer:
         if self.tuning:
             self.tuner.observe(wall)
         self.frame_index += 1
-        return TunedFrame(frame.image, settings, wall, predicted,
-                          predicted * self.tuner.correction, frame.phase_seconds, probe_seconds,
-                          self._workload, over_budget, predicted_phases, frame.seconds)
+        return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
+                          probe_seconds, self._workload, over_budget, predicted_phases,
+                          frame.seconds)
 
