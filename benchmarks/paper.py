@@ -33,8 +33,10 @@ import numpy as np
 from autotune.app.animation import (
     heldout_camera_path,
     logs_to_dicts,
+    measure_settings,
     orbit_camera_path,
     plot_run,
+    reference_frame_target,
     run_path,
     summarize,
 )
@@ -48,7 +50,6 @@ from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 from raytracer.tuning.tuned_renderer import TunedRenderer
 
-REFERENCE = RenderSettings(8, 0.1, True, True)
 FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True)
 TRAINING = Path(__file__).resolve().parent.parent / "tests" / "data" / \
     "replay_dragon_small_train.json"
@@ -65,13 +66,6 @@ def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
     cams = turn_path(eye, eye + (eye - target), target, frames, turn_at, scene.camera.up,
                      scene.camera.fov_y)
     return cams, turn_at
-
-
-def measure_settings(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
-                     repeats: int = 3) -> float:
-    """Median controlled time of ``repeats`` frames of one view with fixed knobs."""
-    renderer.tuning, renderer.settings = False, settings
-    return float(np.median([renderer.render(camera).measured for _ in range(repeats)]))
 
 
 def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance: float = 0.01,
@@ -186,7 +180,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
     turn, turn_at = turn_camera_path(scene, max(frames // 2, 4))
     probe_renderer = TunedRenderer(scene, width, height, 1.0, tracer=tracer)
     target = (target_ms / 1e3 if target_ms
-              else measure_settings(probe_renderer, orbit[0], REFERENCE, repeats=5))
+              else reference_frame_target(probe_renderer, orbit[0]))
     result: dict = {"scene": scene_name, "target_ms": target * 1e3, "width": width,
                     "height": height, "frames": frames, "controlled_time": CONTROLLED,
                     "target_is": "median frame time of 8 AO rays + shadows + Phong on the "

@@ -76,6 +76,9 @@ def test_demo_writes_frames_plot_and_report(tmp_path, capsys):
     assert figures["summary"]["frames"] == 3 and len(figures["per_frame"]) == 3
     report = (out / "report.txt").read_text()
     assert "mean |frame - target|" in report
+    quality = figures["summary"]["image_quality"]  # issue 12: not by dropping to the floor
+    assert quality["frames"] == [0, 1, 2] and 0 < quality["mean_ssim"] <= 1
+    assert "PSNR / SSIM vs the full-quality frame" in report
     assert "marschner-lobb:24 on 2 MPI ranks" in report
     volume = json.loads((out / "volume" / "summary.json").read_text())
     assert volume["ranks"] == 2 and volume["governed"]["target_ms"] == 60

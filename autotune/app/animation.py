@@ -19,10 +19,42 @@ from raytracer.tuning.tuned_renderer import TunedRenderer
 REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
 
 
-def reference_target(tracer: Tracer, camera: Camera, width: int, height: int) -> float:
-    """A target the scene can meet with a mid setting: its measured time on the first view."""
-    tracer.render(camera, width, height, REFERENCE_SETTINGS)
-    return min(tracer.render(camera, width, height, REFERENCE_SETTINGS).seconds for _ in range(3))
+def measure_settings(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
+                     repeats: int = 3) -> float:
+    """Median controlled time (the frame the user waits for: probe + kernels + read-back) of
+    ``repeats`` frames of one view with fixed knobs; leaves the renderer's tuning off."""
+    renderer.tuning, renderer.settings = False, settings
+    return float(np.median([renderer.render(camera).measured for _ in range(repeats)]))
+
+
+def reference_frame_target(renderer: TunedRenderer, camera: Camera, repeats: int = 5) -> float:
+    """A target the scene can meet with a mid setting (8 AO rays + shadows + Phong): the median
+    frame the user waits for on ``camera``, probe included, so target and frames match."""
+    target = measure_settings(renderer, camera, REFERENCE_SETTINGS, repeats)
+    renderer.tuning = True
+    return target
+
+
+FULL_SETTINGS = RenderSettings(ao_rays=64, ao_radius=0.1, shadows=True, phong=True)
+
+
+def image_quality(tracer: Tracer, cameras: list[Camera], kept: dict[int, np.ndarray],
+                  width: int, height: int) -> dict:
+    """PSNR / SSIM of kept frames against the full-quality frame (64 AO rays + shadows +
+    Phong, same view and seed): holding a target must not hide dropping to the floor."""
+    from autotune.image_quality import psnr, ssim
+
+    p, s = [], []
+    for i, image in sorted(kept.items()):
+        ref = tracer.render(cameras[i], width, height, FULL_SETTINGS, seed=i).image / 255.0
+        p.append(psnr(image / 255.0, ref))
+        s.append(ssim(image / 255.0, ref))
+    finite = [x for x in p if np.isfinite(x)]
+    return {"frames": sorted(kept), "reference": "64 AO rays + shadows + Phong, same view/seed",
+            "psnr_db": [x if np.isfinite(x) else None for x in p],
+            "mean_psnr_db": float(np.mean(finite)) if finite else None,
+            "identical_frames": len(p) - len(finite), "ssim": s,
+            "mean_ssim": float(np.mean(s)), "min_ssim": float(np.min(s))}
 
 
 @dataclass

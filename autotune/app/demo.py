@@ -7,10 +7,11 @@ from pathlib import Path
 
 from autotune.app import options as opt
 from autotune.app.animation import (
+    image_quality,
     logs_to_dicts,
     orbit_camera_path,
     plot_run,
-    reference_target,
+    reference_frame_target,
     run_path,
     summarize,
 )
@@ -25,7 +26,7 @@ REPORT = """autotune demo: {scene} ({triangles} triangles) on {device}
 {frames} frames at {width}x{height}, target {target_ms:.1f} ms per frame (the frame the \
 user waits for: probe + kernels + read-back), controller {controller}
 
-{tracking}
+{tracking}{quality}
 frames/      every frame as PNG
 plot.png     frame times vs target, AO rays, model errors
 figures.json the figures above and every frame's knobs and times
@@ -56,14 +57,20 @@ def run_demo(args: argparse.Namespace) -> int:
     tracer = Tracer(scene, device=args.device)
     check_device_memory(tracer, args.width, args.height)
     cameras = orbit_camera_path(scene, args.frames)
-    target = (opt.target_seconds(args)
-              or reference_target(tracer, cameras[0], args.width, args.height))
+    given = opt.target_seconds(args)
+    if not given:  # the frame the user waits for at a mid setting, probe included
+        reference = TunedRenderer(scene, args.width, args.height, 1.0, tracer=tracer)
+        given = reference_frame_target(reference, cameras[0])
+    target = given
     renderer = TunedRenderer(scene, args.width, args.height, target,
                              controller=args.controller, tracer=tracer)
+    n = len(cameras)
+    kept: dict = dict.fromkeys(sorted({0, n // 3, (2 * n) // 3, n - 1}))
     with output_dir(out, args.force) as work:
         (work / "frames").mkdir(exist_ok=True)
-        logs = run_path(renderer, cameras, desc="demo", frames_dir=work / "frames")
+        logs = run_path(renderer, cameras, desc="demo", frames_dir=work / "frames", keep=kept)
         figures = summarize(logs)
+        figures["image_quality"] = image_quality(tracer, cameras, kept, args.width, args.height)
         plot_run({args.controller: logs}, f"{scene.name}: tuned to {target * 1e3:.1f} ms",
                  work / "plot.png")
         info = {"scene": scene.name, "triangles": scene.triangle_count,
@@ -71,7 +78,13 @@ def run_demo(args: argparse.Namespace) -> int:
                 "target_ms": target * 1e3, "controller": args.controller}
         write_json(work / "figures.json",
                    {**info, "summary": figures, "per_frame": logs_to_dicts(logs)}, indent=1)
-        report = REPORT.format(**info, frames=len(logs), tracking=tracking_report(figures))
+        q = figures["image_quality"]
+        quality = (f"PSNR / SSIM vs the full-quality frame (64 AO rays + shadows + Phong) of "
+                   f"frames {', '.join(map(str, q['frames']))}: "
+                   f"{_figure(q['mean_psnr_db'], '.1f', 'inf (identical)')} dB / "
+                   f"{q['mean_ssim']:.3f} (lowest SSIM {q['min_ssim']:.3f})\n")
+        report = REPORT.format(**info, frames=len(logs), tracking=tracking_report(figures),
+                               quality=quality)
         if args.volume_ranks > 0:
             report += run_volume_part(args, work / "volume")
         write_text(work / "report.txt", report)
