@@ -241,7 +241,8 @@ def predict_frame_seconds_batch(
 ) -> NDArray[np.float64]:
     """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
 
-    Knob-independent phases are evaluated once; only AO is evaluated per candidate.
+    One Hong–Kim evaluation for everything: the knob-independent launches (primary, both
+    shade variants, shadow) and AO once per distinct ray count (the controller's hot path).
     """
     a_r, shadow_on, phong_on = np.broadcast_arrays(
         np.asarray(ao_rays, dtype=np.float64),
@@ -252,28 +253,35 @@ def predict_frame_seconds_batch(
         raise ValueError("ao_rays must be >= 0")
     blocks = _check_launch(workload, threads_per_block)
     w = workload
-
-    def seconds(phase: str, ins: PhaseInstructions) -> float:
-        s = predict_seconds(
-            profile, ins.compute, ins.coal, ins.uncoal, 0, threads_per_block, blocks
-        )
-        return float(_calibrated(calibration, phase, float(s), w))
-
-    total = np.full(
-        a_r.shape, seconds("primary", _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i))
-    )
+    fixed = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
     if phong_on.any():
-        phong_s = seconds("shade", _shade(counts, w, True))
-        total += np.where(phong_on, phong_s, 0.0)
+        fixed["phong"] = _shade(counts, w, True)
     if not phong_on.all():
-        flat_s = seconds("shade", _shade(counts, w, False))
-        total += np.where(phong_on, 0.0, flat_s)
+        fixed["flat"] = _shade(counts, w, False)
     if shadow_on.any():
         c, mu = _shadow_counts(counts, w)
-        total += np.where(shadow_on, seconds("shadow", PhaseInstructions(c, 0.0, mu)), 0.0)
+        fixed["shadow"] = PhaseInstructions(float(c), 0.0, float(mu))
     ao_on = a_r > 0
+    rays, where = np.unique(a_r, return_inverse=True)
+    c_ao, mu_ao = _ao_counts(counts, w, rays) if ao_on.any() else (rays * 0, rays * 0)
+    k = len(fixed)
+    compute = np.concatenate([[i.compute for i in fixed.values()], np.broadcast_to(c_ao,
+                                                                                   rays.shape)])
+    coal = np.concatenate([[i.coal for i in fixed.values()], np.zeros(rays.shape)])
+    uncoal = np.concatenate([[i.uncoal for i in fixed.values()], np.broadcast_to(mu_ao,
+                                                                                 rays.shape)])
+    secs = predict_seconds(profile, compute, coal, uncoal, 0.0, threads_per_block, blocks)
+    phase_of = {"primary": "primary", "phong": "shade", "flat": "shade", "shadow": "shadow"}
+    one = {key: float(_calibrated(calibration, phase_of[key], float(secs[i]), w))
+           for i, key in enumerate(fixed)}
+    total = np.full(a_r.shape, one["primary"])
+    if "phong" in one:
+        total += np.where(phong_on, one["phong"], 0.0)
+    if "flat" in one:
+        total += np.where(phong_on, 0.0, one["flat"])
+    if "shadow" in one:
+        total += np.where(shadow_on, one["shadow"], 0.0)
     if ao_on.any():
-        c, mu = _ao_counts(counts, w, a_r)
-        ao_s = predict_seconds(profile, c, 0.0, mu, 0.0, threads_per_block, blocks)
-        total += np.where(ao_on, _calibrated(calibration, "ao", ao_s, w), 0.0)
+        ao_s = _calibrated(calibration, "ao", secs[k:], w)
+        total += np.where(ao_on, np.asarray(ao_s)[where.reshape(a_r.shape)], 0.0)
     return total
