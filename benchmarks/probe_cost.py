@@ -1,7 +1,11 @@
-"""``autotune bench probe``: what the CPU probe costs against a 30 fps frame budget.
+"""``autotune bench probe``: what the CPU probe costs against a 30 fps frame budget, and
+what a coarser probe costs in accuracy.
 
 Reference measured in the same run: the OpenCL primary-ray phase of the same view at full
-resolution, so the ratio says how much of the frame's own tracing the probe adds.
+resolution, so the ratio says how much of the frame's own tracing the probe adds. Accuracy:
+the frame time the model predicts (8 AO rays + shadows + Phong, the device's calibration) from
+each probe resolution, against the prediction from a probe at half the frame's resolution per
+axis (``reference_factor``), over the same views.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from autotune.app.report import emit
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.tuned_renderer import device_model
 
 BUDGET_30FPS = 1.0 / 30.0
+REFERENCE_FACTOR = 2  # the accuracy reference: a probe at half the frame's resolution per axis
+ACCURACY_SETTINGS = RenderSettings(8, 0.1, True, True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,11 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     scenes = args.scene or (["dragon-small"] if args.quick else ["dragon", "sibenik", "city"])
-    factors = args.factor or [8, 16, 32]
+    factors = args.factor or [4, 8, 16, 32]
     width, height = 1280, 720
     views = 3 if args.quick else 8
     figures: dict = {"width": width, "height": height, "budget_ms": BUDGET_30FPS * 1e3,
-                     "scenes": {}}
+                     "reference_factor": REFERENCE_FACTOR,
+                     "accuracy_settings": "8 AO rays + shadows + Phong", "scenes": {}}
     for name in scenes:
         scene = load_scene(name)
         tracer = Tracer(scene, device=args.device)
@@ -43,19 +51,30 @@ def main(argv: list[str] | None = None) -> int:
         primary = np.median([tracer.render(c, width, height, RenderSettings(0, 0.1, False, False))
                              .phase_seconds["primary"] for c in cams])
         row = {"primary_phase_ms": float(primary * 1e3)}
+        model = device_model(tracer)
+
+        def predicted(probe: Probe, cam, model=model) -> float:
+            w = probe.measure(cam, width, height)
+            return float(sum(model.phase_seconds(w, ACCURACY_SETTINGS).values()))
+
+        exact = Probe.for_tracer(tracer, factor=REFERENCE_FACTOR, min_pixels=1)
+        truth = [predicted(exact, c) for c in cams]
         for f in factors:
-            probe = Probe(scene, tracer.bvh, factor=f, simd_width=tracer.device_info.simd_width,
-                          min_pixels=1)  # measure the factor itself, without the floor
+            probe = Probe.for_tracer(tracer, factor=f, min_pixels=1)  # the factor, no floor
             probe.measure(cams[0], width, height)  # compile / warm caches
-            seconds = []
-            for c in cams:
+            seconds, errors = [], []
+            for c, ref in zip(cams, truth, strict=True):
                 start = time.perf_counter()
                 probe.measure(c, width, height)
                 seconds.append(time.perf_counter() - start)
+                errors.append(abs(predicted(probe, c) - ref) / ref)
             ms = float(np.median(seconds) * 1e3)
-            row[f"factor_{f}"] = {"probe_ms": ms,
+            pw, ph = probe.resolution(width, height)
+            row[f"factor_{f}"] = {"probe_ms": ms, "probe_pixels": f"{pw}x{ph}",
                                   "share_of_30fps_budget": ms / (BUDGET_30FPS * 1e3),
-                                  "ratio_to_primary_phase": ms / (primary * 1e3)}
+                                  "ratio_to_primary_phase": ms / (primary * 1e3),
+                                  "prediction_change_vs_reference_mean": float(np.mean(errors)),
+                                  "prediction_change_vs_reference_max": float(np.max(errors))}
         figures["scenes"][name] = row
     emit(figures, args.json, title="CPU probe cost at 1280x720")
     return 0
