@@ -59,10 +59,14 @@ def test_hand_computed_counts_per_phase() -> None:
     # primary: i_c = 2*10 + 3*4 + 10; i_t = (10 + 8 + 4) * (1 - 0.25) = 16.5, split by m = 0.5
     assert got["primary"] == PhaseInstructions(compute=42.0, coal=8.25, uncoal=8.25)
     # shadow: i_c = 2*36 + 3*2 + 5*0.9 (the constant only where the primary ray hit);
-    # a_m = 0.5 * (1*36 + 2*2/2) = 19; i_mu = 19 + 1*0.9
-    assert got["shadow"] == pytest.approx(PhaseInstructions(compute=82.5, coal=0.0, uncoal=19.9))
-    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7*0.9; a_m = 0.5 * (2*36*3 + 6*1*3/2) = 112.5; + 3*0.9
-    assert got["ao"] == pytest.approx(PhaseInstructions(compute=150.3, coal=0.0, uncoal=115.2))
+    # miss = 1 - (1 - a_ca) m^2 = 1 - 0.5 * 0.25 = 0.875; a_m = 0.875 * (1*36 + 2*2/2) = 33.25;
+    # i_mu = 33.25 + 1*0.9
+    assert got["shadow"] == pytest.approx(PhaseInstructions(compute=82.5, coal=0.0,
+                                                            uncoal=34.15))
+    # ao, a_r = 3: i_c = 1*36*3 + 2*6*3 + 7*0.9; a_m = 0.875 * (2*36*3 + 6*1*3/2) = 196.875;
+    # + 3*0.9
+    assert got["ao"] == pytest.approx(PhaseInstructions(compute=150.3, coal=0.0,
+                                                        uncoal=199.575))
     # shade (phong), paid by the 90 % of pixels that hit: i_c = 50; i_t = 4 * 0.75 = 3, by m
     assert got["shade"] == pytest.approx(PhaseInstructions(compute=45.0, coal=1.35, uncoal=1.35))
     flat = phase_instructions(COUNTS, SMALL, ao_rays=0, shadows=False, phong=False)
@@ -73,7 +77,11 @@ def test_hand_computed_counts_per_phase() -> None:
 def test_ao_cache_estimate_is_zero_for_shallow_traversal() -> None:
     shallow = dataclasses.replace(SMALL, a_t=5.0)  # (5 + 10) / 23 < 1: a_ca = 0
     got = phase_instructions(COUNTS, shallow, ao_rays=2, shadows=False, phong=True)
-    assert got["ao"].uncoal == pytest.approx(3.0 * 0.9)  # only i_mco, where the ray hit
+    # then only incoherence misses: (1 - m^2) of the loop fetches, plus i_mco where it hit
+    assert got["ao"].uncoal == pytest.approx(0.75 * (2 * 5 * 2 + 6 * 1 * 2 / 2) + 3.0 * 0.9)
+    coherent = dataclasses.replace(shallow, m=1.0)
+    got = phase_instructions(COUNTS, coherent, ao_rays=2, shadows=False, phong=True)
+    assert got["ao"].uncoal == pytest.approx(3.0 * 0.9)  # every fetch kept: only i_mco
 
 
 def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
