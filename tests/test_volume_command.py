@@ -131,3 +131,17 @@ def test_argument_errors_are_printed_by_rank_0_only(capsys, monkeypatch):
         main(["volume", "--scale", "2"])
     assert exc.value.code == 2 and "--scale: must be in (0, 1]" in capsys.readouterr().err
     assert volume_command.launcher_rank() == 0
+
+
+def test_target_share_and_target_ms_are_exclusive(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "autotune.app.cli", "volume", "--volume", "marschner-lobb:24",
+         "--frames", "1", "--width", "32", "--height", "32", "--target-ms", "50",
+         "--target-share", "0.5", "-o", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--target-share or --target-ms" in done.stderr
+    assert not (tmp_path / "out").exists()

@@ -216,10 +216,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MPI ranks of the volume part (launched with mpiexec; 0 skips it)")
     p.add_argument("--volume-frames", type=opt.positive_int, default=24,
                    help="frames of the volume part (seed 000's double orbit)")
-    p.add_argument("--volume-size", type=opt.image_side, default=256,
+    p.add_argument("--volume-size", type=opt.image_side, default=512,
                    help="width and height of the volume part's images")
-    p.add_argument("--volume-target-ms", type=opt.finite_positive, default=150.0,
-                   help="frame-time target of the volume part")
+    p.add_argument("--volume-target-ms", type=opt.finite_positive, default=None,
+                   help="frame-time target of the volume part (default: half the first view's "
+                        "full-quality frame, measured after calibration)")
     from autotune.app import volume_command
 
     volume_command.add_parsers(sub)

@@ -103,7 +103,9 @@ def run_volume_part(args: argparse.Namespace, out: Path) -> str:
 
     cmd = ["autotune.app.cli", "volume", "--volume", args.volume, "--frames",
            str(args.volume_frames), "--width", str(args.volume_size), "--height",
-           str(args.volume_size), "--target-ms", f"{args.volume_target_ms:g}",
+           str(args.volume_size),
+           *(["--target-ms", f"{args.volume_target_ms:g}"] if args.volume_target_ms
+             else ["--target-share", "0.5"]),
            "--controller", args.controller, "--calibration-frames", "12", "-o", str(out)]
     print(f"demo: governed volume run on {args.volume_ranks} ranks "
           f"(mpiexec -n {args.volume_ranks} autotune {' '.join(cmd[1:])})", flush=True)

@@ -123,6 +123,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="split bricks by the empty-space cost grid instead of voxel counts")
     opt.add_target(p, None, "none: fixed knobs from --step/--scale/--ert")
     opt.add_controller(p, "controller for --target-ms/--fps")
+    p.add_argument("--target-share", type=unit_interval, metavar="F",
+                   help="governed, with the target F times the first view's full-quality frame "
+                        "(measured after calibration): a target this machine can hold without "
+                        "knowing its speed (instead of --target-ms/--fps)")
     p.add_argument("--calibration-frames", type=opt.positive_int, default=16,
                    help="frames rendered to calibrate the model before a governed run")
     p.add_argument("--quality", action=argparse.BooleanOptionalAction, default=True,
@@ -201,7 +205,7 @@ def cmd_volume(args: argparse.Namespace) -> int:
 
 
 def _governed(args: argparse.Namespace) -> bool:
-    return opt.target_seconds(args) is not None
+    return opt.target_seconds(args) is not None or args.target_share is not None
 
 
 def _check_args(args: argparse.Namespace, comm: Any) -> None:
@@ -212,7 +216,9 @@ def _check_args(args: argparse.Namespace, comm: Any) -> None:
     fixed = [name for name, v in (("--step", args.step), ("--scale", args.scale),
                                   ("--ert", args.ert)) if v is not None]
     problem = ""
-    if _governed(args) and fixed:
+    if args.target_share is not None and opt.target_seconds(args) is not None:
+        problem = "give --target-share or --target-ms/--fps, not both"
+    elif _governed(args) and fixed:
         problem = (f"{'/'.join(fixed)} fix the knobs; with --target-ms/--fps the tuner chooses "
                    f"them (drop one or the other)")
     elif not _governed(args) and args.controller != opt.DEFAULT_CONTROLLER:
@@ -309,10 +315,11 @@ class VolumeRun:
         self.rows: list[dict[str, Any]] = []
         self.records: list[dict[str, Any]] = []
         self.fixed_settings: Any = None
+        self.target = opt.target_seconds(args) or 1.0  # --target-share: set by calibrate()
 
     def title(self) -> str:
         a = self.args
-        mode = (f"target {1e3 * opt.target_seconds(a):.0f} ms, {a.controller}"
+        mode = (f"target {1e3 * self.target:.0f} ms, {a.controller}"
                 if _governed(a) else "fixed knobs")
         return (f"autotune volume: {self.volume.name} on {self.renderer.size} rank(s), "
                 f"{a.algorithm}, {a.width}x{a.height}, {mode}")
@@ -324,8 +331,8 @@ class VolumeRun:
         from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
 
         a = self.args
-        self.tuned = TunedVolumeRenderer(self.renderer, a.width, a.height,
-                                         opt.target_seconds(a), controller=a.controller)
+        self.tuned = TunedVolumeRenderer(self.renderer, a.width, a.height, self.target,
+                                         controller=a.controller)
         if self.rank == 0:
             print(f"calibrating on {CALIBRATION_VIEWS} views off the path "
                   f"({a.calibration_frames} frames + quality sweeps)...", file=sys.stderr,
@@ -333,11 +340,30 @@ class VolumeRun:
         t0 = time.perf_counter()
         self.tuned.calibrate(calibration_views(self.volume.radius, CALIBRATION_VIEWS),
                              frames=a.calibration_frames)
+        if a.target_share is not None:
+            self.target = a.target_share * self._full_quality_seconds(first_camera)
+            self.tuned.set_target(self.target)
+            if self.rank == 0:
+                print(f"target {1e3 * self.target:.1f} ms = {a.target_share:g} x the first "
+                      f"view's full-quality frame", file=sys.stderr, flush=True)
         if a.controller == "fixed":
             self.fixed_settings = self.tuned.tune_fixed_by_measurement(first_camera)
         self.calibration_seconds = time.perf_counter() - t0
         if self.rank == 0:
             print(f"calibrated in {self.calibration_seconds:.1f} s", file=sys.stderr, flush=True)
+
+    def _full_quality_seconds(self, camera: Any) -> float:
+        """Rank 0's frame at the best settings on ``camera`` (second of two), on every rank."""
+        from raytracer.volume.tuning.tuned_volume import BEST
+
+        seconds = np.zeros(1)
+        for _ in range(2):
+            res = self.renderer.render_frame(camera, self.args.width, self.args.height, BEST)
+            if self.rank == 0:
+                seconds[0] = res.record.frame_seconds
+        if self.renderer.size > 1:
+            self.comm.Bcast(seconds, root=0)
+        return float(seconds[0])
 
     def fixed_frame(self, camera: Any, settings: Any) -> dict[str, Any] | None:
         self.comm.Barrier()  # frames start together, as a display loop paced by rank 0 would
@@ -458,7 +484,7 @@ class VolumeRun:
             out["settings"] = {"step": a.step or 1.0, "image_scale": a.scale or 1.0,
                                "ert_threshold": a.ert or 1.0}
             return out
-        target = opt.target_seconds(a) * 1e3
+        target = self.target * 1e3
         err = np.abs(col["measured_ms"] - target) / target
         model_err = np.abs(col["corrected_ms"] - col["measured_ms"]) / col["measured_ms"]
         out["governed"] = {
