@@ -14,15 +14,17 @@ with numpy, so a model file outlives library versions.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from models.json_file import check_versioned, versioned
 from models.perf_histogram import BINS, expected_max
 
+MODEL_KIND = "autotune-cluster-model"
 MODEL_VERSION = 1
 BYTES_PER_PIXEL = 16  # RGBA float32
 LAMBDAS = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)
@@ -100,21 +102,18 @@ class ClusterModel:
         return base * np.exp(y) if self.baseline == "expected_max" else base + y * 1e-3
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "autotune-cluster-model", "version": MODEL_VERSION,
-                "weights": [w.tolist() for w in self.weights],
-                "biases": [b.tolist() for b in self.biases],
-                "x_mean": self.x_mean.tolist(), "x_std": self.x_std.tolist(),
-                "y_mean": self.y_mean, "y_std": self.y_std,
-                "term": asdict(self.term) if self.term else None, "lambda": self.lam,
-                "baseline": self.baseline, "meta": self.meta}
+        return versioned(MODEL_KIND, MODEL_VERSION, {
+            "weights": [w.tolist() for w in self.weights],
+            "biases": [b.tolist() for b in self.biases],
+            "x_mean": self.x_mean.tolist(), "x_std": self.x_std.tolist(),
+            "y_mean": self.y_mean, "y_std": self.y_std,
+            "term": asdict(self.term) if self.term else None, "lambda": self.lam,
+            "baseline": self.baseline, "meta": self.meta})
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> ClusterModel:
-        if not isinstance(d, Mapping) or d.get("kind") != "autotune-cluster-model":
-            raise ClusterModelError(f"{where}: not an autotune cluster model")
-        if d.get("version") != MODEL_VERSION:
-            raise ClusterModelError(f"{where}: model version {d.get('version')!r}; this "
-                                    f"version reads {MODEL_VERSION} (retrain it)")
+        d = check_versioned(d, MODEL_KIND, MODEL_VERSION, where, ClusterModelError,
+                            "cluster model", " (retrain it)")
         try:
             model = cls([np.asarray(w, np.float64) for w in d["weights"]],
                         [np.asarray(b, np.float64) for b in d["biases"]],

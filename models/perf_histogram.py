@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from models.json_file import check_versioned, versioned
+
 BINS = 10
+HISTOGRAM_KIND = "autotune-performance-histogram"
 HISTOGRAM_VERSION = 1
 
 
@@ -187,17 +190,14 @@ class PathHistogram:
         return PathHistogram(overall, frames, self.ranks, {**meta, "perturbed": amount})
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": HISTOGRAM_VERSION, "kind": "autotune-performance-histogram",
-                "ranks": self.ranks, "meta": dict(self.meta), "overall": self.overall.to_dict(),
-                "per_frame": [h.to_dict() for h in self.per_frame]}
+        return versioned(HISTOGRAM_KIND, HISTOGRAM_VERSION, {
+            "ranks": self.ranks, "meta": dict(self.meta), "overall": self.overall.to_dict(),
+            "per_frame": [h.to_dict() for h in self.per_frame]})
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> PathHistogram:
-        if not isinstance(d, Mapping) or d.get("kind") != "autotune-performance-histogram":
-            raise HistogramError(f"{where}: not an autotune performance histogram")
-        if d.get("version") != HISTOGRAM_VERSION:
-            raise HistogramError(f"{where}: histogram version {d.get('version')!r}, this "
-                                 f"version reads {HISTOGRAM_VERSION}")
+        d = check_versioned(d, HISTOGRAM_KIND, HISTOGRAM_VERSION, where, HistogramError,
+                            "performance histogram")
         frames = d.get("per_frame") or []
         if not isinstance(frames, Sequence):
             raise HistogramError(f"{where}: per_frame must be a list")
