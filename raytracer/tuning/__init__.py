@@ -30,11 +30,14 @@ _EXPORTS = {
                        "knob_space"),
     "probe": ("Probe",),
     "calibration_fit": ("RENDERER", "FittedModel", "Sample", "calibrate", "calibration_views",
-                        "collect_samples", "fit_profile", "model_errors"),
+                        "collect_samples", "fit_profile", "fit_report", "model_errors"),
     "instruction_counts": ("load_kernel_counts",),
+    "timers": ("CpuBusy", "KernelEvents", "default_timer"),
 }
 __all__ = [
+    "CpuBusy",
     "FittedModel",
+    "KernelEvents",
     "Probe",
     "RENDERER",
     "RayTraceModel",
@@ -44,8 +47,10 @@ __all__ = [
     "calibrate",
     "calibration_views",
     "collect_samples",
+    "default_timer",
     "device_model",
     "fit_profile",
+    "fit_report",
     "knob_space",
     "load_kernel_counts",
     "model_errors",
@@ -60,10 +65,12 @@ if TYPE_CHECKING:
         calibration_views,
         collect_samples,
         fit_profile,
+        fit_report,
         model_errors,
     )
     from raytracer.tuning.instruction_counts import load_kernel_counts
     from raytracer.tuning.probe import Probe
+    from raytracer.tuning.timers import CpuBusy, KernelEvents, default_timer
     from raytracer.tuning.tuned_renderer import (
         RayTraceModel,
         TunedFrame,
