@@ -25,7 +25,7 @@ class Workload:
     a_t: float  # traversal steps per AO ray (per AO sample, per pixel)
     a_i: float  # triangle tests per AO ray (per AO sample, per pixel)
     t_v: float  # visible triangles: distinct triangles hit by the probe's primary rays
-    m: float  # coherence in [0, 1]: share of rays ending in the same BVH node as a tile peer
+    m: float  # coherence in [0, 1]: P(adjacent pixels' rays end in the same BVH leaf)
 
     @property
     def a_w(self) -> float:

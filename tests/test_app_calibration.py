@@ -273,7 +273,7 @@ def fake_calibration(monkeypatch, tracers):
     monkeypatch.setattr(calibrate_mod, "load_scene", lambda name: tracer.scene)
     monkeypatch.setattr(calibrate_mod, "Tracer", lambda scene, device: tracer)
     monkeypatch.setattr(calibrate_mod, "collect_samples", lambda *a, **k: samples)
-    monkeypatch.setattr(calibrate_mod, "FIT_STARTS", ((1.0, 1.0),))  # one start is enough here
+    monkeypatch.setattr(calibrate_mod, "FIT_STARTS", ((1.0, 1.0, 1.0),))  # one start will do
     return events
 
 

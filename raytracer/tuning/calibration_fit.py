@@ -70,8 +70,11 @@ RENDERER = "raytracer"  # the key of the ray tracer's application calibration
 SCALE_BOUNDS = (np.log(1e-6), np.log(SCALE_MAX * (1 - 1e-6)))
 TERM_BOUNDS = {"offset": (0.0, OFFSET_MAX * (1 - 1e-6)), "miss": (0.0, OFFSET_MAX * (1 - 1e-6)),
                "launch": (0.0, LAUNCH_MAX * (1 - 1e-6))}
-# (latency, departure-delay) multipliers of the microbenchmark figures the fit starts from
-FIT_STARTS = ((1.0, 1.0), (0.1, 0.01), (0.01, 0.001), (0.1, 0.1))
+# (latency, departure-delay, issue-cycle) multipliers of the microbenchmark figures the fit
+# starts from: cache-like latencies, and compute-heavier mixes (with one warp per core only
+# the latency / issue-cycle ratio matters, and microbenchmarks under load moved it 5-100x)
+FIT_STARTS = ((1.0, 1.0, 1.0), (0.1, 0.01, 1.0), (0.01, 0.001, 1.0), (0.1, 0.1, 1.0),
+              (1.0, 1.0, 10.0), (1.0, 1.0, 100.0))
 CALIBRATION_SETTINGS = (
     RenderSettings(0, 0.1, False, False), RenderSettings(2, 0.1, True, True),
     RenderSettings(8, 0.1, False, True), RenderSettings(16, 0.1, True, False),
@@ -190,11 +193,12 @@ class _Problem:
         self.candidates += [_Parameter("device", f) for f in FREE_PARAMETERS]
         self.candidates += [_Parameter(t, p) for t in PHASE_TERMS[1:] for p in self.phases]
 
-    def start(self, latency_factor: float = 1.0, delay_factor: float = 1.0) -> dict[str, float]:
+    def start(self, latency_factor: float = 1.0, delay_factor: float = 1.0,
+              issue_factor: float = 1.0) -> dict[str, float]:
         """Every candidate's start value: device figures as measured (times the factors),
         each phase's scale where that device fits best, zero terms."""
         factors = {"mem_latency": latency_factor, "dep_delay_coal": delay_factor,
-                   "dep_delay_uncoal": delay_factor}
+                   "dep_delay_uncoal": delay_factor, "issue_cycles": issue_factor}
         values = {f"device.{f}": math.log(getattr(self.base, f) * factors.get(f, 1.0))
                   for f in FREE_PARAMETERS}
         profile = self.profile(values)
@@ -329,10 +333,8 @@ def _solve(problem: _Problem, fitted: list[_Parameter]):
     start values and the fitted parameters' standard errors."""
     names = [p.name for p in fitted]
     best = None
-    starts = FIT_STARTS if {"device.mem_latency", "device.dep_delay_coal",
-                            "device.dep_delay_uncoal"} & set(names) else FIT_STARTS[:1]
-    for latency_factor, delay_factor in starts:
-        start = problem.start(latency_factor, delay_factor)
+    for factors in FIT_STARTS:
+        start = problem.start(*factors)
         lower, upper = zip(*(problem.bounds(p, start) for p in fitted), strict=True)
         x0 = np.clip([start[n] for n in names], np.array(lower) + 1e-12 * np.abs(lower),
                      upper)
