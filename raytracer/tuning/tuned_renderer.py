@@ -40,6 +40,7 @@ from raytracer.tuning.probe import Probe
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
 OVERHEAD_GAIN = 0.2  # how fast the host-overhead estimate follows a change (resize, load)
+MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
 
 
 def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
@@ -264,7 +265,11 @@ class TunedRenderer:
         weight = max(OVERHEAD_GAIN, 1.0 / (self.frame_index + 1))
         self.overhead_seconds += weight * (overhead - self.overhead_seconds)
         if self.tuning:
-            self.tuner.observe(wall)
+            # a frame whose modelled kernels are a small part of it (an empty sky: probe and
+            # overhead dominate) says little about the model's bias and much about the noise
+            # of the measured parts: it feeds back its own corrected prediction (no innovation)
+            teaches = kernels >= MIN_KERNEL_SHARE * predicted
+            self.tuner.observe(wall if teaches else corrected)
         self.frame_index += 1
         return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
                           probe_seconds, self._workload, over_budget, predicted_phases,
