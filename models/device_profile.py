@@ -43,6 +43,11 @@ _FLOAT_RANGES = {
 }
 _INT_FIELDS = tuple(_INT_RANGES)
 _FLOAT_FIELDS = tuple(_FLOAT_RANGES)
+
+
+def plausible_range(key: str) -> tuple[float, float]:
+    """The range a profile's ``key`` must lie in to load (what a fit may move it to)."""
+    return (_INT_RANGES | _FLOAT_RANGES)[key]
 # Keys older files may hold that are not device parameters: the ray tracer's fitted scale and
 # offset lived in the profile as "fitted" until they moved to models.app_calibration. They are
 # accepted (and validated) there; DeviceProfile.from_dict skips them.

@@ -42,7 +42,7 @@ from autotune.profile_store import (
     writable_store,
 )
 from models.app_calibration import LAUNCH_MAX, OFFSET_MAX, SCALE_MAX, AppCalibration
-from models.device_profile import DeviceProfile
+from models.device_profile import DeviceProfile, plausible_range
 from models.hong_kim import predict_seconds
 from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
 from models.workload import Workload
@@ -199,7 +199,8 @@ class _Problem:
         each phase's scale where that device fits best, zero terms."""
         factors = {"mem_latency": latency_factor, "dep_delay_coal": delay_factor,
                    "dep_delay_uncoal": delay_factor, "issue_cycles": issue_factor}
-        values = {f"device.{f}": math.log(getattr(self.base, f) * factors.get(f, 1.0))
+        values = {f"device.{f}": math.log(min(max(getattr(self.base, f) * factors.get(f, 1.0),
+                                                  plausible_range(f)[0]), plausible_range(f)[1]))
                   for f in FREE_PARAMETERS}
         profile = self.profile(values)
         for phase in self.phases:
@@ -270,9 +271,11 @@ class _Problem:
         return fitted, held
 
     def bounds(self, p: _Parameter, start: dict[str, float]) -> tuple[float, float]:
-        if p.kind == "device":
+        if p.kind == "device":  # within FIT_RANGE of the measurement, and loadable afterwards
             measured = math.log(getattr(self.base, p.key))
-            return measured - math.log(FIT_RANGE), measured + math.log(FIT_RANGE)
+            low, high = (math.log(v) for v in plausible_range(p.key))
+            return (max(measured - math.log(FIT_RANGE), low),
+                    min(measured + math.log(FIT_RANGE), high))
         if p.kind == "scale":
             return SCALE_BOUNDS
         return TERM_BOUNDS[p.kind]
