@@ -703,10 +703,9 @@ def main(argv: list[str] | None = None) -> int:
                         "folder with --quick")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name} and the "
                         "trained model models/data/cluster_model.json")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for PNG plots; must be new or empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (same-named plots replaced)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser)
     args = parser.parse_args(argv)
     from autotune.app.cluster_files import DEFAULT_MODEL, write_model
     from autotune.app.report import _plain, emit

@@ -283,11 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--max-ranks", type=int, default=None, help="largest rank count")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for PNG plots; must be new or empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (same-named plots are "
-                             "replaced, nothing else is deleted)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser)
     args = parser.parse_args(argv)
     from tqdm import tqdm
 

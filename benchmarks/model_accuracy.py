@@ -168,11 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="quick calibration set; dragon-small at 256x144, AO {0, 2, 8}")
     parser.add_argument("--device")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for the PNG plot; must be new or empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (a same-named plot is "
-                             "replaced, nothing else is deleted)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser, "the PNG plot")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.plots:

@@ -299,11 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-ms", type=float, help="default: the scene's reference time")
     parser.add_argument("--no-step", action="store_true", help="skip the 2x cost-step run")
     parser.add_argument("--device")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for PNG plots; must be new or empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (same-named plots are "
-                             "replaced, nothing else is deleted)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser)
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

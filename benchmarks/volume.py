@@ -429,12 +429,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default="raycast,compositing,scaling",
                         help="comma-separated subset of raycast, compositing, scaling")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for PNG plots and both renderers' images; must be new or "
-                             "empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (same-named files are "
-                             "replaced, nothing else is deleted)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser, "PNG plots and both renderers' images")
     args = parser.parse_args(argv)
     from tqdm import tqdm
 

@@ -343,10 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--volume", default="bonsai", help="calibration / evaluation volume")
     parser.add_argument("--held-out", default="aneurism", help="volume the model never saw")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
-    parser.add_argument("--plots", type=Path,
-                        help="folder for PNG plots; must be new or empty unless --force")
-    parser.add_argument("--force", action="store_true",
-                        help="write --plots into a non-empty folder (nothing is deleted)")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from autotune.controllers import CONTROLLERS, DEFAULT_CONTROLLER
@@ -170,3 +171,13 @@ def apply_camera(scene: Any, args: argparse.Namespace) -> None:
     if math.dist(eye, look_at) == 0:
         raise ValueError(f"--eye and --look-at must differ, both are {','.join(map(str, eye))}")
     scene.camera = Camera(tuple(eye), tuple(look_at), cam.up, cam.fov_y)
+
+
+def add_plots(p: argparse.ArgumentParser, what: str = "PNG plots") -> None:
+    """``--plots DIR`` and ``--force``: every benchmark's plot folder, under one rule (a new or
+    empty folder; with --force same-named files are replaced and nothing else is deleted)."""
+    p.add_argument("--plots", type=Path,
+                   help=f"folder for {what}; must be new or empty unless --force")
+    p.add_argument("--force", action="store_true",
+                   help="write --plots into a non-empty folder (same-named files are replaced, "
+                        "nothing else is deleted)")
