@@ -11,14 +11,13 @@ import pyopencl as cl
 
 from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
-from raytracer.opencl_device import DeviceInfo, choose_device
+from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.phases import PHASE_LIST, TILE, TRACING_PHASES
 from raytracer.scene import Scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
 KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl")
-POCL_PLATFORM = "portable computing language"
 
 
 class TracerError(RuntimeError):
@@ -74,7 +73,7 @@ def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
     """Compiler options for ``info``'s driver: ``-DINLINE_MATH`` on PoCL, whose builtins are
     out-of-line calls on this kind of CPU (see kernels/rtmath.cl); builtins elsewhere."""
     options = ["-cl-fast-relaxed-math"]
-    if POCL_PLATFORM in info.platform.lower():
+    if info.is_pocl:
         options.append("-DINLINE_MATH")
     if counters:
         options.append("-DCOUNTERS")
@@ -84,7 +83,7 @@ def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
 def _build(context: cl.Context, options: list[str]) -> cl.Program:
     program = cl.Program(context, kernel_source())
     try:
-        return program.build(options=options)
+        return build_quietly(program, options)
     except cl.RuntimeError as exc:
         raise TracerError(f"OpenCL kernel build failed for raytracer/kernels "
                           f"({' '.join(options) or 'no options'}):\n{exc}") from None

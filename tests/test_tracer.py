@@ -101,7 +101,7 @@ def test_no_opencl_platform_says_how_to_install(monkeypatch):
         raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
 
     monkeypatch.setattr(cl, "get_platforms", no_platforms)
-    with pytest.raises(DeviceError, match="pip install pocl-binary-distribution"):
+    with pytest.raises(DeviceError, match="pip install intel-opencl-rt"):
         choose_device()
 
 

@@ -135,19 +135,20 @@ def _cmd_scenes(args: argparse.Namespace) -> int:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from raytracer.opencl_device import choose_device, list_devices
+    from raytracer.opencl_device import DeviceError, choose_device, list_devices
 
     devices = list_devices()
-    chosen = choose_device()[0]
+    try:
+        chosen = choose_device()[0]
+    except DeviceError:
+        chosen = None  # listed all the same: the lines say why none builds
     if args.json:
         print(json.dumps([d.__dict__ | {"default": d == chosen} for d in devices], indent=2))
         return 0
     for d in devices:
-        mark = "*" if d == chosen else " "
-        print(f"{mark} {d.platform_index}:{d.device_index}  {d.kind:<4} {d.name}  "
-              f"[{d.platform}, {d.compute_units} CUs, {d.clock_mhz} MHz, "
-              f"{d.global_mem_mb} MiB, driver {d.driver}]")
-    print("(* = default; override with --device or $AUTOTUNE_DEVICE)")
+        print(f"{'*' if d == chosen else ' '} {d.describe()}")
+    print("(* = default: the first GPU that builds, else the preferred CPU runtime that builds; "
+          "override with --device P:D|gpu|cpu|intel-cpu|pocl or $AUTOTUNE_DEVICE)")
     return 0
 
 

@@ -16,8 +16,7 @@ import numpy as np
 import pyopencl as cl
 
 from raytracer.camera import Camera
-from raytracer.opencl_device import DeviceInfo, choose_device
-from raytracer.tracer import POCL_PLATFORM
+from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
@@ -71,7 +70,7 @@ def kernel_source() -> str:
 def build_options(info: DeviceInfo) -> list[str]:
     """``-DINLINE_MATH`` on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
     rtmath.cl; 1.6x per frame here); none elsewhere. No fast-math: the image is exact."""
-    return ["-DINLINE_MATH"] if POCL_PLATFORM in info.platform.lower() else []
+    return ["-DINLINE_MATH"] if info.is_pocl else []
 
 
 def _runtime(device: str | None) -> _Runtime:
@@ -83,7 +82,7 @@ def _runtime(device: str | None) -> _Runtime:
         context = cl.Context([dev])
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         try:
-            program = cl.Program(context, kernel_source()).build(options=build_options(info))
+            program = build_quietly(cl.Program(context, kernel_source()), build_options(info))
         except cl.RuntimeError as exc:
             raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast.cl failed:"
                               f"\n{exc}") from None

@@ -1,0 +1,247 @@
+"""What an OpenCL device does on this machine, measured once and cached: whether it builds a
+kernel at all, how many work-items run in lockstep, and its clock.
+
+Drivers do not say these reliably. PoCL 3.0's LLVM rejects CPUs newer than it (every build on
+an AMD Zen 5 fails with ``unknown target CPU 'generic'``); Intel's CPU runtime reports a clock of
+0 MHz and a ``PREFERRED_WORK_GROUP_SIZE_MULTIPLE`` of 128 that is not its SIMD width. So:
+
+* **builds**: a small kernel is built; the driver's first error line is kept.
+* **SIMD width**: a kernel whose work-items loop ``work[i] * steps`` times is timed with every
+  item working (uniform) and with only every k-th item working. Lanes that run in lockstep wait
+  for the slowest, so while k ≤ the SIMD width every group still holds a working item and the
+  time stays that of the uniform launch; past it the time falls as 1/k. The width is the largest
+  k whose time stays above 70 % of the uniform one (1 where work-items run one at a time, as on
+  PoCL: the time halves at k = 2).
+* **clock**: the device's ``max_clock_frequency``; where it reports none (a CPU runtime), the
+  OS's (``cpufreq``'s maximum, else ``/proc/cpuinfo``), else measured from a chain of dependent
+  one-cycle integer operations. The source is kept beside the figure.
+
+Results live in ``<cache>/devices/<key>.json`` (see :func:`raytracer.opencl_runtimes.cache_dir`),
+keyed by platform, device, driver and, for CPU devices, the host CPU's family and model, so a
+driver update or another CPU measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from raytracer.opencl_runtimes import cache_dir
+
+TRAITS_VERSION = 2
+SIMD_CANDIDATES = (2, 4, 8, 16, 32, 64)
+SIMD_KEEP = 0.7  # time ratio above which a group of k items still counts as one SIMD group
+LOCAL_SIZE = 64  # the tracer's 8x8 work-group
+TARGET_SECONDS = 0.004  # uniform launch length the loop count is grown to
+CLOCK_CHAIN_OPS = 3  # shift, xor, add: one cycle each, each waits for the one before
+
+PROBE_SOURCE = """
+__kernel void lanes(__global const int *work, __global float *out, const int steps) {
+    const int i = get_global_id(0);
+    float x = (float)i * 1e-6f;
+    const int n = work[i] * steps;
+    for (int k = 0; k < n; ++k)
+        x = x * 0.99990f + 0.5f;
+    out[i] = x;
+}
+"""
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """Measured facts of one device on this machine (see the module docstring)."""
+
+    builds: bool
+    build_error: str  # the driver's first error line; "" when it builds
+    simd_width: int  # work-items that run in lockstep (1: one at a time)
+    simd_source: str
+    clock_mhz: float  # 0 when unknown
+    clock_source: str
+
+
+def _first_error_line(text: str) -> str:
+    """The line of a build log that says what went wrong (``error: ...``), else its first."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in lines:
+        if "error" in line.lower() and "clBuildProgram failed" not in line:
+            return line
+    return lines[0] if lines else "build failed"
+
+
+def host_cpu_signature() -> str:
+    """Vendor, family, model and stepping of this machine's CPU (from ``/proc/cpuinfo``)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        return "unknown-cpu"
+    keys = ("vendor_id", "cpu family", "model", "stepping", "model name")
+    return " ".join(fields.get(k, "?") for k in keys)
+
+
+def traits_key(device: cl.Device) -> str:
+    """A file-name-safe key for this device, driver and (CPU devices) host CPU."""
+    parts = [device.platform.name, device.name, device.driver_version]
+    if device.type & cl.device_type.CPU:
+        parts.append(hashlib.sha256(host_cpu_signature().encode()).hexdigest()[:12])
+    return re.sub(r"[^a-z0-9]+", "-", " ".join(parts).lower()).strip("-")
+
+
+def os_clock_mhz() -> tuple[float, str]:
+    """This CPU's clock from the OS: cpufreq's maximum, else ``/proc/cpuinfo``; (0, "") if none."""
+    sysfs = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    try:
+        return int(sysfs.read_text()) / 1000.0, f"OS: {sysfs}"
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("cpu mhz"):
+                    return float(line.split(":")[1]), "OS: /proc/cpuinfo cpu MHz"
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0, ""
+
+
+def measure_clock_mhz(iterations: int = 30_000_000) -> float:
+    """This core's clock from a chain of dependent one-cycle integer operations (best of 3)."""
+    from numba import njit
+
+    @njit(cache=False)
+    def chain(n: int, seed: int) -> int:
+        x = seed
+        for _ in range(n):
+            x = (x ^ (x >> 1)) + 1
+        return x
+
+    chain(1000, 1)  # compile
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        chain(iterations, 7)
+        best = min(best, time.perf_counter() - start)
+    return CLOCK_CHAIN_OPS * iterations / best / 1e6
+
+
+def device_clock(device: cl.Device) -> tuple[float, str]:
+    """(MHz, where the figure comes from) for ``device``."""
+    reported = float(device.max_clock_frequency or 0)
+    if reported > 0:
+        return reported, "reported by the OpenCL device"
+    if device.type & cl.device_type.CPU:
+        mhz, source = os_clock_mhz()
+        if mhz > 0:
+            return mhz, source
+        return measure_clock_mhz(), "measured: dependent integer chain, 3 cycles a step"
+    return 0.0, "unknown: the device reports none"
+
+
+def _timed(queue: cl.CommandQueue, kernel: cl.Kernel, items: int, work: cl.Buffer,
+           out: cl.Buffer, steps: int) -> float:
+    """Best of three launch times in seconds, from profiling events."""
+    kernel.set_args(work, out, np.int32(steps))
+    best = math.inf
+    for _ in range(3):
+        event = cl.enqueue_nd_range_kernel(queue, kernel, (items,), (LOCAL_SIZE,))
+        event.wait()
+        best = min(best, (event.profile.end - event.profile.start) * 1e-9)
+    return best
+
+
+def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Device) -> int:
+    """Work-items in lockstep, from uniform vs every-k-th-item launches (module docstring)."""
+    queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+    kernel = cl.Kernel(program, "lanes")
+    items = int(device.max_compute_units) * LOCAL_SIZE * 16
+    index = np.arange(items)
+    mf = cl.mem_flags
+    out = cl.Buffer(context, mf.WRITE_ONLY, 4 * items)
+
+    def buffer(every: int) -> cl.Buffer:
+        flags = (index % every == 0).astype(np.int32)
+        return cl.Buffer(context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=flags)
+
+    uniform = buffer(1)
+    steps = 64
+    while (t_uniform := _timed(queue, kernel, items, uniform, out, steps)) < TARGET_SECONDS \
+            and steps < 1 << 20:
+        steps *= 4
+    width = 1
+    for every in SIMD_CANDIDATES:
+        if every > LOCAL_SIZE:
+            break
+        if _timed(queue, kernel, items, buffer(every), out, steps) < SIMD_KEEP * t_uniform:
+            break
+        width = every
+    return width
+
+
+def measure_traits(device: cl.Device) -> DeviceTraits:
+    """Build a small kernel on ``device``; if it builds, measure its SIMD width; and its clock."""
+    clock, clock_source = device_clock(device)
+    context = cl.Context([device])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)  # Intel's, on every build
+            program = cl.Program(context, PROBE_SOURCE).build()
+    except cl.Error as exc:
+        return DeviceTraits(False, _first_error_line(str(exc)), 1, "", clock, clock_source)
+    width = measure_simd_width(context, program, device)
+    return DeviceTraits(True, "", width, "measured: divergent vs uniform kernel", clock,
+                        clock_source)
+
+
+_memo: dict[str, DeviceTraits] = {}
+
+
+def _load(path: Path) -> DeviceTraits | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != TRAITS_VERSION:
+            return None
+        return DeviceTraits(**data["traits"])
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent or unreadable: measure again and overwrite
+
+
+def _store(path: Path, traits: DeviceTraits) -> None:
+    """Write the cache file atomically; a cache that cannot be written is only skipped."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"version": TRAITS_VERSION, "traits": asdict(traits)}, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def device_traits(device: cl.Device) -> DeviceTraits:
+    """The cached traits of ``device``, measured on first use (a build and a few launches)."""
+    key = traits_key(device)
+    if key in _memo:
+        return _memo[key]
+    path = cache_dir() / "devices" / f"{key}.json"
+    traits = _load(path)
+    if traits is None:
+        traits = measure_traits(device)
+        _store(path, traits)
+    _memo[key] = traits
+    return traits

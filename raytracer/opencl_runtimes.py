@@ -1,0 +1,140 @@
+"""Make the OpenCL runtimes that pip installed visible to the ICD loader, before it first looks.
+
+PyOpenCL's ICD loader (ocl-icd) finds drivers through ``.icd`` files: its own bundled PoCL, then
+the files in ``$OCL_ICD_VENDORS`` if set, else in ``/etc/OpenCL/vendors``. Intel's CPU runtime
+from PyPI (``intel-opencl-rt``) installs ``lib/libintelocl.so`` into the environment but its
+``.icd`` names the path of the machine it was built on, so the loader never finds it. This module
+writes one folder of ``.icd`` files — the pip-installed Intel runtime by absolute path plus a copy
+of every ``.icd`` the loader would have read anyway (the user's ``$OCL_ICD_VENDORS`` folder or
+file, else the system's ``/etc/OpenCL/vendors``: GPU drivers stay visible) — and points
+``$OCL_ICD_VENDORS`` at it. The loader reads the variable on its first platform query, so
+:func:`register_pip_runtimes` runs when :mod:`raytracer` is imported; an application that
+queried OpenCL platforms before that sees only the runtimes it had.
+
+The folder is named by a hash of its contents under the user's cache
+(``$AUTOTUNE_CACHE_DIR``, else ``$XDG_CACHE_HOME/autotune``, else ``~/.cache/autotune``),
+so MPI ranks and later runs share it; it is written to a temporary name and renamed, so no rank
+ever reads half of it. Child processes (``mpiexec`` ranks) inherit the variable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+VENDORS_ENV = "OCL_ICD_VENDORS"
+SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
+CACHE_ENV = "AUTOTUNE_CACHE_DIR"
+COMPUTE_UNITS_ENV = "AUTOTUNE_COMPUTE_UNITS"
+# pip distributions that carry an OpenCL driver library, and the library's file name
+PIP_RUNTIMES = {"intel-opencl-rt": "libintelocl.so"}
+
+_registered: str | None = None
+
+
+def cache_dir() -> Path:
+    """``$AUTOTUNE_CACHE_DIR``, else ``$XDG_CACHE_HOME/autotune``, else ``~/.cache/autotune``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "autotune"
+
+
+def pip_runtime_libraries() -> dict[str, Path]:
+    """``{distribution: absolute library path}`` of the OpenCL drivers pip installed here."""
+    found = {}
+    for dist_name, library in PIP_RUNTIMES.items():
+        try:
+            files = metadata.distribution(dist_name).files or []
+        except metadata.PackageNotFoundError:
+            continue
+        for entry in files:
+            if entry.name == library:
+                path = Path(entry.locate()).resolve()
+                if path.is_file():
+                    found[dist_name] = path
+                    break
+    return found
+
+
+def existing_icds(environ: dict[str, str] | os._Environ[str] | None = None,
+                  system: Path = SYSTEM_VENDORS) -> dict[str, str]:
+    """``{file name: contents}`` of the ``.icd`` files the loader would read without us."""
+    environ = os.environ if environ is None else environ
+    source = Path(environ[VENDORS_ENV]) if environ.get(VENDORS_ENV) else system
+    if source.is_file():
+        return {source.name: source.read_text()}
+    if not source.is_dir():
+        return {}
+    icds = {}
+    for path in sorted(source.glob("*.icd")):
+        try:
+            icds[path.name] = path.read_text()
+        except OSError:
+            continue
+    return icds
+
+
+def vendor_files(libraries: dict[str, Path], existing: dict[str, str]) -> dict[str, str]:
+    """The ``.icd`` files of the folder to register: ``existing`` plus each pip library that no
+    existing file already names (a system-wide Intel runtime is not registered twice)."""
+    files = dict(existing)
+    named = {Path(text.strip()).name.split(".so")[0] for text in existing.values()}
+    for dist_name, library in libraries.items():
+        if library.name.split(".so")[0] in named:
+            continue
+        files[f"autotune-{dist_name}.icd"] = f"{library}\n"
+    return files
+
+
+def write_vendor_folder(files: dict[str, str], root: Path) -> Path:
+    """``root/opencl-vendors-<hash>`` holding ``files``; written once, atomically by rename."""
+    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    folder = root / f"opencl-vendors-{digest}"
+    if folder.is_dir():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".opencl-vendors-", dir=root))
+    for name, text in files.items():
+        (staging / name).write_text(text)
+    try:
+        staging.rename(folder)
+    except OSError:  # another process renamed the same contents first
+        for path in staging.iterdir():
+            path.unlink()
+        staging.rmdir()
+    return folder
+
+
+def register_pip_runtimes() -> str | None:
+    """Point ``$OCL_ICD_VENDORS`` at a folder that adds pip's OpenCL runtimes to those already
+    visible; returns the folder, or None when pip installed none (nothing is changed then).
+
+    Idempotent; a cache folder that cannot be written falls back to the temporary folder."""
+    global _registered
+    if _registered is not None and os.environ.get(VENDORS_ENV) == _registered:
+        return _registered
+    libraries = pip_runtime_libraries()
+    if not libraries:
+        return None
+    files = vendor_files(libraries, existing_icds())
+    try:
+        folder = write_vendor_folder(files, cache_dir())
+    except OSError:
+        folder = write_vendor_folder(files, Path(tempfile.gettempdir()) / f"autotune-{os.getuid()}")
+    _registered = str(folder)
+    os.environ[VENDORS_ENV] = _registered
+    return _registered
+
+
+def limit_pocl_threads(environ: dict[str, str] | os._Environ[str] | None = None) -> None:
+    """PoCL's documented thread limit ``POCL_MAX_PTHREAD_COUNT`` from
+    ``$AUTOTUNE_COMPUTE_UNITS``: PoCL reads it when it loads; other runtimes are cut to that
+    many compute units by device fission (:func:`raytracer.opencl_device.choose_device`)."""
+    environ = os.environ if environ is None else environ
+    units = environ.get(COMPUTE_UNITS_ENV, "").strip()
+    if units.isdigit() and int(units) > 0:
+        environ["POCL_MAX_PTHREAD_COUNT"] = units

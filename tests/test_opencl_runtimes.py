@@ -1,0 +1,199 @@
+"""Every CPU runtime pip installed is visible, a device that cannot build is never the default,
+and each device's SIMD width and clock are measured, with their sources."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from raytracer import opencl_device as od
+from raytracer import opencl_runtimes as rt
+from raytracer.device_traits import device_traits, measure_clock_mhz, os_clock_mhz
+from raytracer.opencl_device import DeviceError, DeviceInfo
+
+
+def _info(p: int, kind: str, runtime: str, builds: bool = True, name: str = "dev") -> DeviceInfo:
+    return DeviceInfo(p, 0, f"platform {p}", name, kind, 2, 2600, 1024, "1.0",
+                      1 if runtime == "pocl" else 16, runtime, "test", "test", builds,
+                      "" if builds else "error: unknown target CPU 'generic'")
+
+
+# ---------------------------------------------------------------- registration with the loader
+
+
+def test_vendor_folder_keeps_what_the_loader_had(tmp_path):
+    system = tmp_path / "etc"
+    system.mkdir()
+    (system / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    lib = tmp_path / "lib" / "libintelocl.so"
+    files = rt.vendor_files({"intel-opencl-rt": lib}, rt.existing_icds({}, system))
+    assert files == {"nvidia.icd": "libnvidia-opencl.so.1\n",
+                     "autotune-intel-opencl-rt.icd": f"{lib}\n"}
+    folder = rt.write_vendor_folder(files, tmp_path / "cache")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(files)
+    assert rt.write_vendor_folder(files, tmp_path / "cache") == folder  # same contents, reused
+    assert not list((tmp_path / "cache").glob(".opencl-vendors-*"))  # no staging left
+
+
+def test_user_vendors_folder_or_file_is_kept(tmp_path):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "a.icd").write_text("/opt/a/libA.so\n")
+    assert rt.existing_icds({rt.VENDORS_ENV: str(user)}) == {"a.icd": "/opt/a/libA.so\n"}
+    assert rt.existing_icds({rt.VENDORS_ENV: str(user / "a.icd")}) == {"a.icd": "/opt/a/libA.so\n"}
+    assert rt.existing_icds({rt.VENDORS_ENV: str(tmp_path / "missing")}) == {}
+
+
+def test_a_system_intel_runtime_is_not_registered_twice(tmp_path):
+    existing = {"intel.icd": "/opt/intel/lib/libintelocl.so\n"}
+    files = rt.vendor_files({"intel-opencl-rt": tmp_path / "libintelocl.so"}, existing)
+    assert files == existing
+
+
+def test_registration_in_a_fresh_process_lists_every_runtime(tmp_path):
+    """What a user gets after `pip install`: nothing set by hand, every pip runtime listed."""
+    if not rt.pip_runtime_libraries():
+        pytest.skip("no pip-installed OpenCL runtime to register on this platform")
+    env = {k: v for k, v in os.environ.items() if k != rt.VENDORS_ENV}
+    env[rt.CACHE_ENV] = str(tmp_path)
+    code = ("import raytracer, os, pyopencl as cl; "
+            "print(os.environ['OCL_ICD_VENDORS']); print([p.name for p in cl.get_platforms()])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert Path(out[0]).parent == tmp_path
+    assert "Intel(R) OpenCL" in out[1] and "Portable Computing Language" in out[1]
+
+
+def test_compute_units_reach_pocl_as_its_thread_limit():
+    env = {rt.COMPUTE_UNITS_ENV: "1"}
+    rt.limit_pocl_threads(env)
+    assert env["POCL_MAX_PTHREAD_COUNT"] == "1"
+    env = {"POCL_MAX_PTHREAD_COUNT": "3"}
+    rt.limit_pocl_threads(env)
+    assert env["POCL_MAX_PTHREAD_COUNT"] == "3"  # untouched without a request
+
+
+# ---------------------------------------------------------------- default choice
+
+
+def test_default_prefers_gpu_then_cpu_runtime_order():
+    infos = [_info(0, "CPU", "pocl"), _info(1, "CPU", "intel-cpu"), _info(2, "GPU", "nvidia")]
+    assert od.pick_default(infos).runtime == "nvidia"
+    assert od.pick_default(infos[:2]).runtime == od.CPU_RUNTIME_PREFERENCE[0]
+
+
+def test_a_device_that_cannot_build_is_skipped_with_a_warning():
+    od._warned.clear()
+    infos = [_info(0, "CPU", "intel-cpu", builds=False, name="broken"), _info(1, "CPU", "pocl")]
+    with pytest.warns(UserWarning, match=r"skipping OpenCL device 0:0 broken .*cannot build "
+                                         r"kernels here \(error: unknown target CPU"):
+        assert od.pick_default(infos).runtime == "pocl"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        od.pick_default(infos)  # said once per process
+
+
+def test_no_device_that_builds_is_one_clear_error():
+    with pytest.raises(DeviceError, match="no OpenCL device here can build kernels.*generic"):
+        od.pick_default([_info(0, "CPU", "pocl", builds=False)])
+
+
+def test_forcing_a_device_that_cannot_build_names_it_and_the_way_out(monkeypatch):
+    fake = [(_info(0, "CPU", "intel-cpu", name="good"), object()),
+            (_info(1, "CPU", "pocl", builds=False, name="pthread-cpu"), object())]
+    monkeypatch.setattr(od, "_all_devices", lambda: fake)
+    monkeypatch.delenv(od.DEVICE_ENV, raising=False)
+    monkeypatch.delenv(rt.COMPUTE_UNITS_ENV, raising=False)
+    with pytest.raises(DeviceError, match=r"1:0 pthread-cpu .*cannot build kernels here: error: "
+                                          r"unknown target CPU 'generic'; choose another .*0:0"):
+        od.choose_device("pocl")
+    monkeypatch.setenv(od.DEVICE_ENV, "1:0")
+    with pytest.raises(DeviceError, match="1:0 pthread-cpu"):
+        od.choose_device()
+    assert od.choose_device("cpu")[0].name == "good"  # a kind picks one that builds
+    monkeypatch.setenv(rt.COMPUTE_UNITS_ENV, "zero")
+    with pytest.raises(DeviceError, match="AUTOTUNE_COMPUTE_UNITS must be a positive integer"):
+        od.choose_device("0:0")
+
+
+# ---------------------------------------------------------------- measured traits
+
+
+def test_listed_devices_say_whether_they_build_and_where_figures_come_from():
+    infos = od.list_devices()
+    for info in infos:
+        line = info.describe()
+        assert info.spec in line and info.runtime in line
+        assert ("builds" in line) if info.builds else (f"cannot build here: {info.build_error}"
+                                                       in line)
+        if info.builds and info.kind == "CPU":
+            assert info.clock_mhz > 0 and info.clock_source
+            assert info.simd_source.startswith("measured")
+    by_runtime = {i.runtime: i for i in infos if i.builds}
+    if "pocl" in by_runtime:
+        assert by_runtime["pocl"].simd_width == 1  # one work-item at a time
+    if "intel-cpu" in by_runtime:
+        import pyopencl as cl
+
+        dev = cl.get_platforms()[by_runtime["intel-cpu"].platform_index].get_devices()[0]
+        assert by_runtime["intel-cpu"].simd_width == dev.native_vector_width_float
+
+
+def test_traits_are_cached_per_device(tmp_path, monkeypatch):
+    import pyopencl as cl
+
+    from raytracer import device_traits as dt
+
+    info, dev = od.choose_device()
+    monkeypatch.setenv(rt.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(dt, "_memo", {})
+    first = device_traits(dev)
+    files = list((tmp_path / "devices").glob("*.json"))
+    assert len(files) == 1 and dt.traits_key(dev) in files[0].name
+    monkeypatch.setattr(dt, "_memo", {})
+    monkeypatch.setattr(dt, "measure_traits", lambda d: pytest.fail("measured again"))
+    assert device_traits(dev) == first
+    files[0].write_text("{not json")  # a corrupt cache is measured again, not trusted
+    monkeypatch.setattr(dt, "_memo", {})
+    monkeypatch.setattr(dt, "measure_traits", lambda d: replace(first, simd_width=3))
+    assert device_traits(dev).simd_width == 3
+    assert isinstance(dev, cl.Device) and info.builds
+
+
+def test_clock_from_the_os_and_measured():
+    mhz, source = os_clock_mhz()
+    if mhz:
+        assert 100 < mhz < 10_000 and source.startswith("OS: ")
+    measured = measure_clock_mhz(iterations=3_000_000)
+    assert 300 < measured < 10_000  # a broken chain (folded away, or counted wrong) is far off
+
+
+def test_compute_units_cut_a_device_by_fission(monkeypatch):
+    info, _ = od.choose_device()
+    if info.is_pocl or info.compute_units < 2:
+        pytest.skip("needs a device with several compute units that supports fission")
+    monkeypatch.setenv(rt.COMPUTE_UNITS_ENV, "1")
+    small, dev = od.choose_device()
+    assert small.compute_units == 1 == dev.max_compute_units
+    assert small.name == info.name and small.driver == info.driver
+
+
+def test_both_cpu_runtimes_render_the_same_frame(scenes):
+    """Where PoCL and Intel's runtime both build, one frame on each: the same image."""
+    from raytracer.tracer import RenderSettings, Tracer
+
+    cpus = {i.runtime: i for i in od.list_devices() if i.kind == "CPU" and i.builds}
+    if not {"pocl", "intel-cpu"} <= set(cpus):
+        pytest.skip(f"only {sorted(cpus)} build here: nothing to compare")
+    scene = scenes("bunny")
+    images = [Tracer(scene, device=cpus[r].spec).render(
+        scene.camera, 160, 90, RenderSettings(ao_rays=0, shadows=True)).image.astype(int)
+        for r in ("pocl", "intel-cpu")]
+    assert np.mean(np.abs(images[0] - images[1]) > 2) < 0.002
