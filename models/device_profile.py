@@ -2,7 +2,7 @@
 
 What an application fits on top of a device (the ray tracer's per-phase scale and offset) is
 an :class:`models.app_calibration.AppCalibration`, stored apart. Reading is here; writing goes
-through ``autotune.profile_store`` (atomic files).
+through ``raytracer.tuning.profile_store`` (atomic files).
 """
 
 from __future__ import annotations

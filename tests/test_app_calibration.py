@@ -16,18 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import autotune.profile_store as store_mod
 import raytracer.tuning.calibration_fit as calibrate_mod
+import raytracer.tuning.profile_store as store_mod
 from autotune.app.cli import main
 from autotune.atomic_files import OutputError
-from autotune.profile_store import (
-    calibration_path,
-    find_app_calibration,
-    find_device_profile,
-    profile_path,
-    save_calibration,
-    store,
-)
 from models.app_calibration import (
     AppCalibration,
     CalibrationError,
@@ -40,6 +32,14 @@ from models.raytrace_cost import PHASES, predict_frame_seconds, predict_phase_se
 from models.workload import Workload
 from raytracer.opencl_device import DeviceInfo
 from raytracer.tracer import RenderSettings
+from raytracer.tuning.profile_store import (
+    calibration_path,
+    find_app_calibration,
+    find_device_profile,
+    profile_path,
+    save_calibration,
+    store,
+)
 
 SHIPPED = builtin_profiles()["pocl-pthread-amd-epyc"]
 SHIPPED_CAL = next(c for c in builtin_calibrations() if c.matches(SHIPPED))

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from autotune.profile_store import save_profile
 from models.app_calibration import builtin_calibrations
 from models.device_profile import (
     SCHEMA_VERSION,
@@ -22,6 +21,7 @@ from models.device_profile import (
     find_profile,
     load_profile,
 )
+from raytracer.tuning.profile_store import save_profile
 
 
 def _profile(**overrides: object) -> DeviceProfile:

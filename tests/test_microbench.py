@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from autotune.calibration import (
+from raytracer.opencl_device import DeviceError, choose_device
+from raytracer.tuning.microbench import (
     MicrobenchError,
     MicrobenchResult,
-    default_device,
     fit_departure_delay,
     measure_device_profile,
     profile_from_microbench,
@@ -54,16 +54,19 @@ def test_fit_edge_cases() -> None:
 
 def _device_or_skip():
     try:
-        return default_device()
-    except MicrobenchError as exc:
+        return choose_device()
+    except DeviceError as exc:
         pytest.skip(f"no OpenCL device: {exc}")
 
 
 @pytest.fixture(scope="module")
 def quick_result() -> MicrobenchResult:
-    device = _device_or_skip()
+    info, device = _device_or_skip()
     messages: list[str] = []
-    result = run_microbench(device, quick=True, progress=messages.append)
+    result = run_microbench(info, device, quick=True, progress=messages.append)
+    assert result.clock_ghz == pytest.approx(info.clock_mhz / 1e3)
+    assert result.warp_size == min(info.simd_width, device.max_work_group_size)
+    assert result.raw["clock_source"] == info.clock_source
     assert messages[0] == "build" and messages[-1] == "bandwidth"
     return result
 
@@ -98,4 +101,4 @@ def test_profile_from_microbench(quick_result: MicrobenchResult) -> None:
 def test_measure_device_profile_bad_index() -> None:
     _device_or_skip()
     with pytest.raises(MicrobenchError, match="99:0"):
-        measure_device_profile(99, 0, quick=True)
+        measure_device_profile("99:0", quick=True)

@@ -8,7 +8,6 @@ import json
 import pytest
 
 import raytracer.tuning.tuned_renderer as tuned_mod
-from autotune.profile_store import find_device_profile, profile_path, save_profile
 from models.device_profile import builtin_profiles
 from models.raytrace_cost import predict_phase_seconds
 from raytracer.tracer import RenderSettings
@@ -21,6 +20,7 @@ from raytracer.tuning.calibration_fit import (
 )
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.profile_store import find_device_profile, profile_path, save_profile
 from raytracer.tuning.tuned_renderer import TunedRenderer
 
 W, H = 96, 54

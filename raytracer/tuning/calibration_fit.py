@@ -1,6 +1,6 @@
 """Calibrate a device for the ray tracer: microbenchmarks, then fit the model to measured frames.
 
-Step 1 (``autotune.calibration``) measures the Hong–Kim device parameters with OpenCL
+Step 1 (``raytracer.tuning.microbench``) measures the Hong–Kim device parameters with OpenCL
 microbenchmarks. Step 2 renders views of the calibration scenes with several knob settings at
 two resolutions and fits, by robust least squares (scipy), what the measured phase times can
 tell apart: per phase ``measured = scale * HongKim + offset * pixels + miss * missed_pixels +
@@ -34,13 +34,6 @@ from scipy.optimize import least_squares
 from tqdm import tqdm
 
 from autotune.atomic_files import check_writable_file
-from autotune.profile_store import (
-    keep_in_memory,
-    save_calibration,
-    save_profile,
-    store,
-    writable_store,
-)
 from models.app_calibration import LAUNCH_MAX, OFFSET_MAX, SCALE_MAX, AppCalibration
 from models.device_profile import DeviceProfile, plausible_range
 from models.hong_kim import predict_seconds
@@ -53,6 +46,13 @@ from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.profile_store import (
+    keep_in_memory,
+    save_calibration,
+    save_profile,
+    store,
+    writable_store,
+)
 from raytracer.tuning.timers import KernelEvents, default_timer
 
 QUICK_SCENES = ("spheres", "city")
@@ -405,14 +405,15 @@ def model_errors(fitted: FittedModel, counts: KernelCounts, samples: list[Sample
 def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
     """Step 1: the device's Hong–Kim parameters from OpenCL microbenchmarks.
 
-    On a CPU, PoCL runs the tracer's work-items one after another on a core (its divergent
-    traversal loops do not vectorize across work-items: the numba twin is as fast), so a
-    work-group behaves as one warp and a core holds one warp at a time: N = 1, nothing hides
-    latency, and Hong–Kim reduces to its balanced case, linear in the instruction counts.
+    On a CPU a core runs one work-group at a time, its SIMD groups one after another (PoCL:
+    groups of one work-item; Intel's runtime: groups of 16 lanes on AVX-512, each as long as
+    its slowest lane, which the probe's per-group counts carry). So a work-group behaves as one
+    warp and a core holds one warp at a time: N = 1, nothing hides latency, and Hong–Kim
+    reduces to its balanced case, linear in the instruction counts.
     """
-    from autotune.calibration import measure_device_profile
+    from raytracer.tuning.microbench import measure_device_profile
 
-    profile = measure_device_profile(device.platform_index, device.device_index, quick=quick)
+    profile = measure_device_profile(device.spec, quick=quick)
     if device.kind == "CPU":
         profile = dataclasses.replace(profile, warp_size=TILE * TILE, transactions_per_uncoal=1,
                                       max_blocks_per_core=1)

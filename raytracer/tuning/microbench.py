@@ -5,7 +5,8 @@ events as the slope between two loop lengths (so launch overhead cancels):
 
 1. memory latency ``c_ml``: one work-item chases pointers through a random single-cycle
    permutation of a buffer much larger than the last-level cache; seconds per dependent
-   load times the clock (``device.max_clock_frequency``) gives cycles;
+   load times the clock gives cycles (the device's, else the OS's or a measured one: a CPU
+   runtime may report none; see :mod:`raytracer.device_traits`);
 2. departure delays: every work-item issues dependent loads, coalesced (lanes of a warp read
    consecutive words) or uncoalesced (every lane a random word of its own), at growing
    occupancy ``n`` warps per core. With ``n`` warps in flight a round of loads takes
@@ -17,16 +18,18 @@ events as the slope between two loop lengths (so launch overhead cancels):
 4. effective read bandwidth in GB/s: a grid-stride float4 sweep over the large buffer.
 
 Device terms: a core is an OpenCL compute unit (an SM, a SIMD engine, or on a CPU a hardware
-thread, as PoCL exposes it); a warp is ``preferred work-group size multiple`` of a kernel on a
-GPU (32 on NVIDIA, 64 on AMD) and ``native_vector_width_float`` on a CPU (the SIMD lanes that
-PoCL's vectoriser fills with work-items: 16 floats for AVX-512, 8 for AVX2). Launches use one
-warp per work-group, so ``n`` warps per core are ``n * cores`` work-groups.
+thread); a warp is the work-items that run in lockstep, as measured for the device
+(:attr:`raytracer.opencl_device.DeviceInfo.simd_width`: 32 on NVIDIA, 16 for Intel's CPU
+runtime on AVX-512, 1 for PoCL, which runs work-items one at a time). Launches use one warp per
+work-group, so ``n`` warps per core are ``n * cores`` work-groups; where a warp is one
+work-item, each work-item streams its own contiguous range instead of interleaving with its
+neighbours.
 
 The uncoalesced departure delay is stored per memory transaction, the unit of
 ``DeviceProfile.dep_delay_uncoal``: the fitted per-warp delay divided by the transactions of
 one warp access, taken as the warp size (each lane touches its own cache line).
 
-This module uses pyopencl directly and imports nothing from the ray tracer.
+The device comes from :func:`raytracer.opencl_device.choose_device`, like the tracer's.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import pyopencl as cl
 from numpy.typing import ArrayLike
 
 from models.device_profile import DeviceProfile
+from raytracer.opencl_device import DeviceError, DeviceInfo, build_quietly, choose_device
 
 CHAINS = 8  # independent FMA chains per work-item in fma_chain (see microbench.cl)
 QUICK_WARPS = (1, 2, 4, 8, 16, 32)
@@ -111,38 +115,13 @@ def fit_departure_delay(warps_per_core: ArrayLike, cycles_per_round: ArrayLike) 
 # --------------------------------------------------------------------------- device helpers
 
 
-def default_device() -> cl.Device:
-    """The first GPU of any platform, else the first device at all (e.g. PoCL's CPU)."""
-    try:
-        devices = [d for p in cl.get_platforms() for d in p.get_devices()]
-    except cl.Error as exc:
-        raise MicrobenchError(f"no OpenCL platform found ({exc})") from None
-    if not devices:
-        raise MicrobenchError("no OpenCL device found")
-    gpus = [d for d in devices if d.type & cl.device_type.GPU]
-    return (gpus or devices)[0]
-
-
 def _is_cpu(device: cl.Device) -> bool:
     return bool(device.type & cl.device_type.CPU)
 
 
-def warp_size_of(device: cl.Device, kernel: cl.Kernel | None = None) -> int:
-    """SIMD width as Hong–Kim's warp: CPU native float vector width, GPU work-group multiple."""
-    if _is_cpu(device):
-        return max(1, int(device.native_vector_width_float))
-    if kernel is not None:
-        multiple = kernel.get_work_group_info(
-            cl.kernel_work_group_info.PREFERRED_WORK_GROUP_SIZE_MULTIPLE, device
-        )
-        if multiple > 0:
-            return int(multiple)
-    return 32
-
-
 def kernel_source() -> str:
     """The OpenCL C source of the microbenchmark kernels."""
-    path = resources.files("autotune.calibration") / "kernels" / "microbench.cl"
+    path = resources.files("raytracer.tuning") / "kernels" / "microbench.cl"
     return path.read_text()
 
 
@@ -152,7 +131,8 @@ def kernel_source() -> str:
 class _Bench:
     """One device's context, queue, kernels and timing helpers."""
 
-    def __init__(self, device: cl.Device, quick: bool, progress: Progress) -> None:
+    def __init__(self, info: DeviceInfo, device: cl.Device, quick: bool,
+                 progress: Progress) -> None:
         self.device = device
         self.quick = quick
         self.progress = progress
@@ -161,10 +141,11 @@ class _Bench:
             self.ctx, properties=cl.command_queue_properties.PROFILING_ENABLE
         )
         try:
-            self.program = cl.Program(self.ctx, kernel_source()).build(options=["-cl-mad-enable"])
+            self.program = build_quietly(cl.Program(self.ctx, kernel_source()),
+                                         ["-cl-mad-enable"])
         except cl.Error as exc:
             raise MicrobenchError(
-                f"autotune/calibration/kernels/microbench.cl failed to build on "
+                f"raytracer/tuning/kernels/microbench.cl failed to build on "
                 f"{device.name.strip()}:\n{exc}"
             ) from None
         self.kernels = {
@@ -174,13 +155,11 @@ class _Bench:
         self.target_s = 0.01 if quick else 0.05
         self.repeats = 3 if quick else 5
         self.cores = int(device.max_compute_units)
-        self.warp = min(
-            warp_size_of(device, self.kernels["stream_coal"]), device.max_work_group_size
-        )
-        self.serial_items = _is_cpu(device)  # PoCL runs a work-item's loop serially
-        self.clock_hz = float(device.max_clock_frequency) * 1e6
+        self.warp = min(info.simd_width, device.max_work_group_size)
+        self.serial_items = self.warp == 1  # work-items run one at a time (PoCL)
+        self.clock_hz = float(info.clock_mhz) * 1e6
         if self.clock_hz <= 0:
-            raise MicrobenchError(f"{device.name.strip()} reports no clock frequency")
+            raise MicrobenchError(f"{info.name}: no clock frequency ({info.clock_source})")
 
     def strides(self, items: int, words: int) -> tuple[int, int]:
         """(lane_stride, round_stride) of the device's best streaming pattern over ``words``."""
@@ -232,22 +211,23 @@ def _progress_callback(progress: bool | Progress | None, total: int) -> tuple[Pr
 
 
 def run_microbench(
-    device: cl.Device | None = None,
+    info: DeviceInfo,
+    device: cl.Device,
     quick: bool = False,
     progress: bool | Progress | None = None,
     seed: int = 0,
     warps_per_core: Sequence[int] | None = None,
 ) -> MicrobenchResult:
-    """Measure latency, departure delays, issue cycles and bandwidth of ``device``.
+    """Measure latency, departure delays, issue cycles and bandwidth of ``device`` (``info``:
+    what :func:`~raytracer.opencl_device.choose_device` measured of it: SIMD width, clock).
 
     ``progress``: True for a tqdm bar, or a callable given one message per finished step.
     ``quick`` takes a few seconds (64 MiB buffer, short timings); the full run is steadier.
     """
-    device = device or default_device()
     warps = tuple(warps_per_core or (QUICK_WARPS if quick else FULL_WARPS))
     tick, bar = _progress_callback(progress, 4 + 2 * len(warps))
     try:
-        return _measure(device, quick, warps, seed, tick)
+        return _measure(info, device, quick, warps, seed, tick)
     finally:
         if bar is not None:
             bar.close()
@@ -262,9 +242,10 @@ def _buffer_words(device: cl.Device, quick: bool) -> int:
 
 
 def _measure(
-    device: cl.Device, quick: bool, warps: tuple[int, ...], seed: int, tick: Progress
+    info: DeviceInfo, device: cl.Device, quick: bool, warps: tuple[int, ...], seed: int,
+    tick: Progress,
 ) -> MicrobenchResult:
-    b = _Bench(device, quick, tick)
+    b = _Bench(info, device, quick, tick)
     tick("build")
     mf = cl.mem_flags
     n_words = _buffer_words(device, quick)
@@ -349,6 +330,8 @@ def _measure(
         if not (math.isfinite(value) and value > 0):
             raise MicrobenchError(f"{device.name.strip()}: measured {key} = {value} is unusable")
     raw = {
+        "clock_source": info.clock_source,
+        "simd_width_source": info.simd_source,
         "buffer_bytes": 4 * n_words,
         "seconds_per_dependent_load": latency_s,
         "warps_per_core": list(warps),
@@ -406,17 +389,11 @@ def profile_from_microbench(
         transactions_per_uncoal=result.transactions_per_uncoal,
         source=(
             f"microbenchmarks ({'quick' if result.quick else 'full'}) on "
-            f"{result.device_name}, autotune.calibration.microbench"
+            f"{result.device_name}, raytracer.tuning.microbench; cycles at "
+            f"{result.clock_ghz:.3f} GHz, clock from "
+            f"{result.raw.get('clock_source') or 'the device'}"
         ),
     )
-
-
-def device_at(platform_index: int, device_index: int) -> cl.Device:
-    """The OpenCL device at these platform and device indices (as ``autotune devices`` lists)."""
-    try:
-        return cl.get_platforms()[platform_index].get_devices()[device_index]
-    except (cl.Error, IndexError) as exc:
-        raise MicrobenchError(f"no OpenCL device {platform_index}:{device_index} ({exc})") from None
 
 
 def default_max_blocks_per_core(device: cl.Device) -> int:
@@ -427,22 +404,22 @@ def default_max_blocks_per_core(device: cl.Device) -> int:
 
 
 def measure_device_profile(
-    platform_index: int | None = None,
-    device_index: int | None = None,
+    spec: str | None = None,
     quick: bool = False,
     progress: bool | Progress | None = None,
     max_blocks_per_core: int | None = None,
 ) -> DeviceProfile:
-    """Run the microbenchmarks on a device (default: ``default_device()``) and profile it."""
-    if platform_index is None or device_index is None:
-        device = default_device()
-    else:
-        device = device_at(platform_index, device_index)
-    result = run_microbench(device, quick=quick, progress=progress)
+    """Run the microbenchmarks on a device (``spec`` as ``--device`` takes it; default: the
+    device :func:`~raytracer.opencl_device.choose_device` picks) and profile it."""
+    try:
+        info, device = choose_device(spec)
+    except DeviceError as exc:
+        raise MicrobenchError(str(exc)) from None
+    result = run_microbench(info, device, quick=quick, progress=progress)
     return profile_from_microbench(
         result,
-        device_name=device.name.strip(),
-        driver=device.driver_version,
+        device_name=info.name,
+        driver=info.driver,
         cores=result.cores,
         warp_size=result.warp_size,
         clock_ghz=result.clock_ghz,

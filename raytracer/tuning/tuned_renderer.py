@@ -15,12 +15,11 @@ from __future__ import annotations
 import time
 import warnings
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from autotune import DEFAULT_CONTROLLER, BoolKnob, FloatKnob, KnobSpace, Tuner
-from autotune.profile_store import find_app_calibration, find_device_profile
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import (
@@ -36,6 +35,7 @@ from raytracer.scene import Scene
 from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.profile_store import find_app_calibration, find_device_profile
 
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
@@ -110,6 +110,9 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
                       stacklevel=2)
         fitted = calibrate(tracer.device_info, quick=True, save=True, progress=False)
         profile, calibration = fitted.profile, fitted.calibration
+    if profile.name == info.name and profile.cores != info.compute_units:
+        # the same device cut by fission (AUTOTUNE_COMPUTE_UNITS): its own core count
+        profile = replace(profile, cores=info.compute_units)
     return RayTraceModel(profile, load_kernel_counts(), calibration)
 
 
