@@ -7,7 +7,8 @@ Parts, each its own ``mpiexec`` job (``python -m mpi4py -m benchmarks.cluster --
   on shared memory (``shm``) and once on the "slow network" (``slow``: every message pays
   an emulated link of 2 ms + bytes / 100 MB/s, raytracer/volume/emulation.py SlowLinks).
 - ``real``: the ray caster renders the seed's orbit on 1..8 ranks (sub-communicators of one
-  job; every rank's PoCL on one thread: ``POCL_MAX_PTHREAD_COUNT=1``) at each image size,
+  job; every rank's OpenCL device on one compute unit: ``AUTOTUNE_COMPUTE_UNITS=1``) at each
+  image size,
   at sample step 1 (the *current node*) and step 3 (the *faster node*: a third of the
   samples, about half the render time: per-ray costs stay).
   Per frame: every rank's local render seconds and rank 0's frame time.
@@ -231,7 +232,7 @@ def real_runs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
             plan = Path(tmp) / "real_plan.json"
             write_json(plan, {"volume": cfg["volume"], "frames": cfg["frames"], "runs": todo})
             _launch("real", max(r["ranks"] for r in todo), [str(plan), str(out)],
-                    {"POCL_MAX_PTHREAD_COUNT": "1"})
+                    {"AUTOTUNE_COMPUTE_UNITS": "1"})
         done = json.loads(out.read_text())
     return {r["key"]: done[r["key"]] for r in runs}
 

@@ -13,12 +13,18 @@ fit on ``city`` alone at one size, starting from microbenchmark parameters only)
 (the calibration the product uses, with what it was fitted on). The measured time is the
 device timer's (see ``timer`` in the JSON): CPU busy time on a CPU device, so that other
 tenants of a shared machine do not count; the kernel events' inflation is reported beside.
+
+Per runtime: every OpenCL runtime that builds here is measured in turn (PoCL and Intel's CPU
+runtime are two; ``--device`` picks one). ``runtime_transfer`` predicts one runtime's held-out
+frames with the calibrations shipped for other devices (calibrated on another runtime, no
+recalibration), then times a quick calibration on this runtime and gives its error on the same
+frames. The JSON's ``run`` block says how quiet the machine was (``others_share``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +32,11 @@ from tqdm import tqdm
 
 from autotune.app.animation import heldout_camera_path
 from autotune.app.report import emit, pyplot, summary_stats
+from autotune.app.run_record import mark_goals, measured_run
 from autotune.atomic_files import check_output_dir, output_dir, save_figure
+from models.app_calibration import builtin_calibrations
+from models.device_profile import builtin_profiles
+from raytracer.opencl_device import DeviceInfo, choose_device, list_devices
 from raytracer.phases import PHASES
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
@@ -39,6 +49,7 @@ from raytracer.tuning.calibration_fit import (
     FittedModel,
     Sample,
     base_profile,
+    calibrate,
     calibration_views,
     collect_samples,
     fit_profile,
@@ -53,7 +64,7 @@ EVAL_SCENES = ("dragon", "sibenik")
 EVAL_SIZES = ((256, 144), (480, 270))
 AO_COUNTS = (0, 1, 4, 16)
 TRANSFER_SCENE = "city"
-GOALS = {"frame_mean": 0.10, "frame_p95": 0.25, "phase_mean": 0.15}
+GOALS = {"frame_mean": 0.10, "frame_p95": 0.25, "phase_mean": 0.15, "quick_calibration_s": 30.0}
 
 
 def eval_settings(quick: bool) -> tuple[RenderSettings, ...]:
@@ -120,7 +131,8 @@ def contention(samples: list[Sample]) -> dict:
     return summary_stats(ratio, ("median", "p95", "max")) if ratio else {}
 
 
-def goals(figures: dict) -> dict:
+def device_goals(figures: dict) -> dict:
+    """One device's goals: held-out frame mean and p95, each phase; quick calibration time."""
     held = figures["all"]["held_out"]
     out = {
         "held_out_mean_frame_error": {
@@ -137,6 +149,11 @@ def goals(figures: dict) -> dict:
             "value": st["mean"], "goal": f"<= {GOALS['phase_mean']}",
             "met": st["mean"] <= GOALS["phase_mean"],
             "what": f"mean relative error of the {phase} phase, held out"}
+    quick = figures["runtime_transfer"]["quick_calibration"]
+    out["quick_calibration_seconds"] = {
+        "value": quick["seconds"], "goal": f"<= {GOALS['quick_calibration_s']}",
+        "met": quick["seconds"] <= GOALS["quick_calibration_s"],
+        "what": "seconds of `autotune calibrate --quick` (microbenchmarks + frames + fit)"}
     return out
 
 
@@ -158,29 +175,21 @@ def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: 
     save_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="autotune bench model", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", action="append", help="held-out scene(s) (default: dragon, "
-                        "sibenik); a calibration scene is refused")
-    parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
-                        "quick 3)")
-    parser.add_argument("--quick", action="store_true",
-                        help="quick calibration set; dragon-small at 256x144, AO {0, 2, 8}")
-    parser.add_argument("--device")
-    from autotune.app import options as opt
+def evaluation_devices(spec: str | None) -> list[DeviceInfo]:
+    """``spec``'s device, else one device of every OpenCL runtime that builds here."""
+    if spec:
+        return [choose_device(spec)[0]]
+    seen: dict[str, DeviceInfo] = {}
+    for info in list_devices():
+        if info.builds and info.runtime not in seen:
+            seen[info.runtime] = info
+    return list(seen.values())
 
-    opt.add_plots(parser, "the PNG plot")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    if args.plots:
-        check_output_dir(args.plots, args.force)  # before the measurements, not after
+
+def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]) -> dict:
+    """Calibration and held-out frames of one device, and its models' errors on them."""
     cal_scenes = QUICK_SCENES if args.quick else FULL_SCENES
     cal_sizes = QUICK_SIZES if args.quick else FULL_SIZES
-    scenes = args.scene or (["dragon-small"] if args.quick else list(EVAL_SCENES))
-    overlap = sorted(set(scenes) & set(cal_scenes))
-    if overlap:
-        parser.error(f"{', '.join(overlap)} is a calibration scene; evaluate on another")
     frames = args.frames or (3 if args.quick else 6)
     sizes = ((256, 144),) if args.quick else EVAL_SIZES
     settings = eval_settings(args.quick)
@@ -188,22 +197,19 @@ def main(argv: list[str] | None = None) -> int:
     counts = load_kernel_counts()
     total = (len(cal_scenes) * len(cal_sizes) * (cal_views + 2) * len(CALIBRATION_SETTINGS)
              + len(scenes) * len(sizes) * frames * len(settings))
-    with tqdm(total=total, desc="model accuracy", unit="frame") as bar:
+    with tqdm(total=total, desc=f"model accuracy ({info.runtime})", unit="frame") as bar:
         cal_samples: list[Sample] = []
-        tracer = None
         for name in cal_scenes:
-            tracer, s = measure(name, lambda sc: calibration_views(sc, cal_views, True),
-                                cal_sizes,
-                                CALIBRATION_SETTINGS, args.device, bar)
+            _, s = measure(name, lambda sc: calibration_views(sc, cal_views, True), cal_sizes,
+                           CALIBRATION_SETTINGS, info.spec, bar)
             cal_samples += s
         transfer_samples = [s for s in cal_samples if s.scene == TRANSFER_SCENE
                             and s.workload.pixels == cal_sizes[-1][0] * cal_sizes[-1][1]]
         samples_by_scene = {}
         for name in scenes:
             tracer, samples_by_scene[name] = measure(
-                name, lambda sc: heldout_camera_path(sc, frames), sizes, settings, args.device,
+                name, lambda sc: heldout_camera_path(sc, frames), sizes, settings, info.spec,
                 bar)
-    info = tracer.device_info
     base = base_profile(info, quick=True)  # microbenchmark parameters, nothing fitted
     calibrated = fit_profile(base, counts, cal_samples)
     transfer = fit_profile(base, counts, transfer_samples)
@@ -216,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     all_samples = [s for v in samples_by_scene.values() for s in v]
     timer = default_timer(tracer)
     figures: dict = {
-        "device": info.name, "timer": timer.name, "timer_what": timer.describe(),
-        "load_average_1min": os.getloadavg()[0],
+        "device": info.name, "runtime": info.runtime, "platform": info.platform,
+        "driver": info.driver, "simd_width": info.simd_width, "clock_mhz": info.clock_mhz,
+        "clock_source": info.clock_source,
+        "timer": timer.name, "timer_what": timer.describe(),
         "calibration_set": {"scenes": list(cal_scenes),
                             "sizes": [f"{w}x{h}" for w, h in cal_sizes],
                             "path": f"calibration orbit, {cal_views} views + one aside and "
@@ -245,10 +253,74 @@ def main(argv: list[str] | None = None) -> int:
                       "transfer": errors(transfer_model, all_samples),
                       "shipped": errors(shipped, all_samples)}
     figures["phong"] = {"held_out": phong_price(held_model, all_samples)}
-    figures["goals"] = goals(figures)
+    figures["runtime_transfer"] = runtime_transfer(info, held_model, all_samples)
     if args.plots:
         with output_dir(args.plots, args.force) as plots:
-            plot(samples_by_scene, held_model, plots / "model_accuracy.png")
-    emit(figures, args.json, title="model accuracy without feedback (held out)")
-    return 0
+            plot(samples_by_scene, held_model, plots / f"model_accuracy_{info.runtime}.png")
+    return {"figures": figures, "model": held_model, "samples": all_samples}
 
+
+def runtime_transfer(info: DeviceInfo, own: RayTraceModel, samples: list[Sample]) -> dict:
+    """This runtime's held-out frames predicted by every other device's shipped calibration
+    (no recalibration), then by a quick calibration here: its seconds and its error."""
+    counts = load_kernel_counts()
+    out: dict = {"without_recalibration": {}}
+    for cal in builtin_calibrations():
+        if (cal.device, cal.driver) == (info.name, info.driver):
+            continue
+        profile = next((p for p in builtin_profiles().values()
+                        if (p.name, p.driver) == (cal.device, cal.driver)), None)
+        if profile is None:
+            continue
+        model = RayTraceModel(profile, counts, cal)
+        out["without_recalibration"][f"{cal.device} (driver {cal.driver})"] = {
+            "calibration": cal.source, **errors(model, samples)}
+    start = time.perf_counter()
+    quick = calibrate(info, quick=True, save=False, progress=False)
+    seconds = time.perf_counter() - start
+    out["quick_calibration"] = {"seconds": seconds,
+                                **errors(RayTraceModel(quick.profile, counts, quick.calibration),
+                                         samples)}
+    out["full_calibration_here"] = errors(own, samples)["frame"]
+    return out
+
+
+def goals(figures: dict) -> dict:
+    """Per runtime: held-out frame and phase errors; the quick calibration's seconds."""
+    out = {}
+    for runtime, fig in figures["runtimes"].items():
+        out.update({f"{runtime}_{k}": v for k, v in device_goals(fig).items()})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="autotune bench model", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scene", action="append", help="held-out scene(s) (default: dragon, "
+                        "sibenik); a calibration scene is refused")
+    parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
+                        "quick 3)")
+    parser.add_argument("--quick", action="store_true",
+                        help="quick calibration set; dragon-small at 256x144, AO {0, 2, 8}")
+    parser.add_argument("--device", help="one device (P:D, gpu, cpu, intel-cpu, pocl); default: "
+                                         "one device of every OpenCL runtime that builds here")
+    from autotune.app import options as opt
+
+    opt.add_plots(parser, "the PNG plots")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    if args.plots:
+        check_output_dir(args.plots, args.force)  # before the measurements, not after
+    cal_scenes = QUICK_SCENES if args.quick else FULL_SCENES
+    scenes = args.scene or (["dragon-small"] if args.quick else list(EVAL_SCENES))
+    overlap = sorted(set(scenes) & set(cal_scenes))
+    if overlap:
+        parser.error(f"{', '.join(overlap)} is a calibration scene; evaluate on another")
+    with measured_run() as run:
+        results = {info.runtime: measure_device(info, args, scenes)
+                   for info in evaluation_devices(args.device)}
+    figures: dict = {"run": run.figures(),
+                     "runtimes": {r: res["figures"] for r, res in results.items()}}
+    figures["goals"] = mark_goals(goals(figures), figures["run"])
+    emit(figures, args.json, title="model accuracy without feedback (held out), per runtime")
+    return 0

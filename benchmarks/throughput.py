@@ -1,11 +1,13 @@
 """Ray throughput of our OpenCL tracer against Embree (embreex) on the same rays, at equal
 thread counts, plus BVH build speed and quality, and memory.
 
-Threads: each configuration runs in its own process. ``one_thread``: PoCL limited to one
-compute unit (``POCL_MAX_PTHREAD_COUNT=1``) against Embree on one thread (embreex's
-``scene.run`` is single-threaded): the per-core comparison the goals use. ``all_cores``: PoCL
-on every core against the same one-thread Embree (the figure this benchmark reported before),
-beside it. Within a process ours and Embree are timed interleaved (one frame of ours, then
+Runtimes: every OpenCL runtime that builds here is measured (PoCL and Intel's CPU runtime are
+two; ``--device`` picks one). Threads: each configuration runs in its own process.
+``one_thread``: the CPU device cut to one compute unit (``AUTOTUNE_COMPUTE_UNITS=1``: device
+fission, or PoCL's ``POCL_MAX_PTHREAD_COUNT``) against Embree on one thread (embreex's
+``scene.run`` is single-threaded): the per-core comparison the goals use. ``all_cores``: the
+device on every core against the same one-thread Embree, beside it. Within a process ours and
+Embree are timed interleaved (one frame of ours, then
 Embree's primary, shadow and AO batches, ``--repeats`` times) and the best of each is kept, so
 both see the same machine load.
 
@@ -43,9 +45,12 @@ import numpy as np
 from tqdm import tqdm
 
 from autotune.app.report import _plain, emit
+from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
+from raytracer.opencl_device import DeviceInfo, choose_device, list_devices
+from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
 from raytracer.scene import Scene, load_scene
-from raytracer.tracer import POCL_PLATFORM, RenderSettings, Tracer
+from raytracer.tracer import RenderSettings, Tracer
 
 SCENES = ("dragon", "sibenik")
 AO_RAYS = 8
@@ -57,17 +62,6 @@ GOAL_RATIO = 1.0  # ours per core >= Embree per core
 GOAL_BUILD_MTRIS = 2.0  # binned SAH + 4-wide collapse, all cores
 GOAL_SAH_RATIO = 1.10  # binned SAH cost within 10 % of the full sweep
 MARK = "THROUGHPUT-JSON "
-
-
-def cpu_model() -> str:
-    """CPU model name from /proc/cpuinfo (platform.processor() as a fallback)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def primary_rays(scene: Scene, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
@@ -257,11 +251,13 @@ def worker_main(argv: list[str]) -> int:
 
 def run_worker(name: str, width: int, height: int, repeats: int, device: str | None,
                threads: int | None) -> dict[str, Any]:
-    """One scene in a fresh process; ``threads`` caps PoCL's worker threads (None: all)."""
+    """One scene in a fresh process; ``threads`` cuts the device to that many compute units
+    (None: all)."""
     env = dict(os.environ)
-    env.pop("POCL_MAX_PTHREAD_COUNT", None)
+    for key in (COMPUTE_UNITS_ENV, "POCL_MAX_PTHREAD_COUNT"):
+        env.pop(key, None)
     if threads is not None:
-        env["POCL_MAX_PTHREAD_COUNT"] = str(threads)
+        env[COMPUTE_UNITS_ENV] = str(threads)
     cmd = [sys.executable, "-m", "benchmarks.throughput", "--worker", name, str(width),
            str(height), str(repeats)] + ([device] if device else [])
     done = subprocess.run(cmd, env=env, cwd=Path(__file__).resolve().parents[1],
@@ -300,31 +296,35 @@ def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
     }
 
 
-def is_pocl_cpu(device: str | None) -> bool:
-    """Whether ``device`` resolves to a PoCL CPU device (whose threads we can cap)."""
-    from raytracer.opencl_device import choose_device
-
-    info, _ = choose_device(device)
-    return info.kind == "CPU" and POCL_PLATFORM in info.platform.lower()
+def runtimes_to_measure(device: str | None) -> list[DeviceInfo]:
+    """``device``, else one device of every OpenCL runtime that builds here."""
+    if device:
+        return [choose_device(device)[0]]
+    seen: dict[str, DeviceInfo] = {}
+    for info in list_devices():
+        if info.builds and info.runtime not in seen:
+            seen[info.runtime] = info
+    return list(seen.values())
 
 
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
-    """The goals block, computed from the figures."""
+    """The goals block, computed from the figures: per runtime and scene, each ray kind."""
     out: dict[str, Any] = {}
-    for name in SCENES:
-        per_core = figures[name].get("one_thread")
-        if per_core is None:
-            continue
-        for kind in RAY_KINDS:
-            ratio = per_core[kind]["ratio_cpu_time"]
-            out[f"{name}_{kind}_per_core"] = {
-                "value": ratio,
-                "goal": f">= {GOAL_RATIO:g}",
-                "met": bool(ratio >= GOAL_RATIO),
-                "what": f"{name} {kind} rays per CPU second: ours on one PoCL compute unit / "
-                "Embree on one thread, same rays (CPU time, robust to a shared machine; the "
-                "wall-time ratio is beside it in one_thread)",
-            }
+    for runtime, per_runtime in figures["runtimes"].items():
+        for name in SCENES:
+            per_core = per_runtime[name].get("one_thread")
+            if per_core is None:
+                continue
+            for kind in RAY_KINDS:
+                ratio = per_core[kind]["ratio_cpu_time"]
+                out[f"{runtime}_{name}_{kind}_per_core"] = {
+                    "value": ratio,
+                    "goal": f">= {GOAL_RATIO:g}",
+                    "met": bool(ratio >= GOAL_RATIO),
+                    "what": f"{name} {kind} rays per CPU second: ours on one {runtime} compute "
+                    "unit / Embree on one thread, same rays (CPU time, robust to a shared "
+                    "machine; the wall-time ratio is beside it in one_thread)",
+                }
     build = figures["build_dragon"]
     out["bvh_build_mtris_s"] = {
         "value": build["mtris_per_s"],
@@ -351,44 +351,54 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="640x360 instead of 1280x720")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
-    parser.add_argument("--device", default=None, help="OpenCL device (gpu, cpu, P:D, name)")
+    parser.add_argument("--device", default=None,
+                        help="one OpenCL device (gpu, cpu, P:D, intel-cpu, pocl, name); "
+                             "default: one device of every runtime that builds here")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best of)")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
     args = parser.parse_args(argv)
     width, height = (640, 360) if args.quick else (1280, 720)
     repeats = args.repeats or (3 if args.quick else 5)
     cores = os.cpu_count() or 1
-    # (label, PoCL thread cap): per core first, then every core; a GPU runs once as itself
-    configs = ([("one_thread", 1), ("all_cores", None)] if is_pocl_cpu(args.device)
-               else [("device", None)])
-    figures: dict[str, Any] = {}
-    with tqdm(total=len(SCENES) * len(configs) + 2, file=sys.stderr, desc="throughput") as bar:
-        for name in SCENES:
-            scene_fig: dict[str, Any] = {}
-            for label, threads in configs:
-                bar.set_postfix_str(f"{name}: {label}")
-                scene_fig[label] = run_worker(name, width, height, repeats, args.device, threads)
-                bar.update(1)
-            if "one_thread" in scene_fig and "all_cores" in scene_fig:
-                scene_fig["all_cores_over_one_thread"] = {
-                    kind: scene_fig["all_cores"][kind]["ours_mrays_s"]
-                    / scene_fig["one_thread"][kind]["ours_mrays_s"] for kind in RAY_KINDS}
-            figures[name] = scene_fig
-        last = figures["dragon"][configs[-1][0]]
-        figures["memory_dragon"] = {
-            "peak_rss_mb": last["peak_rss_mb"],
-            **{f"bvh_{k}": v for k, v in last["bvh"].items()},
-            "note": "peak RSS of the dragon worker process: ours (BVH, buffers, PoCL) and "
-            "Embree's scene together",
-        }
+    devices = runtimes_to_measure(args.device)
+    # (label, compute units): per core first, then every core; a GPU runs once as itself
+    configs = {info.runtime: ([("one_thread", 1), ("all_cores", None)] if info.kind == "CPU"
+                              else [("device", None)]) for info in devices}
+    figures: dict[str, Any] = {"runtimes": {}}
+    steps = len(SCENES) * sum(len(c) for c in configs.values()) + 2
+    with measured_run() as run, tqdm(total=steps, file=sys.stderr, desc="throughput") as bar:
+        for info in devices:
+            per_runtime: dict[str, Any] = {"device": info.describe()}
+            for name in SCENES:
+                scene_fig: dict[str, Any] = {}
+                for label, threads in configs[info.runtime]:
+                    bar.set_postfix_str(f"{info.runtime} {name}: {label}")
+                    scene_fig[label] = run_worker(name, width, height, repeats, info.spec,
+                                                  threads)
+                    bar.update(1)
+                if "one_thread" in scene_fig and "all_cores" in scene_fig:
+                    scene_fig["all_cores_over_one_thread"] = {
+                        kind: scene_fig["all_cores"][kind]["ours_mrays_s"]
+                        / scene_fig["one_thread"][kind]["ours_mrays_s"] for kind in RAY_KINDS}
+                per_runtime[name] = scene_fig
+            last = per_runtime["dragon"][configs[info.runtime][-1][0]]
+            per_runtime["memory_dragon"] = {
+                "peak_rss_mb": last["peak_rss_mb"],
+                **{f"bvh_{k}": v for k, v in last["bvh"].items()},
+                "note": "peak RSS of the dragon worker process: ours (BVH, buffers, OpenCL "
+                "runtime) and Embree's scene together",
+            }
+            figures["runtimes"][info.runtime] = per_runtime
         bar.set_postfix_str("BVH build")
         figures["build_dragon"] = bench_build(load_scene("dragon").triangles(),
                                               5 if args.quick else 10)
         bar.update(1)
         bar.set_postfix_str("kernel calls")
-        figures["pocl_kernel_calls"] = kernel_call_figures()
+        if any(info.is_pocl for info in devices):
+            figures["pocl_kernel_calls"] = kernel_call_figures()
         bar.update(1)
-    figures["goals"] = goals(figures)
+    figures["run"] = run.figures()
+    figures["goals"] = mark_goals(goals(figures), figures["run"])
     figures["notes"] = {
         "ray_counting": "primary: every pixel (hit or miss) for both; shadow/AO: only rays "
         "traced (hit pixels facing the light; 8 per hit pixel), the same count for both",
@@ -396,14 +406,14 @@ def main(argv: list[str] | None = None) -> int:
         "(scene.run), interleaved in one process, best of repeats; wall: ours from the OpenCL "
         "profiling event, Embree around scene.run; cpu: process CPU time (all threads) around "
         "each, which a busy shared machine does not inflate the way it inflates wall time",
-        "threads": "one_thread: POCL_MAX_PTHREAD_COUNT=1 vs embreex on one thread (its "
-        f"scene.run is single-threaded, embree_cpu_per_wall ~ 1); all_cores: PoCL on {cores} "
-        "cores vs the same one-thread Embree",
+        "threads": "one_thread: AUTOTUNE_COMPUTE_UNITS=1 (device fission; PoCL: "
+        "POCL_MAX_PTHREAD_COUNT=1) vs embreex on one thread (its scene.run is single-threaded, "
+        f"embree_cpu_per_wall ~ 1); all_cores: the device on {cores} cores vs the same "
+        "one-thread Embree",
     }
     figures["machine"] = {
         "cpu": cpu_model(),
         "cores": cores,
-        "device": figures[SCENES[0]][configs[0][0]]["device"],
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "quick": bool(args.quick),

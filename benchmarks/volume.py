@@ -8,7 +8,7 @@ figures, and strong scaling of the distributed renderer over 1..8 ranks.
   opacity points, opacity unit distance and sample distance, automatic sample-distance
   adjustment off. Both terminate rays at full opacity (VTK's fixed-point accumulation stops
   at 1 − 2⁻¹⁵; ours is given that threshold). Each thread count runs in its own process with
-  ``POCL_MAX_PTHREAD_COUNT=N`` and the VTK mapper on N threads; ours and VTK alternate in
+  ``AUTOTUNE_COMPUTE_UNITS=N`` and the VTK mapper on N threads; ours and VTK alternate in
   every repeat (best of the repeats), so load from other processes hits both alike. Times are
   wall seconds of one frame as an application sees it: ours = kernel + read-back, VTK =
   ``Render()``. Samples/s counts the lattice samples along the rays inside the volume
@@ -168,7 +168,7 @@ def worker_raycast(volume_name: str, size: int, threads: int, repeats: int, nvie
     ours = Raycaster(volume, tf)
     theirs = VtkRenderer(volume, tf, size, size, threads)
     out: dict[str, Any] = {
-        "threads": threads, "pocl_max_pthread_count": os.environ.get("POCL_MAX_PTHREAD_COUNT"),
+        "threads": threads, "compute_units": os.environ.get("AUTOTUNE_COMPUTE_UNITS"),
         "vtk_threads": theirs.mapper.GetNumberOfThreads(), "vtk_window": theirs.window_class,
         "vtk_scalars": theirs.scalar_type, "device": ours.device.name, "views": []}
     for v, cam in enumerate(views(volume.radius, nviews)):
@@ -210,7 +210,7 @@ def run_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews:
                 images: str) -> dict[str, Any]:
     """The raycast part for one thread count, in its own process (PoCL reads its thread count
     once, at start-up)."""
-    env = {**os.environ, "POCL_MAX_PTHREAD_COUNT": str(threads)}
+    env = {**os.environ, "AUTOTUNE_COMPUTE_UNITS": str(threads)}
     cmd = [sys.executable, "-m", "benchmarks.volume", "--worker", "raycast", volume_name,
            str(size), str(threads), str(repeats), str(nviews), images]
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)

@@ -110,7 +110,7 @@ def test_one_process_world_and_agree():
         mpi_runtime.agree(False, "bad volume")
     env: dict[str, str] = {}
     assert mpi_runtime.share_opencl_threads(cores=6, environ=env) == 6
-    assert env["POCL_MAX_PTHREAD_COUNT"] == "6"
+    assert env["POCL_MAX_PTHREAD_COUNT"] == env["AUTOTUNE_COMPUTE_UNITS"] == "6"
     with pytest.raises(ValueError, match="rank count"):
         mpi_runtime.launch_command(["x"], 0)
 

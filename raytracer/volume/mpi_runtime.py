@@ -13,8 +13,8 @@ every way to get there:
   made the same on every rank, which then all raise the same error;
 - :func:`launch`: runs ``mpiexec -n K python -m mpi4py -m <module> ...`` (the ``-m mpi4py``
   runner aborts on unhandled exceptions too) and kills its own process group on timeout;
-- :func:`share_opencl_threads`: ranks on one machine split its cores between their PoCL
-  devices (``POCL_MAX_PTHREAD_COUNT``), or per-rank timings mean nothing.
+- :func:`share_opencl_threads`: ranks on one machine split its cores between their OpenCL
+  CPU devices (``AUTOTUNE_COMPUTE_UNITS``), or per-rank timings mean nothing.
 
 A killed rank (SIGKILL) is handled by the launcher: hydra tears the job down and names it.
 Everything works without mpiexec as a one-process world.
@@ -38,6 +38,8 @@ from types import TracebackType
 from typing import Any
 
 import numpy as np
+
+from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_pocl_threads
 
 ABORT_EXCEPTION = 1  # exit code of a job aborted by an uncaught exception
 ABORT_WATCHDOG = 3  # exit code of a job aborted by a watchdog
@@ -260,15 +262,17 @@ def cpu_cores() -> int:
 
 
 def share_opencl_threads(comm: Any = None, cores: int | None = None, environ: Any = None) -> int:
-    """Collective: give this rank's PoCL device its share of the machine's cores.
+    """Collective: give this rank's OpenCL CPU device its share of the machine's cores.
 
-    Sets ``POCL_MAX_PTHREAD_COUNT = max(1, cores // ranks_on_this_node)`` and returns it.
-    Call it before the first OpenCL platform query of the process (PoCL reads it once, when
-    its CPU device is first set up); importing pyopencl is fine.
+    Sets ``AUTOTUNE_COMPUTE_UNITS = max(1, cores // ranks_on_this_node)`` (device fission, or
+    PoCL's ``POCL_MAX_PTHREAD_COUNT``) and returns it. Call it before the first OpenCL platform
+    query of the process (PoCL reads its limit once, when its CPU device is first set up);
+    importing pyopencl is fine.
     """
     environ = os.environ if environ is None else environ
     threads = max(1, (cores or cpu_cores()) // ranks_on_node(comm))
-    environ["POCL_MAX_PTHREAD_COUNT"] = str(threads)
+    environ[COMPUTE_UNITS_ENV] = str(threads)
+    limit_pocl_threads(environ)
     return threads
 
 

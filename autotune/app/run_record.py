@@ -1,0 +1,107 @@
+"""What a benchmark records about the machine it ran on: CPU, OpenCL runtimes, and how much of
+the CPUs *other* processes took while it ran.
+
+A timed figure measured while other work shared the cores measures that work too. So every
+benchmark JSON carries ``"run": {"cpu", "opencl", "others_share", "load_average", ...}`` where
+``others_share`` = (busy CPU time of the whole machine from ``/proc/stat`` − this process's and
+its children's CPU time) / (wall time × cores). Above :data:`QUIET_LIMIT` the run decides no
+goal: :func:`mark_goals` says so beside each goal's ``met``.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+QUIET_LIMIT = 0.10
+
+
+def cpu_model() -> str:
+    """The CPU's model name, family and model number (``/proc/cpuinfo``)."""
+    fields: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        import platform
+
+        return platform.processor() or "unknown"
+    return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
+            f"model {fields.get('model', '?')}), {os.cpu_count()} CPUs")
+
+
+def busy_and_total_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from ``/proc/stat``."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return (sum(values) - idle) / tick, sum(values) / tick
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process and the children it waited for."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def opencl_runtimes() -> list[str]:
+    """One line per OpenCL device here (runtime, SIMD width, clock, builds or not)."""
+    try:
+        from raytracer.opencl_device import DeviceError, list_devices
+
+        return [info.describe() for info in list_devices()]
+    except (ImportError, DeviceError) as exc:
+        return [f"none: {exc}"]
+
+
+@dataclass
+class RunRecord:
+    """Counters at the start of a run; :meth:`figures` reads them again at its end."""
+
+    wall0: float = field(default_factory=time.perf_counter)
+    busy0: float = field(default_factory=lambda: busy_and_total_seconds()[0])
+    own0: float = field(default_factory=own_cpu_seconds)
+    load0: float = field(default_factory=lambda: os.getloadavg()[0])
+    extra: dict = field(default_factory=dict)
+
+    def others_share(self) -> float:
+        """Share of all cores that other processes used since the start."""
+        wall = time.perf_counter() - self.wall0
+        busy = busy_and_total_seconds()[0] - self.busy0
+        own = own_cpu_seconds() - self.own0
+        return max(0.0, (busy - own) / max(wall * (os.cpu_count() or 1), 1e-9))
+
+    def figures(self) -> dict:
+        """The ``"run"`` block of a benchmark's JSON."""
+        share = self.others_share()
+        return {"cpu": cpu_model(), "opencl": opencl_runtimes(),
+                "others_share": round(share, 4), "quiet": share <= QUIET_LIMIT,
+                "wall_s": round(time.perf_counter() - self.wall0, 2),
+                "load_average": {"start": self.load0, "end": os.getloadavg()[0]},
+                **self.extra}
+
+
+@contextmanager
+def measured_run() -> Iterator[RunRecord]:
+    """``with measured_run() as run: ...`` then ``run.figures()`` for the JSON's ``"run"``."""
+    yield RunRecord()
+
+
+def mark_goals(goals: dict, run: dict) -> dict:
+    """Each goal with ``"decides"``: False (and why) when the run was not quiet."""
+    for goal in goals.values():
+        goal["decides"] = bool(run["quiet"])
+        if not run["quiet"]:
+            goal["why_not"] = (f"other processes used {run['others_share']:.0%} of the CPUs "
+                               f"during the run (limit {QUIET_LIMIT:.0%})")
+    return goals
