@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from raytracer._lazy import lazy_exports
-from raytracer.opencl_runtimes import limit_pocl_threads, register_pip_runtimes
+from raytracer.opencl_runtimes import limit_cpu_threads, register_pip_runtimes
 
 # Before anything asks the ICD loader for platforms: pip-installed runtimes become visible, and
-# PoCL reads its thread limit.
+# CPU runtimes find their thread limit.
 register_pip_runtimes()
-limit_pocl_threads()
+limit_cpu_threads()
 
 _EXPORTS = {
     "scene": ("SCENES", "Scene", "SceneError", "load_scene"),

@@ -1,6 +1,6 @@
 """OpenCL device discovery and choice: the first GPU that builds, else the preferred CPU runtime
 that builds; forced with ``--device`` / ``$AUTOTUNE_DEVICE``; optionally cut to fewer compute
-units (``$AUTOTUNE_COMPUTE_UNITS``) by device fission.
+units (``$AUTOTUNE_COMPUTE_UNITS``: each CPU runtime's thread setting, else device fission).
 
 Two CPU runtimes come from pip and behave differently: PoCL runs work-items one at a time and its
 LLVM 14 cannot build for CPUs newer than it (AMD Zen 5); Intel's CPU runtime packs work-items
@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import pyopencl as cl
 
 from raytracer.device_traits import device_traits
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
+from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, THREAD_LIMIT_ENV
 
 DEVICE_ENV = "AUTOTUNE_DEVICE"
 INSTALL_HINT = ("install a CPU OpenCL runtime with `pip install intel-opencl-rt "
@@ -191,13 +191,16 @@ def compute_units_request(value: int | None = None) -> int | None:
 
 def restrict_compute_units(info: DeviceInfo, dev: cl.Device, units: int | None
                            ) -> tuple[DeviceInfo, cl.Device]:
-    """A sub-device of ``units`` compute units by OpenCL device fission (partition equally).
+    """``info`` and ``dev`` cut to ``units`` compute units (None: all).
 
-    PoCL takes its documented ``POCL_MAX_PTHREAD_COUNT`` instead (read when the platform
-    loads; :func:`raytracer.opencl_runtimes.limit_pocl_threads` sets it from
-    ``$AUTOTUNE_COMPUTE_UNITS``), so its device is returned as it is."""
-    if units is None or units >= info.compute_units or info.is_pocl:
+    A CPU runtime with a documented thread setting got it from ``$AUTOTUNE_COMPUTE_UNITS`` when
+    it loaded (:func:`raytracer.opencl_runtimes.limit_cpu_threads`): its device is returned as
+    it is, with that count. Any other device is cut by OpenCL device fission (partition
+    equally), or the request is one clear error."""
+    if units is None or units >= info.compute_units:
         return info, dev
+    if info.runtime in THREAD_LIMIT_ENV:
+        return replace(info, compute_units=units), dev
     try:
         sub = dev.create_sub_devices([cl.device_partition_property.EQUALLY, units])[0]
     except (cl.Error, AttributeError) as exc:

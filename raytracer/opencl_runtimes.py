@@ -29,6 +29,8 @@ VENDORS_ENV = "OCL_ICD_VENDORS"
 SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
 CACHE_ENV = "AUTOTUNE_CACHE_DIR"
 COMPUTE_UNITS_ENV = "AUTOTUNE_COMPUTE_UNITS"
+# the documented thread-count setting of each CPU runtime that has one (limit_cpu_threads)
+THREAD_LIMIT_ENV = {"pocl": "POCL_MAX_PTHREAD_COUNT", "intel-cpu": "DPCPP_CPU_NUM_CUS"}
 # pip distributions that carry an OpenCL driver library, and the library's file name
 PIP_RUNTIMES = {"intel-opencl-rt": "libintelocl.so"}
 
@@ -130,11 +132,17 @@ def register_pip_runtimes() -> str | None:
     return _registered
 
 
-def limit_pocl_threads(environ: dict[str, str] | os._Environ[str] | None = None) -> None:
-    """PoCL's documented thread limit ``POCL_MAX_PTHREAD_COUNT`` from
-    ``$AUTOTUNE_COMPUTE_UNITS``: PoCL reads it when it loads; other runtimes are cut to that
-    many compute units by device fission (:func:`raytracer.opencl_device.choose_device`)."""
+def limit_cpu_threads(environ: dict[str, str] | os._Environ[str] | None = None) -> None:
+    """Each pip CPU runtime's documented thread limit from ``$AUTOTUNE_COMPUTE_UNITS``.
+
+    PoCL reads ``POCL_MAX_PTHREAD_COUNT``; Intel's runtime ``DPCPP_CPU_NUM_CUS`` ("the number
+    of threads used for kernel execution", oneAPI programming guide, *Control Binary Execution
+    on Multiple CPU Cores*). Both are read when the runtime loads, so this runs on import of
+    :mod:`raytracer`. Intel's runtime also offers device fission, but its sub-device of one
+    compute unit still ran kernels on both cores here (CPU time 2x wall), so fission is kept
+    for runtimes without such a setting (:func:`raytracer.opencl_device.choose_device`)."""
     environ = os.environ if environ is None else environ
     units = environ.get(COMPUTE_UNITS_ENV, "").strip()
     if units.isdigit() and int(units) > 0:
-        environ["POCL_MAX_PTHREAD_COUNT"] = units
+        for variable in THREAD_LIMIT_ENV.values():
+            environ[variable] = units

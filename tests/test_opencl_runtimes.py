@@ -71,13 +71,13 @@ def test_registration_in_a_fresh_process_lists_every_runtime(tmp_path):
     assert "Intel(R) OpenCL" in out[1] and "Portable Computing Language" in out[1]
 
 
-def test_compute_units_reach_pocl_as_its_thread_limit():
+def test_compute_units_reach_each_cpu_runtime_as_its_thread_limit():
     env = {rt.COMPUTE_UNITS_ENV: "1"}
-    rt.limit_pocl_threads(env)
-    assert env["POCL_MAX_PTHREAD_COUNT"] == "1"
+    rt.limit_cpu_threads(env)
+    assert env["POCL_MAX_PTHREAD_COUNT"] == env["DPCPP_CPU_NUM_CUS"] == "1"
     env = {"POCL_MAX_PTHREAD_COUNT": "3"}
-    rt.limit_pocl_threads(env)
-    assert env["POCL_MAX_PTHREAD_COUNT"] == "3"  # untouched without a request
+    rt.limit_cpu_threads(env)
+    assert env == {"POCL_MAX_PTHREAD_COUNT": "3"}  # untouched without a request
 
 
 # ---------------------------------------------------------------- default choice
@@ -175,14 +175,25 @@ def test_clock_from_the_os_and_measured():
     assert 300 < measured < 10_000  # a broken chain (folded away, or counted wrong) is far off
 
 
-def test_compute_units_cut_a_device_by_fission(monkeypatch):
+def test_one_compute_unit_runs_kernels_on_one_core(tmp_path):
+    """AUTOTUNE_COMPUTE_UNITS=1 in a fresh process: the kernels' CPU time stays at their wall
+    time (one thread), where all cores took about twice that."""
     info, _ = od.choose_device()
-    if info.is_pocl or info.compute_units < 2:
-        pytest.skip("needs a device with several compute units that supports fission")
-    monkeypatch.setenv(rt.COMPUTE_UNITS_ENV, "1")
-    small, dev = od.choose_device()
-    assert small.compute_units == 1 == dev.max_compute_units
-    assert small.name == info.name and small.driver == info.driver
+    if info.kind != "CPU" or info.compute_units < 2:
+        pytest.skip("needs a CPU device of several compute units")
+    code = ("import time, raytracer as r; s = r.load_scene('spheres'); t = r.Tracer(s); "
+            "st = r.RenderSettings(ao_rays=16); t.render(s.camera, 320, 180, st); "
+            "w, c = time.perf_counter(), time.process_time(); "
+            "[t.render(s.camera, 320, 180, st) for _ in range(4)]; "
+            "print(t.device.compute_units, (time.process_time() - c) / "
+            "(time.perf_counter() - w))")
+    env = {**os.environ, rt.COMPUTE_UNITS_ENV: "1"}
+    for key in rt.THREAD_LIMIT_ENV.values():
+        env.pop(key, None)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[0] == "1"
+    assert float(out[1]) < 1.4  # CPU seconds per wall second: one busy thread
 
 
 def test_both_cpu_runtimes_render_the_same_frame(scenes):

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_pocl_threads
+from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_cpu_threads
 
 ABORT_EXCEPTION = 1  # exit code of a job aborted by an uncaught exception
 ABORT_WATCHDOG = 3  # exit code of a job aborted by a watchdog
@@ -264,15 +264,16 @@ def cpu_cores() -> int:
 def share_opencl_threads(comm: Any = None, cores: int | None = None, environ: Any = None) -> int:
     """Collective: give this rank's OpenCL CPU device its share of the machine's cores.
 
-    Sets ``AUTOTUNE_COMPUTE_UNITS = max(1, cores // ranks_on_this_node)`` (device fission, or
-    PoCL's ``POCL_MAX_PTHREAD_COUNT``) and returns it. Call it before the first OpenCL platform
-    query of the process (PoCL reads its limit once, when its CPU device is first set up);
-    importing pyopencl is fine.
+    Sets ``AUTOTUNE_COMPUTE_UNITS = max(1, cores // ranks_on_this_node)`` and each CPU
+    runtime's own thread limit from it (:func:`raytracer.opencl_runtimes.limit_cpu_threads`),
+    and returns it. Call it before the first OpenCL platform query of the process (the
+    runtimes read their limit once, when their CPU device is first set up); importing pyopencl
+    is fine.
     """
     environ = os.environ if environ is None else environ
     threads = max(1, (cores or cpu_cores()) // ranks_on_node(comm))
     environ[COMPUTE_UNITS_ENV] = str(threads)
-    limit_pocl_threads(environ)
+    limit_cpu_threads(environ)
     return threads
 
 
