@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import warnings
 
 import pytest
 
 from raytracer.scene import load_scene
+
+
+def pytest_configure(config) -> None:
+    """Profiles and calibrations a test run measures go to a private folder, never the user's
+    store (a quick calibration kept there would shadow the shipped one afterwards)."""
+    os.environ["AUTOTUNE_PROFILE_DIR"] = tempfile.mkdtemp(prefix="autotune-test-profiles-")
 
 
 @pytest.fixture(scope="session")

@@ -439,7 +439,9 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
     scenes = QUICK_SCENES if quick else FULL_SCENES
     sizes = QUICK_SIZES if quick else FULL_SIZES
     source = (f"autotune calibrate{' --quick' if quick else ''}: microbenchmarks + fit on "
-              f"{', '.join(scenes)} at {', '.join(f'{w}x{h}' for w, h in sizes)}")
+              f"{', '.join(scenes)} at {', '.join(f'{w}x{h}' for w, h in sizes)}; "
+              f"{device.runtime} runtime, SIMD width {device.simd_width}; cycles at "
+              f"{device.clock_mhz:.0f} MHz from {device.clock_source}")
     result = fit_profile(base, counts, samples, source=source)
     if writable:
         try:
