@@ -56,7 +56,7 @@ SCENES = ("dragon", "sibenik")
 AO_RAYS = 8
 AO_RADIUS = 0.1  # fraction of the scene diagonal
 SHADOW_EPS = 1e-4  # as in kernels/tracer.cl
-RESULTS = Path(__file__).resolve().parent / "results" / "throughput_cpu.json"
+RESULTS = Path(__file__).resolve().parent / "results"  # throughput_<runtimes>.json
 RAY_KINDS = ("primary", "shadow", "ao")
 GOAL_RATIO = 1.0  # ours per core >= Embree per core
 GOAL_BUILD_MTRIS = 2.0  # binned SAH + 4-wide collapse, all cores
@@ -355,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one OpenCL device (gpu, cpu, P:D, intel-cpu, pocl, name); "
                              "default: one device of every runtime that builds here")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best of)")
-    parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
+    parser.add_argument("--save", action="store_true",
+                        help="also write benchmarks/results/throughput_<runtimes>.json")
     args = parser.parse_args(argv)
     width, height = (640, 360) if args.quick else (1280, 720)
     repeats = args.repeats or (3 if args.quick else 5)
@@ -424,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         from autotune.atomic_files import write_json
 
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS / f"throughput_{'+'.join(figures['runtimes'])}.json", _plain(figures))
     return 0
 
 
