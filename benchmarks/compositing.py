@@ -210,17 +210,6 @@ def _launch(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
     )
 
 
-def cpu_model() -> str:
-    """Model name from /proc/cpuinfo."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def plot(figures: dict[str, Any], path: Path) -> None:
     """Composite time (stages + gather) per algorithm against the rank count, at 1024²."""
     from autotune.app.report import pyplot
@@ -290,11 +279,13 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from autotune.app.report import _plain, emit
+    from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir
 
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the runs, not after
 
+    run = RunRecord()
     repeats = args.repeats or (3 if args.quick else 7)
     ref_size = 1024 if args.quick else 2048
     max_ranks = args.max_ranks or (4 if args.quick else 8)
@@ -315,13 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
     figures["algorithms_1024"] = algos
     figures["goals"] = goals(figures)
+    stamp(figures, run)
     figures["notes"] = {
         "oversubscribed": f"{os.cpu_count()} cores: runs above {os.cpu_count()} ranks share "
         "cores (MPICH told to yield while waiting)",
         "timing": "median of repeats after a warm-up; a collective's time is the slowest rank's",
     }
     figures["machine"] = {
-        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(),

@@ -19,6 +19,7 @@ import numpy as np
 
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
 from autotune.app.report import emit, summary_stats
+from autotune.app.run_record import RunRecord, stamp
 
 BUDGET_US = 1000.0
 
@@ -133,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print figures as JSON")
     args = parser.parse_args(argv)
     frames = 300 if args.quick else 3000
+    run = RunRecord()
 
     reference = time_reference(frames)
     feedforward = time_choose("feedforward", vectorized=True, frames=frames)
@@ -155,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             "what": "CPU time of one feed-forward choose() over the ray tracer's 1,028 "
                     "settings with its real model"}},
     }
-    emit(figures, args.json, "Controller cost per choose()")
+    emit(stamp(figures, run), args.json, "Controller cost per choose()")
     return 0
 
 

@@ -24,7 +24,6 @@ runs twice) under the feed-forward tuner: how many frames until it is back withi
 from __future__ import annotations
 
 import argparse
-import os
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -41,6 +40,7 @@ from autotune.app.animation import (
     summarize,
 )
 from autotune.app.report import emit
+from autotune.app.run_record import RunRecord, stamp
 from autotune.atomic_files import check_output_dir, output_dir
 from autotune.controllers import CONTROLLERS
 from autotune.image_quality import psnr, ssim
@@ -312,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     controllers = tuple(CONTROLLERS) if args.controller == "all" else (args.controller,)
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the runs, not after
+    run = RunRecord()
     gains, trained_on = pi_gains()
     results, step = [], None
     with (output_dir(args.plots, args.force) if args.plots else nullcontext()) as plots:
@@ -329,9 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                 r.pop("per_frame")
             results.append(r)
     figures = {"controlled_time": CONTROLLED, "second_figure": "kernel_ms: the kernels' "
-               "OpenCL event time", "load_average_1min": os.getloadavg()[0],
+               "OpenCL event time",
                "pi_gains": {"kp": gains[0], "ki": gains[1], "tuned_on": trained_on},
                "paper": results, "cost_step": step, "goals": goals(results, step)}
-    emit(figures, args.json, title="seed 002 experiment: tracking a target frame time")
+    emit(stamp(figures, run), args.json, title="seed 002 experiment: tracking a target frame time")
     return 0
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from autotune.app.animation import orbit_camera_path
 from autotune.app.report import emit
+from autotune.app.run_record import RunRecord, stamp
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.probe import Probe
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     factors = args.factor or [4, 8, 16, 32]
     width, height = 1280, 720
     views = 3 if args.quick else 8
+    run = RunRecord()
     figures: dict = {"width": width, "height": height, "budget_ms": BUDGET_30FPS * 1e3,
                      "reference_factor": REFERENCE_FACTOR,
                      "accuracy_settings": "8 AO rays + shadows + Phong", "scenes": {}}
@@ -76,5 +78,5 @@ def main(argv: list[str] | None = None) -> int:
                                   "prediction_change_vs_reference_mean": float(np.mean(errors)),
                                   "prediction_change_vs_reference_max": float(np.max(errors))}
         figures["scenes"][name] = row
-    emit(figures, args.json, title="CPU probe cost at 1280x720")
+    emit(stamp(figures, run), args.json, title="CPU probe cost at 1280x720")
     return 0

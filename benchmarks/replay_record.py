@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from autotune.app.animation import heldout_camera_path, orbit_camera_path
 from autotune.app.report import emit
+from autotune.app.run_record import RunRecord, stamp
 from autotune.atomic_files import write_json
 from autotune.replay import Recording
 from raytracer.scene import load_scene
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.out is not None and args.out.exists() and not args.force:
         parser.error(f"{args.out} exists; pass --force to replace it")
+    run = RunRecord()
     rec = record(args.scene, args.path, args.frames, args.width, args.height, args.device)
     if args.out is not None:
         doc = rec.to_dict()
@@ -112,10 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         doc["measured"] = np.round(rec.measured, 7).tolist()
         write_json(args.out, doc, indent=None)
     err = np.abs(rec.predicted - rec.measured) / rec.measured
-    emit({"scene": args.scene, "path": args.path, "frames": rec.frames,
+    emit(stamp({"scene": args.scene, "path": args.path, "frames": rec.frames,
           "settings": len(rec.settings), "model_error_mean": float(err.mean()),
           "model_error_p95": float(np.percentile(err, 95)),
           "frame_ms_range": [float(rec.measured.min() * 1e3), float(rec.measured.max() * 1e3)],
-          "written": str(args.out) if args.out else None}, args.json,
+          "written": str(args.out) if args.out else None}, run), args.json,
          title="replay recording")
     return 0

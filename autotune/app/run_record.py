@@ -97,6 +97,14 @@ def measured_run() -> Iterator[RunRecord]:
     yield RunRecord()
 
 
+def stamp(figures: dict, run: RunRecord) -> dict:
+    """``figures`` with the ``"run"`` block of ``run`` and its goals marked (:func:`mark_goals`)."""
+    figures["run"] = run.figures()
+    if isinstance(figures.get("goals"), dict):
+        mark_goals(figures["goals"], figures["run"])
+    return figures
+
+
 def mark_goals(goals: dict, run: dict) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet."""
     for goal in goals.values():
