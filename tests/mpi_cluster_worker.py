@@ -45,7 +45,8 @@ def emulation() -> None:
             rec = out.record
             for r, rt in enumerate(sorted(rec.ranks, key=lambda t: t.rank)):
                 asked = [0.02, 0.005, 0.03][i] if r == 0 else [0.01, 0.025, 0.001][i]
-                assert asked <= rt.render_seconds < asked + 0.25, (r, asked, rt.render_seconds)
+                assert rt.render_seconds >= asked, (r, asked, rt.render_seconds)  # no upper
+                # bound: a loaded machine wakes a sleeping rank late
             if net == "slow":  # 2 ms link: the swap and the gather pay it
                 assert rec.ranks[0].composite_seconds > 0.002
     if rank == 0:

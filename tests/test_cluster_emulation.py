@@ -38,7 +38,8 @@ def test_emulated_renderer_sleeps_and_returns_real_sized_images():
     t = time.perf_counter()
     img = r.render(None, 64, 48)
     took = time.perf_counter() - t
-    assert 0.03 <= took < 0.2 and img.kernel_seconds == 0.03
+    assert took >= 0.03 and img.kernel_seconds == 0.03  # at least the time asked (no upper
+    # bound: a shared machine may wake the sleeper late)
     assert img.rgba.shape == (48, 64, 4) and img.rgba.dtype == np.float32
     assert np.all(img.rgba[..., :3] <= img.rgba[..., 3:4] + 1e-7)  # premultiplied
     assert np.array_equal(img.rgba, random_premultiplied(64, 48, 3))
@@ -74,10 +75,10 @@ def test_slow_link_delays_each_message_by_its_model():
     slow = SlowLinks(comm, 0.01, 1e6)
     t = time.perf_counter()
     assert slow.Isend([np.zeros(5000, np.float32), None], 1) == "request"
-    assert 0.03 <= time.perf_counter() - t < 0.2  # 10 ms + 20 kB / 1 MB/s
+    assert time.perf_counter() - t >= 0.03  # 10 ms + 20 kB / 1 MB/s, or more under load
     t = time.perf_counter()
     slow.Gatherv(None, [np.zeros(12, np.float32), [4, 4, 4], [0, 4, 8], None], root=0)
-    assert 0.02 <= time.perf_counter() - t < 0.2  # two pieces of latency, 32 bytes
+    assert time.perf_counter() - t >= 0.02  # two pieces of latency, 32 bytes
     assert slow.Get_size() == 3 and comm.sent == [20000]
     with pytest.raises(ValueError, match="bandwidth"):
         SlowLinks(comm, 0.0, 0.0)

@@ -133,13 +133,19 @@ def test_pi_level_walks_the_quality_ranked_order_and_reaches_every_setting() -> 
     assert len({tuple(s.items()) for s in settings}) == SPACE.size
 
 
-def jump_run(ctrl, frames: int = 60, jump_at: int = 30) -> list[float]:
-    """Still view whose workload triples at ``jump_at`` (e.g. turning to complex geometry)."""
+def jump_run(ctrl, frames: int = 60, jump_at: int = 30, seed: int = 0) -> list[float]:
+    """Still view whose workload triples at ``jump_at`` (e.g. turning to complex geometry).
+
+    The controller's predictor is not the truth: it sees the workload but prices it 20 % low
+    with 4 % noise per frame (a probe and model with a bias the feedback must learn); the
+    measured frame is the true cost."""
+    rng = np.random.default_rng(seed)
     measured = []
     for i in range(frames):
         workload = 3.0 if i >= jump_at else 1.0
         truth = lambda c, w=workload: w * model(c)  # noqa: E731
-        decision = ctrl.choose(truth)
+        noise = float(rng.normal(1.0, 0.04))
+        decision = ctrl.choose(lambda c, w=workload, n=noise: 0.8 * n * w * model(c))
         t = float(truth({k: np.array([v]) for k, v in decision.knobs.items()})[0])
         ctrl.observe(t)
         measured.append(t)
@@ -148,11 +154,14 @@ def jump_run(ctrl, frames: int = 60, jump_at: int = 30) -> list[float]:
 
 def test_feedforward_holds_target_through_sudden_workload_jump_where_pi_overshoots() -> None:
     target = 0.012
-    ff = jump_run(FeedForwardController(SPACE, target))
-    pi = jump_run(PIController(SPACE, target))
-    # Feed-forward: the model sees the new workload before the frame is rendered.
-    assert max(ff) <= target
-    assert ff[29] > 0.9 * target and ff[30] > 0.9 * target
+    ff = np.array(jump_run(FeedForwardController(SPACE, target)))
+    pi = np.array(jump_run(PIController(SPACE, target)))
+    # Feed-forward: once the feedback has learned the model's bias, the model sees the new
+    # workload before the frame is rendered, so the frame after the jump is on target too.
+    settled = np.abs(ff[15:] - target) / target
+    assert settled.max() < 0.12, settled.max()  # 4 % noise + the knobs' steps
+    assert abs(ff[30] - target) / target < 0.12
+    assert ff[0] > target  # the first frame trusted the low model: over, as it must be
     # PI: blind until it has measured the slow frame, so the first frame after the jump overshoots
     assert pi[30] > 2.0 * target
     # ... then reacts, settling back near the target over the following frames.

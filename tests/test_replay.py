@@ -15,13 +15,17 @@ from autotune.replay import (
 
 
 def synthetic(seed: int, frames: int = 60, step_at: int = 30) -> Recording:
-    """40 settings of rising cost; the view's cost doubles at ``step_at``; the model is 20 %
-    low with 3 % noise on the measured frames."""
+    """40 settings of rising cost; the view's cost doubles at ``step_at``; 3 % noise on the
+    measured frames. The model is imperfect the way a probe and a model are: 20 % low overall,
+    wrong in slope across settings (cheap ones 15 % under, dear ones 15 % over), and its
+    estimate of each view 5 % off at random."""
     rng = np.random.default_rng(seed)
     cost = np.linspace(0.004, 0.02, 40)
     view = np.where(np.arange(frames) >= step_at, 2.0, 1.0) * rng.uniform(0.9, 1.1, frames)
     measured = view[:, None] * cost[None, :] * rng.normal(1.0, 0.03, (frames, 40))
-    predicted = 0.8 * view[:, None] * cost[None, :]
+    view_estimate = view * rng.normal(1.0, 0.05, frames)
+    slope = 1.0 + 0.15 * np.linspace(-1.0, 1.0, 40)
+    predicted = 0.8 * view_estimate[:, None] * (cost * slope)[None, :]
     settings = [{"ao_rays": a} for a in range(40)]
     return Recording(settings, np.arange(40.0), predicted, measured, {"seed": seed})
 
@@ -40,7 +44,10 @@ def test_replay_is_deterministic_and_feedforward_beats_fair_baselines():
         b = replay(evaluate, make(evaluate)).summary()
         assert a == b
         runs[name] = a
-    assert runs["feedforward"]["mean_error"] < 0.06
+    ff = runs["feedforward"]
+    # what is left is the model's own error after feedback (5 % view noise + 3 % frame noise),
+    # not the controller's: a controller that mis-steps adds to it
+    assert ff["mean_error"] < 0.07 and ff["mean_error"] <= 1.3 * ff["model_error"]
     assert runs["feedforward"]["mean_error"] < runs["pi"]["mean_error"]
     assert runs["feedforward"]["mean_error"] < runs["fixed"]["mean_error"]
     assert runs["feedforward"]["over"] < runs["pi"]["over"]

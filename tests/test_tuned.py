@@ -8,6 +8,7 @@ import json
 import pytest
 
 import raytracer.tuning.tuned_renderer as tuned_mod
+from autotune import CONTROLLERS
 from models.device_profile import builtin_profiles
 from models.raytrace_cost import predict_phase_seconds
 from raytracer.tracer import RenderSettings
@@ -95,14 +96,24 @@ def test_forced_shadows_and_fixed_knobs(tracers, fitted):
 @pytest.mark.parametrize("controller", ["feedforward", "fixed", "pi"])
 def test_every_controller_renders(tracers, fitted, controller):
     tracer = tracers("dragon-small")
-    r = TunedRenderer(tracer.scene, W, H, 0.05, controller=controller, profile=fitted.profile,
+    r = TunedRenderer(tracer.scene, W, H, 1.0, controller=controller, profile=fitted.profile,
                       calibration=fitted.calibration,
                       tracer=tracer)
-    for _ in range(3):
-        f = r.render(tracer.scene.camera)
-    assert f.measured > 0
+    frames = [r.render(tracer.scene.camera) for _ in range(4)]  # 1 s: room for many AO rays
+    assert r.controller == CONTROLLERS[controller].__name__
+    chosen = [f.settings for f in frames]
+    if controller == "fixed":  # tuned on the first frame, then held
+        assert all(c == chosen[0] for c in chosen)
+    if controller == "feedforward":  # each choice is predicted to fit (or flagged)
+        assert all(f.corrected <= 1.0001 and not f.over_budget for f in frames)
+        assert max(c.ao_rays for c in chosen) > 0
+    r.target_seconds = 1e-5  # far below anything: every controller must go cheaper
+    for _ in range(3 if controller == "pi" else 1):
+        cheap = r.render(tracer.scene.camera).settings
+    if controller != "fixed":
+        assert cheap.ao_rays < max(c.ao_rays for c in chosen) or cheap.ao_rays == 0
     r.set_controller("pi")
-    assert r.render(tracer.scene.camera).measured > 0
+    assert r.controller == "PIController" and r.render(tracer.scene.camera).settings.ao_rays <= 64
 
 
 def test_missing_profile_runs_quick_calibration(tracers, fitted, monkeypatch):
