@@ -24,6 +24,7 @@ from models.mapping import (
     solve,
 )
 from models.mapping.allocation import Task, allocate
+from models.mapping.frame import frame_time
 
 GIGE = (Network("gige", 100.0, 0.0),)  # the seed's "gigabit network of 100 MB/s"
 
@@ -240,14 +241,24 @@ def test_overloaded_sender_and_receiver():
     assert loads["b"].receive_contention and not loads["b"].send_overflow
 
 
-def test_greedy_edges_carry_the_consumers_rate_and_mpi_edges_load_the_network():
+@pytest.mark.parametrize(("view_ms", "greedy_mb_s"), [(40, 2.0 * 25), (10, 2.0 * 50)])
+def test_greedy_edges_carry_the_slower_rate_and_mpi_edges_load_the_network(view_ms,
+                                                                             greedy_mb_s):
+    """A greedy edge carries F(dest) (seed) but never more than its source produces."""
     m = Mapping(GIGE, nodes("a", "b"),
                 (Module("sim", 20, 1.0, (Placement("a"), Placement("b")), exchange=1.0),
-                 mod("view", 10, 1.0, "b")),
+                 mod("view", view_ms, 1.0, "b")),
                 (Connection("sim", ("view",), "greedy", 2.0),))
     loads = {ld.node: ld for ld in link_loads(m, solve(m))}
-    # sim[0] -> view: 2 MB at F(view) = 100/s; sim[0] <-> sim[1]: 1 MB at 50/s each way
-    assert loads["a"].send == pytest.approx(200 + 50) and loads["a"].receive == pytest.approx(50)
+    # sim[0] -> view: 2 MB per message; sim[0] <-> sim[1]: 1 MB at 50/s each way
+    assert loads["a"].send == pytest.approx(greedy_mb_s + 50)
+    assert loads["a"].receive == pytest.approx(50)
+
+
+def test_the_frame_time_is_set_by_the_slowest_module_upstream():
+    s = solve(pair(greedy("m1", "m2")))
+    assert frame_time(s, ["m2"]) == (37.0, ["m1"])
+    assert frame_time(s, ["m1"]) == (37.0, ["m1"])
 
 
 # ---- bad descriptions ---------------------------------------------------------------------

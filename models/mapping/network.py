@@ -1,9 +1,10 @@
 """Network load and path latency of a solved mapping (seed 001 §IV-B3, Eqs. 9–11).
 
 Message rates: a FIFO edge and an MPI edge carry F(src) messages per second; a greedy filter
-sends the newest message each time its consumer asks, so a greedy edge carries F(dest)
-(the seed's F(f_greedy) = F(m_dest); the filter sits on the producer's node). A broadcast
-filter passes on every message of its source: F(src) per destination.
+sends the newest message each time its consumer asks, the seed's F(f_greedy) = F(m_dest),
+but (our reading) never one it already sent: a greedy edge carries min(F(src), F(dest)).
+The filter sits on the producer's node. A broadcast filter passes on every message of its
+source: F(src) per destination.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def link_loads(mapping: Mapping, solution: Solution) -> list[LinkLoad]:
     for e in solution.edges:
         if e.network is None:
             continue
-        mb_s = e.volume * (f[e.dst] if e.kind == "greedy" else f[e.src])
+        mb_s = e.volume * (min(f[e.src], f[e.dst]) if e.kind == "greedy" else f[e.src])
         send[node[e.src], e.network] = send.get((node[e.src], e.network), 0.0) + mb_s
         receive[node[e.dst], e.network] = receive.get((node[e.dst], e.network), 0.0) + mb_s
     bandwidth = {n.name: n.bandwidth for n in mapping.networks}
