@@ -25,6 +25,7 @@ from models.mapping import (
 )
 from models.mapping.allocation import Task, allocate
 from models.mapping.frame import frame_time
+from models.mapping.seed_tables import TableCase, check, table_cases
 
 GIGE = (Network("gige", 100.0, 0.0),)  # the seed's "gigabit network of 100 MB/s"
 
@@ -287,3 +288,15 @@ BAD = [
 def test_bad_descriptions_name_the_entry(change, message):
     with pytest.raises(MappingError, match=message):
         solve(change(pair(fifo("m1", "m2"))))
+
+
+def test_the_seed_tables_module_reproduces_every_table():
+    """What ``autotune bench mapping`` reports as its table goals."""
+    for case in table_cases():
+        assert check(case)[1] == [], case.name
+
+
+def test_the_seed_tables_check_can_fail():
+    case = table_cases()[1]  # Table II
+    wrong = TableCase(case.name, case.mapping, {"m2": {"t_it": 18}}, case.tolerance)
+    assert check(wrong)[1] == ["m2 t_it: 37, expected 18"]
