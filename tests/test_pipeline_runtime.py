@@ -26,6 +26,7 @@ def test_each_node_gets_its_own_cores():
     assert node_cores(mapping((1, 1), False), [0, 1]) == {"n0": [0], "n1": [1]}
     with pytest.raises(MappingError, match="3 CPUs in all; this machine gives 2 core"):
         node_cores(mapping((1, 2), False), [0, 1])
+    assert node_cores(mapping((1, 2), False), [0, 1], share=True) == {"n0": [0], "n1": [1, 0]}
 
 
 def test_a_cycle_gets_one_primed_edge_and_a_chain_none():

@@ -28,6 +28,7 @@ BENCHMARKS = {
     "volume": "benchmarks.volume",
     "volume-tuned": "benchmarks.volume_tuned",
     "cluster": "benchmarks.cluster",
+    "mapping": "benchmarks.mapping",
 }
 
 

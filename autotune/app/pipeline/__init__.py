@@ -22,13 +22,14 @@ class PipelineRunError(RuntimeError):
 
 
 def run_pipeline(mapping: Mapping, seconds: float, cores: list[int] | None = None,
-                 timeout: float | None = None) -> dict[str, Any]:
+                 share: bool = False, timeout: float | None = None) -> dict[str, Any]:
     """Run ``mapping`` for ``seconds`` and return what every instance measured (by name):
     mean iteration time, compute time and CPU time per iteration in ms, per-window
-    iteration times, and per input edge the messages received, consumed and left over."""
+    iteration times, and per input edge the messages received, consumed and left over.
+    ``share`` lets nodes share cores (see :func:`autotune.app.pipeline.spec.node_cores`)."""
     from raytracer.volume.mpi_runtime import launch
 
-    spec = run_spec(mapping, seconds, cores)
+    spec = run_spec(mapping, seconds, cores, share)
     with tempfile.TemporaryDirectory(prefix="autotune-pipeline-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(spec))

@@ -12,17 +12,20 @@ from models.mapping import Mapping, MappingError
 from models.mapping.graph import strongly_connected
 
 
-def node_cores(mapping: Mapping, cores: list[int] | None = None) -> dict[str, list[int]]:
+def node_cores(mapping: Mapping, cores: list[int] | None = None,
+               share: bool = False) -> dict[str, list[int]]:
     """This machine's cores for each node, in declaration order, one core per CPU; refuses a
-    mapping with more CPUs than the machine has cores (nodes would share cores)."""
+    mapping with more CPUs than the machine has cores (nodes would share cores) unless
+    ``share`` (right only when the modules that share a core never run at the same time,
+    like the members of one synchronous cycle)."""
     cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
     need = sum(n.cpus for n in mapping.nodes)
-    if need > len(cores):
+    if need > len(cores) and not share:
         raise MappingError(f"the mapping's nodes have {need} CPUs in all; this machine "
                            f"gives {len(cores)} core(s) to run it on")
     out, k = {}, 0
     for n in mapping.nodes:
-        out[n.name] = cores[k:k + n.cpus]
+        out[n.name] = [cores[(k + c) % len(cores)] for c in range(n.cpus)]
         k += n.cpus
     return out
 
@@ -60,8 +63,9 @@ def primed_edges(mapping: Mapping) -> list[int]:
     return sorted(primed)
 
 
-def run_spec(mapping: Mapping, seconds: float, cores: list[int] | None = None) -> dict[str, Any]:
-    """The JSON the ranks read: rank k runs instance k."""
+def run_spec(mapping: Mapping, seconds: float, cores: list[int] | None = None,
+             share: bool = False) -> dict[str, Any]:
+    """The JSON the ranks read: rank k runs instance k (``share``: see :func:`node_cores`)."""
     mapping.validate()
     nets = {n.name: n for n in mapping.networks}
     return {
@@ -72,6 +76,6 @@ def run_spec(mapping: Mapping, seconds: float, cores: list[int] | None = None) -
                    "bandwidth": nets[e.network].bandwidth if e.network else None,
                    "latency": nets[e.network].latency if e.network else 0.0}
                   for e in mapping.edges()],
-        "cores": node_cores(mapping, cores),
+        "cores": node_cores(mapping, cores, share),
         "primed": primed_edges(mapping),
     }
