@@ -26,6 +26,7 @@ from models.mapping import (
 from models.mapping.allocation import Task, allocate
 from models.mapping.frame import frame_time
 from models.mapping.seed_tables import TableCase, check, table_cases
+from models.mapping.sharing import expected_share
 
 GIGE = (Network("gige", 100.0, 0.0),)  # the seed's "gigabit network of 100 MB/s"
 
@@ -300,3 +301,39 @@ def test_the_seed_tables_check_can_fail():
     case = table_cases()[1]  # Table II
     wrong = TableCase(case.name, case.mapping, {"m2": {"t_it": 18}}, case.tolerance)
     assert check(wrong)[1] == ["m2 t_it: 37, expected 18"]
+
+
+# ---- the "shared" policy (fair sharing, not the seed's) -----------------------------------
+
+def test_expected_fair_share():
+    assert expected_share(1, []) == 1.0
+    assert expected_share(1, [1.0]) == 0.5
+    assert expected_share(1, [0.5]) == pytest.approx(0.75)
+    assert expected_share(2, [1.0]) == 1.0 and expected_share(2, [1.0, 1.0]) == pytest.approx(2 / 3)
+
+
+def test_shared_policy_does_not_starve_a_busy_module_beside_a_waiting_one():
+    """The printed allocation gives the waiting consumer c the whole CPU and predicts the busy
+    module at 300 ms; sharing: c is runnable 18 of every 40 ms, busy gets 1 - 9/40 of the CPU
+    (38.7 ms), c half of it while both run (1 + 9 x 2 = 19 ms)."""
+    m = Mapping(GIGE, (Node("a", 1, ("gige",)), Node("b", 1, ("gige",))),
+                (mod("src", 40, 1.0, "b"), mod("c", 10, 0.9, "a"), mod("busy", 30, 1.0, "a")),
+                (fifo("src", "c"),))
+    assert solve(m).modules["busy"].t_it == pytest.approx(300)
+    s = solve(m, "shared").modules
+    assert s["busy"].t_it == pytest.approx(38.7, abs=0.1)
+    assert s["c"].t_cexec == pytest.approx(19.0, abs=0.1) and s["c"].t_it == 40
+    assert s["busy"].cpu is None
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4, 6], ids=lambda k: table_cases()[k].name)
+def test_shared_policy_keeps_the_tables_without_concurrency(case):
+    """Tables I-IV and VI have no module competing for a CPU: both policies agree."""
+    c = table_cases()[case]
+    assert {m: p.t_it for m, p in solve(c.mapping, "shared").modules.items()} == pytest.approx(
+        {m: p.t_it for m, p in solve(c.mapping).modules.items()})
+
+
+def test_an_unknown_policy_is_refused():
+    with pytest.raises(MappingError, match="policy must be one of seed, shared"):
+        solve(pair(fifo("m1", "m2")), "fair")

@@ -222,3 +222,12 @@ def test_pin_without_search_is_refused(tmp_path, capsys):
 def test_a_missing_file_is_one_line(tmp_path, capsys):
     err = one_line_error(["mapping", str(tmp_path / "none.toml")], capsys)
     assert "none.toml" in err
+
+
+def test_the_shared_policy_is_a_choice(tmp_path, capsys):
+    path = str(write(tmp_path, PIPELINE))
+    assert main(["mapping", path, "--policy", "shared", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == "shared" and out["frame"]["fps"] == pytest.approx(25)
+    assert main(["mapping", path, "--policy", "shared"]) == 0
+    assert "(CPU allocation: shared)" in capsys.readouterr().out

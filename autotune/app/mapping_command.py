@@ -29,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="with --search: also pin every instance to a CPU of its node")
     p.add_argument("--top", type=opt.positive_int, default=5,
                    help="with --search: how many mappings to print")
+    p.add_argument("--policy", choices=("seed", "shared"), default="seed",
+                   help="CPU allocation: the seed's printed one (waiting modules first, each "
+                        "keeps its load on its CPU), or fair sharing as Linux does it "
+                        "(closer to measurements on this machine; see README)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -41,7 +45,7 @@ def cmd_mapping(args: argparse.Namespace) -> int:
     if args.pin and not args.search:
         raise ValueError("--pin goes with --search")
     if args.search:
-        figures = search_figures(loaded, args.pin, args.top)
+        figures = search_figures(loaded, args.pin, args.top, args.policy)
         if args.json:
             emit(figures, True)
         else:
@@ -49,8 +53,9 @@ def cmd_mapping(args: argparse.Namespace) -> int:
         return 0
     from models.mapping import solve
 
-    figures = prediction_figures(loaded.mapping, solve(loaded.mapping), loaded.frame)
-    figures = {"file": str(args.file), **figures}
+    figures = prediction_figures(loaded.mapping, solve(loaded.mapping, args.policy),
+                                 loaded.frame)
+    figures = {"file": str(args.file), "policy": args.policy, **figures}
     if args.json:
         emit(figures, True)
     else:
@@ -92,13 +97,14 @@ def prediction_figures(mapping: Any, solution: Any, frame: tuple[str, ...]) -> d
 
 def print_prediction(f: dict[str, Any]) -> None:
     """The figures of :func:`prediction_figures` as text."""
-    print(f"autotune mapping: {f['file']}")
+    print(f"autotune mapping: {f['file']} (CPU allocation: {f['policy']})")
     print(f"  {'module':<16}{'node':<10}{'cpu':>4}{'T_exec':>9}{'LD':>6}{'T_cexec':>9}"
           f"{'LD_c':>6}{'T_it':>9}{'fps':>8}{'load':>6}")
     for m in f["modules"]:
         lo, hi = m["t_it_range_ms"]
         t_it = f"{m['t_it_ms']:.1f}" if lo == hi else f"{lo:.0f}-{hi:.0f}"
-        print(f"  {m['name']:<16}{m['node']:<10}{m['cpu']:>4}{m['t_exec_ms']:>9.1f}"
+        cpu = "any" if m["cpu"] is None else m["cpu"]
+        print(f"  {m['name']:<16}{m['node']:<10}{cpu:>4}{m['t_exec_ms']:>9.1f}"
               f"{m['load']:>6.2f}{m['t_cexec_ms']:>9.1f}{m['ld_c']:>6.2f}{t_it:>9}"
               f"{m['fps']:>8.1f}{m['cpu_load']:>6.2f}")
     fr = f["frame"]
@@ -125,12 +131,13 @@ def print_prediction(f: dict[str, Any]) -> None:
         print(f"latency {' -> '.join(lat['path'])}: {lat['ms']:.1f} ms")
 
 
-def search_figures(loaded: Any, pin: bool, top: int) -> dict[str, Any]:
+def search_figures(loaded: Any, pin: bool, top: int, policy: str) -> dict[str, Any]:
     """The best ``top`` mappings of :func:`models.mapping.search.search`, JSON-ready."""
     from models.mapping.search import search
 
-    found = search(loaded.mapping, loaded.frame, loaded.fixed, pin)
-    return {"file": str(loaded.path), "frame": list(loaded.frame), "candidates": len(found),
+    found = search(loaded.mapping, loaded.frame, loaded.fixed, pin, policy=policy)
+    return {"file": str(loaded.path), "frame": list(loaded.frame), "policy": policy,
+            "candidates": len(found),
             "best": [{"rank": k, "fps": c.fps, "frame_ms": c.frame_ms,
                       "latency_ms": c.latency_ms, "network_MBps": c.network_MBps,
                       "placement": placement(c.mapping), "problems": list(c.problems)}

@@ -34,9 +34,9 @@ class Task:
 
 @dataclass(frozen=True)
 class Share:
-    """The allocation's answer for one module."""
+    """The allocation's answer for one module (``cpu`` None: any CPU of its node)."""
 
-    cpu: int
+    cpu: int | None
     ld_c: float
     t_cexec: float
 

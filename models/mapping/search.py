@@ -36,10 +36,10 @@ class Candidate:
         return 1e3 / self.frame_ms if 0 < self.frame_ms < math.inf else 0.0
 
 
-def evaluate(mapping: Mapping, frame: Sequence[str]) -> Candidate:
+def evaluate(mapping: Mapping, frame: Sequence[str], policy: str = "seed") -> Candidate:
     """Solve one mapping and list its problems."""
     try:
-        s = solve(mapping)
+        s = solve(mapping, policy)
     except MappingError as exc:
         return Candidate(mapping, None, math.inf, (str(exc),))
     problems = [f"buffer overflow: {o.consumer} ({o.consumer_ms:.1f} ms) is slower than "
@@ -61,10 +61,10 @@ def evaluate(mapping: Mapping, frame: Sequence[str]) -> Candidate:
 
 
 def search(mapping: Mapping, frame: Sequence[str], fixed: frozenset[str] = frozenset(),
-           pin: bool = False, limit: int = 100_000) -> list[Candidate]:
+           pin: bool = False, limit: int = 100_000, policy: str = "seed") -> list[Candidate]:
     """Every distinct mapping, best first: those without problems by frame time, then the rest;
     ties go to the lower latency, then to the lighter network load."""
-    found = [evaluate(m, frame) for m in candidates(mapping, fixed, pin, limit)]
+    found = [evaluate(m, frame, policy) for m in candidates(mapping, fixed, pin, limit)]
     return sorted(found, key=lambda c: (bool(c.problems), round(c.frame_ms, 9),
                                         round(c.latency_ms, 9), c.network_MBps))
 

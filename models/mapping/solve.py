@@ -29,8 +29,12 @@ from dataclasses import dataclass, field
 from models.mapping.allocation import Share, Task, allocate
 from models.mapping.description import Edge, Instance, Mapping, MappingError
 from models.mapping.graph import SyncStructure, mixed_cycles, sync_structure
+from models.mapping.sharing import Runner
+from models.mapping.sharing import shares as shares_of
 
+POLICIES = ("seed", "shared")
 MAX_PASSES = 200
+MAX_SHARED_STEPS = 2000
 SHARE_TIE = 0.01  # I/O shares closer than this are a tie for the scheduler
 
 
@@ -46,7 +50,7 @@ class ModulePrediction:
     name: str
     module: str
     node: str
-    cpu: int
+    cpu: int | None  # None: any CPU of its node (the "shared" policy, unpinned)
     t_exec: float
     load: float
     t_io: float
@@ -96,8 +100,11 @@ class Solution:
         return [m.name for m in self.modules.values() if m.ld_c <= 0]
 
 
-def solve(mapping: Mapping) -> Solution:
-    """Predict T_cexec, LD_c and T_it of every instance of ``mapping``."""
+def solve(mapping: Mapping, policy: str = "seed") -> Solution:
+    """Predict T_cexec, LD_c and T_it of every instance of ``mapping``. ``policy``: "seed"
+    (the printed allocation) or "shared" (fair sharing, :mod:`models.mapping.sharing`)."""
+    if policy not in POLICIES:
+        raise MappingError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     mapping.validate()
     insts = mapping.instances()
     by_name = {i.name: i for i in insts}
@@ -107,17 +114,42 @@ def solve(mapping: Mapping) -> Solution:
     sync = sync_structure(list(by_name), fifo)
     node_of = {i.name: i.node for i in insts}
     mixed = mixed_cycles(node_of, fifo)
-    in_mixed = {m for c in mixed for m in c}
     per_node: dict[str, list[Instance]] = {}
     for i in insts:
         per_node.setdefault(i.node, []).append(i)
-    eq8 = {n for n, ms in per_node.items()
-           if len(ms) > 1 and ms[0].name in in_mixed and _one_component(sync, ms)}
     cpus = {n.name: n.cpus for n in mapping.nodes}
     groups = {m: f"cycle {sync.cycle_of[m]}" if m in sync.cycle_of else m for m in by_name}
     inside = {(e.src, e.dst): e.transfer for e in fifo_edges}
+    if policy == "seed":
+        sched = _seed_schedule(sync, mixed, per_node, cpus, groups, inside)
+    else:
+        sched = _shared_schedule(sync, insts, cpus, groups, inside)
+    shares, t_it, t_io, oscillating, ranges, passes = sched
+    modules = {
+        m: ModulePrediction(m, i.module, i.node, shares[m].cpu, i.t_exec, i.load, t_io[m],
+                            shares[m].t_cexec, shares[m].ld_c, t_it[m], ranges[m])
+        for m, i in by_name.items()}
+    return Solution(
+        modules, edges, overflows(sync, modules, inside),
+        sync.predecessor_cycles(), mixed,
+        {n: [i.name for i in ms] for n, ms in per_node.items() if len(ms) > 1},
+        oscillating, passes,
+        {m: bottleneck(sync, modules, inside, m) for m in by_name})
 
-    t_cexec = {i.name: i.t_exec for i in insts}
+
+Schedule = tuple[dict[str, Share], dict[str, float], dict[str, float], list[str],
+                 dict[str, tuple[float, float]], int]
+
+
+def _seed_schedule(sync: SyncStructure, mixed: list[list[str]],
+                   per_node: dict[str, list[Instance]], cpus: dict[str, int],
+                   groups: dict[str, str], inside: dict[tuple[str, str], float]) -> Schedule:
+    """The seed's passes: order by T_I/O, allocate, until the orders repeat."""
+    by_name = {i.name: i for ms in per_node.values() for i in ms}
+    in_mixed = {m for c in mixed for m in c}
+    eq8 = {n for n, ms in per_node.items()
+           if len(ms) > 1 and ms[0].name in in_mixed and _one_component(sync, ms)}
+    t_cexec = {m: i.t_exec for m, i in by_name.items()}
     history: list[tuple] = []
     snapshots: list[tuple[dict[str, Share], dict[str, float], dict[str, float]]] = []
     orbit_start = None
@@ -148,16 +180,32 @@ def solve(mapping: Mapping) -> Solution:
             ranges = {m: (min(lo, tit[m]), max(hi, tit[m])) for m, (lo, hi) in ranges.items()}
     else:
         _check_orderable(mixed, per_node, eq8, sync, t_it, t_io, shares, groups, cpus)
-    modules = {
-        m: ModulePrediction(m, i.module, i.node, shares[m].cpu, i.t_exec, i.load, t_io[m],
-                            shares[m].t_cexec, shares[m].ld_c, t_it[m], ranges[m])
-        for m, i in by_name.items()}
-    return Solution(
-        modules, edges, overflows(sync, modules, inside),
-        sync.predecessor_cycles(), mixed,
-        {n: [i.name for i in ms] for n, ms in per_node.items() if len(ms) > 1},
-        oscillating, len(history),
-        {m: bottleneck(sync, modules, inside, m) for m in by_name})
+    return shares, t_it, t_io, oscillating, ranges, len(history)
+
+
+def _shared_schedule(sync: SyncStructure, insts: Sequence[Instance], cpus: dict[str, int],
+                     groups: dict[str, str], inside: dict[tuple[str, str], float]) -> Schedule:
+    """Fair sharing iterated to its fixed point (damped by half each step)."""
+    runners = [Runner(i.name, i.node, cpus[i.node], i.cpu, i.t_exec * i.load,
+                      i.t_exec * (1 - i.load), groups[i.name]) for i in insts]
+    t_cexec = {r.name: r.busy + r.sleep for r in runners}
+    share = dict.fromkeys(t_cexec, 1.0)
+    steps, done = 0, False
+    while not done and steps < MAX_SHARED_STEPS:
+        steps += 1
+        t_it = iteration_times(sync, t_cexec, inside)
+        runnable = {r.name: min(1.0, (t_cexec[r.name] - r.sleep) / t_it[r.name])
+                    for r in runners}
+        share = shares_of(runners, runnable)
+        new = {r.name: 0.5 * t_cexec[r.name] + 0.5 * (r.sleep + r.busy / share[r.name])
+               for r in runners}
+        done = max(abs(new[m] - t_cexec[m]) / t_cexec[m] for m in new) < 1e-10
+        t_cexec = new
+    t_it = iteration_times(sync, t_cexec, inside)
+    by_name = {i.name: i for i in insts}
+    t_io = {m: io_time(by_name[m], sync, t_it) for m in by_name}
+    out = {r.name: Share(r.cpu, r.busy / t_cexec[r.name], t_cexec[r.name]) for r in runners}
+    return out, t_it, t_io, [], {m: (t, t) for m, t in t_it.items()}, steps
 
 
 def iteration_times(sync: SyncStructure, t_cexec: dict[str, float],
