@@ -194,7 +194,7 @@ def _error(predicted: float, measured: float | None) -> float | None:
 
 def search_part(seconds: float) -> dict[str, Any]:
     """Rank the probe pipeline's mappings, run each, compare the orders."""
-    from models.mapping.search import search
+    from models.mapping.search import evaluate, search
 
     base = probe_pipeline("a", "a", "b")
     found = search(base, ["viewer"], frozenset({"viewer"}))
@@ -204,11 +204,14 @@ def search_part(seconds: float) -> dict[str, Any]:
         place = {m.name: [p.node for p in m.placements] for m in c.mapping.modules}
         frame = measured_frame(c.solution, {m: {"t_it_ms": v["measured_t_it_ms"]}
                                             for m, v in got["modules"].items()}, ["viewer"])
+        fair = evaluate(c.mapping, ["viewer"], "shared")
         rows.append({"rank": k + 1, "placement": place, "predicted_frame_ms": c.frame_ms,
-                     "problems": list(c.problems), "measured_frame_ms": frame})
-    best = min(r["measured_frame_ms"] for r in rows)
-    return {"candidates": rows, "measured_best_ms": best,
-            "predicted_best_measured_ms": rows[0]["measured_frame_ms"]}
+                     "problems": list(c.problems), "shared_frame_ms": fair.frame_ms,
+                     "shared_problems": list(fair.problems), "measured_frame_ms": frame})
+    shared_best = min(rows, key=lambda r: (bool(r["shared_problems"]), r["shared_frame_ms"]))
+    return {"candidates": rows, "measured_best_ms": min(r["measured_frame_ms"] for r in rows),
+            "predicted_best_measured_ms": rows[0]["measured_frame_ms"],
+            "shared_best_measured_ms": shared_best["measured_frame_ms"]}
 
 
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
@@ -260,11 +263,15 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     }
     if "search" in figures:
         s = figures["search"]
-        ratio = s["predicted_best_measured_ms"] / s["measured_best_ms"]
-        out["search_finds_measured_best"] = {
-            "value": ratio, "goal": "<= 1.05", "met": ratio <= 1.05,
-            "what": f"measured frame time of --search's best over the best measured among its "
-                    f"{len(s['candidates'])} candidates (probe pipeline)"}
+        for key, label, policy in (("search_finds_measured_best", "predicted_best", "seed"),
+                                   ("search_finds_measured_best_shared", "shared_best",
+                                    "shared")):
+            ratio = s[f"{label}_measured_ms"] / s["measured_best_ms"]
+            out[key] = {
+                "value": ratio, "goal": "<= 1.05", "met": ratio <= 1.05,
+                "what": f"measured frame time of --search's best (policy {policy}) over the "
+                        f"best measured among its {len(s['candidates'])} candidates (probe "
+                        "pipeline)"}
     return out
 
 
