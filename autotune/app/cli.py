@@ -1,5 +1,5 @@
 """The ``autotune`` command: render, scenes, devices, calibrate, bench, view, demo, volume(s),
-predict.
+predict, mapping.
 
 An application on top of the core: it wires the ray tracer to the tuner; nothing in the
 core imports it.
@@ -28,6 +28,7 @@ BENCHMARKS = {
     "volume": "benchmarks.volume",
     "volume-tuned": "benchmarks.volume_tuned",
     "cluster": "benchmarks.cluster",
+    "mapping": "benchmarks.mapping",
 }
 
 
@@ -228,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     from autotune.app import predict_command
 
     predict_command.add_parser(sub)
+    from autotune.app import mapping_command
+
+    mapping_command.add_parser(sub)
     try:
         from autotune.app.viewer import add_view_parser
     except ImportError:  # the viewer's GL dependencies are missing
@@ -273,6 +277,10 @@ def _run(args: argparse.Namespace) -> int:
         from autotune.app.predict_command import cmd_predict
 
         handlers["predict"] = cmd_predict
+    if args.command == "mapping":
+        from autotune.app.mapping_command import cmd_mapping
+
+        handlers["mapping"] = cmd_mapping
     if args.command == "view":
         from autotune.app.viewer import run_view
 

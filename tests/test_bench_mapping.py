@@ -1,0 +1,50 @@
+"""``autotune bench mapping`` without running pipelines: its cases fit this machine, its
+table part reproduces the seed, and its goals say what the figures say."""
+
+from __future__ import annotations
+
+from benchmarks.mapping import cases, goals, tables_part
+from models.mapping import solve
+
+
+def test_at_least_twelve_cases_that_fit_two_cores():
+    todo = cases()
+    steady = [m for _, m, _ in todo
+              if not (solve(m).overflows or solve(m).oscillating)]
+    assert len(steady) >= 12
+    for name, m, share in todo:
+        assert share or sum(n.cpus for n in m.nodes) <= 2, name
+
+
+def test_the_tables_part_reproduces_the_seed():
+    assert all(t["reproduced"] for t in tables_part())
+
+
+def case(error: float, backlog: float, overflow: bool = False, osc: bool = False,
+         spread: float = 0.0) -> dict:
+    return {"mean_error": None if overflow or osc else error,
+            "mean_error_shared": None if overflow or osc else error / 2,
+            "predicted": {"overflows": ["a->b"] if overflow else [], "network_overloads": [],
+                          "oscillating": ["a"] if osc else []},
+            "measured_backlog_share": {"a->b": backlog},
+            "modules": {"a": {"window_spread": spread}}}
+
+
+def test_goals_follow_the_figures():
+    figures = {"tables": tables_part(),
+               "cases": [case(0.08, 0.0) for _ in range(12)]
+               + [case(0, 0.5, overflow=True), case(0, 0.0, osc=True, spread=0.3)],
+               "search": {"candidates": [{}] * 8, "measured_best_ms": 40.0,
+                          "predicted_best_measured_ms": 50.0,
+                          "shared_best_measured_ms": 41.0}}
+    g = goals(figures)
+    assert g["tables_I_IV_VI"]["met"] and g["table_V_algorithm"]["met"]
+    assert g["mean_iteration_time_error"]["met"] and g["mean_iteration_time_error_shared"]["met"]
+    assert g["overflows_predicted_and_seen"]["met"] and g["oscillations_predicted_and_seen"]["met"]
+    assert not g["search_finds_measured_best"]["met"]
+    assert g["search_finds_measured_best_shared"]["met"]
+    figures["cases"][0] = case(0.08, 0.5)  # a backlog nobody predicted
+    figures["cases"][1] = case(2.0, 0.0)
+    g = goals(figures)
+    assert not g["overflows_predicted_and_seen"]["met"]
+    assert not g["mean_iteration_time_error"]["met"]
