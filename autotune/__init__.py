@@ -29,7 +29,7 @@ from autotune.controllers import (
     FixedController,
     PIController,
 )
-from autotune.feedback import BiasCorrection
+from autotune.feedback import BiasCorrection, PartCorrections
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.search import BisectionSearch, GridSearch, Predictor, PredictorError
 from autotune.tuner import AutotuneWarning, FrameRecord, Tuner
@@ -53,6 +53,7 @@ __all__ = [
     "Knob",
     "KnobSpace",
     "PIController",
+    "PartCorrections",
     "Predictor",
     "PredictorError",
     "Tuner",

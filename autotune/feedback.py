@@ -89,3 +89,30 @@ class BiasCorrection:
         r = self._recent
         return (len(r) == self.persist and all(abs(x) > self.shift for x in r)
                 and (all(x > 0 for x in r) or all(x < 0 for x in r)))
+
+
+class PartCorrections:
+    """One :class:`BiasCorrection` per named part of a prediction (a renderer's phases).
+
+    A single correction of the whole frame lets one mispriced part distort the price of the
+    others (a shadow phase 40 % over makes every AO ray look dearer); each part corrected by
+    its own measured/predicted ratio keeps their relative prices right. A part that did not
+    run in a frame (predicted or measured 0) teaches nothing that frame.
+    """
+
+    def __init__(self, parts: tuple[str, ...], **bias_options: float) -> None:
+        if not parts:
+            raise ValueError("PartCorrections needs at least one part")
+        self.parts = tuple(parts)
+        self._bias = {p: BiasCorrection(**bias_options) for p in self.parts}
+
+    def factors(self) -> dict[str, float]:
+        """``{part: correction}``: what each part's prediction is multiplied by."""
+        return {p: b.correction for p, b in self._bias.items()}
+
+    def update(self, predicted: dict[str, float], measured: dict[str, float]) -> None:
+        """Fold one frame in: each part's measured over predicted seconds (parts that ran)."""
+        for part, bias in self._bias.items():
+            p, m = predicted.get(part, 0.0), measured.get(part, 0.0)
+            if p > 0 and m > 0:
+                bias.update(p, m)

@@ -251,11 +251,13 @@ def predict_frame_seconds_batch(
     phong: ArrayLike,
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
+    phase_factors: Mapping[str, float] | None = None,
 ) -> NDArray[np.float64]:
     """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
 
     One Hong–Kim evaluation for everything: the knob-independent launches (primary, both
     shade variants, shadow) and AO once per distinct ray count (the controller's hot path).
+    ``phase_factors`` multiplies each phase's seconds (per-phase feedback; absent phases: 1).
     """
     a_r, shadow_on, phong_on = np.broadcast_arrays(
         np.asarray(ao_rays, dtype=np.float64),
@@ -285,7 +287,9 @@ def predict_frame_seconds_batch(
                                                                                  rays.shape)])
     secs = predict_seconds(profile, compute, coal, uncoal, 0.0, threads_per_block, blocks)
     phase_of = {"primary": "primary", "phong": "shade", "flat": "shade", "shadow": "shadow"}
-    one = {key: float(_calibrated(calibration, phase_of[key], float(secs[i]), w))
+    factor = dict.fromkeys(PHASES, 1.0) | dict(phase_factors or {})
+    one = {key: factor[phase_of[key]] * float(_calibrated(calibration, phase_of[key],
+                                                          float(secs[i]), w))
            for i, key in enumerate(fixed)}
     total = np.full(a_r.shape, one["primary"])
     if "phong" in one:
@@ -295,6 +299,6 @@ def predict_frame_seconds_batch(
     if "shadow" in one:
         total += np.where(shadow_on, one["shadow"], 0.0)
     if ao_on.any():
-        ao_s = _calibrated(calibration, "ao", secs[k:], w)
+        ao_s = factor["ao"] * np.asarray(_calibrated(calibration, "ao", secs[k:], w))
         total += np.where(ao_on, np.asarray(ao_s)[where.reshape(a_r.shape)], 0.0)
     return total

@@ -159,3 +159,17 @@ def test_alternating_spikes_do_not_oscillate() -> None:
         fb.update(1.0, 3.0 if i % 2 else 0.33)
         history.append(fb.correction)
     assert max(history) / min(history) < 1.05
+
+
+def test_part_corrections_follow_each_part_alone():
+    from autotune import PartCorrections
+
+    parts = PartCorrections(("primary", "shadow"))
+    for _ in range(30):
+        parts.update({"primary": 0.010, "shadow": 0.004}, {"primary": 0.010, "shadow": 0.008})
+    f = parts.factors()
+    assert f["primary"] == pytest.approx(1.0) and f["shadow"] == pytest.approx(2.0, rel=0.01)
+    parts.update({"primary": 0.010, "shadow": 0.0}, {"primary": 0.02, "shadow": 0.0})  # off
+    assert parts.factors()["shadow"] == pytest.approx(f["shadow"])  # a part that did not run
+    with pytest.raises(ValueError, match="at least one part"):
+        PartCorrections(())

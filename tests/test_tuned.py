@@ -232,3 +232,29 @@ def test_controlled_time_is_the_frame_the_user_waits_for(tracers, fitted):
         assert f.predicted > sum(f.predicted_phases.values()) + 0.9 * f.probe_seconds
     assert r.overhead_seconds > 0.0
     assert r.tuner.history[-1].measured == frames[-1].measured
+
+
+def test_per_phase_feedback_learns_the_mispriced_phase(tracers, fitted):
+    """A calibration that prices the shadow phase at half its cost: per-phase feedback finds
+    that phase's factor (~2x the others'), the frame's single correction cannot tell it apart."""
+    tracer = tracers("dragon-small")
+    cal = fitted.calibration
+    halved = dataclasses.replace(
+        cal, scale={**cal.scale, "shadow": cal.scale["shadow"] / 2},
+        offset={**cal.offset, "shadow": cal.offset["shadow"] / 2},
+        miss={**cal.miss, "shadow": cal.miss.get("shadow", 0.0) / 2},
+        launch={**cal.launch, "shadow": cal.launch.get("shadow", 0.0) / 2})
+    r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile, calibration=halved,
+                      tracer=tracer)
+    r.force_shadows = True
+    for _ in range(8):
+        r.render(tracer.scene.camera)
+    f = r.phase_corrections.factors()
+    assert f["shadow"] / f["primary"] > 1.5, f
+    frame_only = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
+                               calibration=halved, tracer=tracer, feedback="frame")
+    frame_only.render(tracer.scene.camera)
+    assert frame_only.phase_corrections.factors() == dict.fromkeys(f, 1.0)  # not used
+    with pytest.raises(ValueError, match="feedback must be one of phase, frame"):
+        TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile, tracer=tracer,
+                      feedback="kernels")

@@ -19,7 +19,15 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from autotune import DEFAULT_CONTROLLER, BoolKnob, FloatKnob, KnobSpace, Tuner
+from autotune import (
+    DEFAULT_CONTROLLER,
+    BoolKnob,
+    FeedForwardController,
+    FloatKnob,
+    KnobSpace,
+    PartCorrections,
+    Tuner,
+)
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import (
@@ -41,6 +49,7 @@ AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too c
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
 OVERHEAD_GAIN = 0.2  # how fast the host-overhead estimate follows a change (resize, load)
 MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
+FEEDBACK = ("phase", "frame")  # per-phase corrections + the frame's, or the frame's only
 
 
 def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
@@ -72,10 +81,11 @@ class RayTraceModel:
             calibration.require(PHASES)
         self.profile, self.counts, self.calibration = profile, counts, calibration
 
-    def frame_seconds(self, workload: Workload, ao_rays, shadows, phong) -> np.ndarray:
-        """Vectorized over candidate knob arrays."""
+    def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
+                      phase_factors: dict[str, float] | None = None) -> np.ndarray:
+        """Vectorized over candidate knob arrays; ``phase_factors`` scale single phases."""
         return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
-                                           phong, TILE * TILE, self.calibration)
+                                           phong, TILE * TILE, self.calibration, phase_factors)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
         return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
@@ -140,8 +150,14 @@ class TunedRenderer:
                  controller: str = DEFAULT_CONTROLLER, device: str | None = None,
                  profile: DeviceProfile | None = None, tracer: Tracer | None = None,
                  ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2,
-                 calibration: AppCalibration | None = None) -> None:
+                 calibration: AppCalibration | None = None, feedback: str = "phase") -> None:
+        if feedback not in FEEDBACK:
+            raise ValueError(f"feedback must be one of {', '.join(FEEDBACK)}, got {feedback!r}")
         self.scene = scene
+        # "phase": each kernel phase corrected by its own slow feedback, then the controller's
+        # correction of the whole frame takes what is left; "frame": that one correction only
+        self.feedback = feedback
+        self.phase_corrections = PartCorrections(PHASES)
         self.tracer = tracer or Tracer(scene, device=device)
         self.model = device_model(self.tracer, profile, calibration)
         self.probe = Probe.for_tracer(self.tracer, factor=probe_factor,
@@ -208,12 +224,36 @@ class TunedRenderer:
         overhead are measured, not modelled, so they are passed divided by it: the correction
         (a model bias) scales the kernels only. Otherwise a view where the known parts
         dominate (an empty sky) would teach a correction that is wrong for the next view."""
-        seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"])
+        seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"],
+                                           self._phase_factors())
         seconds = seconds + self._known() / self.tuner.correction
         if self.force_shadows is not None:
             seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
                                EXCLUDED_SECONDS)
         return seconds
+
+    def _phase_factors(self) -> dict[str, float] | None:
+        """Per-phase corrections when ``feedback == "phase"``, else None (the bare model)."""
+        return self.phase_corrections.factors() if self.feedback == "phase" else None
+
+    def _feedback(self, predicted_phases: dict[str, float], measured_phases: dict[str, float],
+                  wall: float, corrected: float, teaches: bool) -> float:
+        """Learn from this frame; return what the controller is to observe.
+
+        A model-free controller (PI, fixed) always gets the measured frame. The feed-forward
+        controller's correction scales the modelled kernels; a frame whose kernels are a small
+        part of it (an empty sky: probe and overhead dominate) says little about the model's
+        bias, so it gets its own corrected prediction (no innovation). With per-phase feedback
+        each phase learns from its own kernel time and the overhead estimate takes the rest of
+        the frame, so the controller's correction stays put (learning the same error twice
+        would overshoot: a 2x step corrected by both becomes 4x)."""
+        if not isinstance(self.tuner.controller, FeedForwardController):
+            return wall
+        if self.feedback == "phase":
+            if teaches:
+                self.phase_corrections.update(predicted_phases, measured_phases)
+            return corrected
+        return wall if teaches else corrected
 
     def _known(self) -> float:
         """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
@@ -249,8 +289,11 @@ class TunedRenderer:
         settings = self._settings
         predicted_phases = self.model.phase_seconds(self._workload, settings)
         kernels = float(sum(predicted_phases.values()))
+        factors = self._phase_factors() or {}
+        phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
         known = self._known()
-        predicted, corrected = kernels + known, kernels * self.tuner.correction + known
+        predicted = kernels + known
+        corrected = phase_corrected * self.tuner.correction + known
         if next_camera is not None and self.overlap_probe:
             started = time.perf_counter()
             future = self.probe.measure_async(next_camera, self.width, self.height)
@@ -268,11 +311,8 @@ class TunedRenderer:
         weight = max(OVERHEAD_GAIN, 1.0 / (self.frame_index + 1))
         self.overhead_seconds += weight * (overhead - self.overhead_seconds)
         if self.tuning:
-            # a frame whose modelled kernels are a small part of it (an empty sky: probe and
-            # overhead dominate) says little about the model's bias and much about the noise
-            # of the measured parts: it feeds back its own corrected prediction (no innovation)
-            teaches = kernels >= MIN_KERNEL_SHARE * predicted
-            self.tuner.observe(wall if teaches else corrected)
+            self.tuner.observe(self._feedback(predicted_phases, frame.phase_seconds, wall,
+                                              corrected, kernels >= MIN_KERNEL_SHARE * predicted))
         self.frame_index += 1
         return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
                           probe_seconds, self._workload, over_budget, predicted_phases,
