@@ -45,13 +45,6 @@ TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 # ------------------------------------------------------------------ inside the MPI job
 
 
-def _bcast_float(comm: Any, rank: int, value: float | None) -> float:
-    buf = np.array([value if rank == 0 else 0.0])
-    if comm.Get_size() > 1:
-        comm.Bcast(buf, root=0)
-    return float(buf[0])
-
-
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame."""
     from raytracer.volume.tuning.tuned_volume import knob_space, settings_of
@@ -62,22 +55,19 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
     for cam in cameras:
         settings = None
         if tuned.rank == 0:
-            tuned.model.workload, _ = tuned._probe(cam)
             settings = settings_of(space.at_levels([int(rng.integers(len(k)))
                                                     for k in space.knobs]))
-        settings, res = tuned._frame(cam, settings)
+        res, sec = tuned.render_predicted(cam, settings)
         if tuned.rank != 0:
             continue
         rec = res.record
-        sec = tuned.model.sections(tuned._one(settings))
         per_rank = sec["render_per_rank"][:, 0]
         measured = np.array([r.render_seconds for r in rec.ranks])
         rank_err.extend(np.abs(per_rank - measured) / measured)
-        pred_frame = float(sec["frame"][0]) - tuned.model.spent
+        pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
         share.append(float(samples.max() / max(samples.sum(), 1.0)))
-        tuned.model.use_record(rec)
     if tuned.rank != 0:
         return None
     return {"frames": len(cameras),
@@ -108,10 +98,11 @@ def close_views(radius: float, count: int, seed: int = 5) -> list:
 def governed_run(tuned: Any, cameras: list, quality_every: int,
                  targets: list[float] | None = None, swap_at: int | None = None,
                  swap_to: Any = None) -> list[dict] | None:
-    """Governed frames; per frame rank 0 records time, prediction, knobs and (sometimes) quality."""
+    """Governed frames; per frame rank 0 records time, prediction, knobs and (sometimes) quality.
+    ``targets`` (rank 0's, None elsewhere) travel to the other ranks with each frame's state."""
     rows = []
     for i, cam in enumerate(cameras):
-        if targets is not None:
+        if targets is not None and tuned.rank == 0:
             tuned.set_target(targets[i])
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
@@ -154,7 +145,6 @@ def worker(args: argparse.Namespace) -> int:
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
     from raytracer.volume.mpi_runtime import install_excepthook, world
     from raytracer.volume.tuning.tuned_volume import (
-        BEST,
         TunedVolumeRenderer,
         calibration_views,
     )
@@ -197,15 +187,13 @@ def worker(args: argparse.Namespace) -> int:
                               "quality_losses": tuned.losses.to_dict()}
 
     # --- target: half the first view's full-quality frame time
-    full = None
-    for _ in range(2):  # the first is a warm-up
-        _, res = tuned._frame(orbit[0], BEST)
-        full = res.record.frame_seconds if rank == 0 else None
-    target = 0.5 * _bcast_float(comm, rank, full)
-    tuned.set_target(target)
-    tuned_bal.set_target(target)
-    out["target_ms"] = target * 1e3
-    out["full_quality_first_view_ms"] = 2 * target * 1e3
+    full = tuned.full_quality_seconds(orbit[0])  # rank 0's; None on the others
+    target = 0.5 * full if rank == 0 else None
+    if rank == 0:  # the other ranks take rank 0's target from each frame's state
+        tuned.set_target(target)
+        tuned_bal.set_target(target)
+        out["target_ms"] = target * 1e3
+        out["full_quality_first_view_ms"] = 2 * target * 1e3
 
     # --- PI gains tuned on a training orbit (elevated: not the evaluated path)
     training = seed_orbit(vol.radius, 12, orbits=1.0, elevation=0.8)
@@ -216,12 +204,10 @@ def worker(args: argparse.Namespace) -> int:
         rows = governed_run(tuned, training, 0)
         if rank == 0:
             scores.append(_errors(rows)["mean_error"])
-    best = gains[int(np.argmin(scores))] if rank == 0 else None
-    best_kp = _bcast_float(comm, rank, best[0] if best else None)
-    best_ki = _bcast_float(comm, rank, best[1] if best else None)
+    best = gains[int(np.argmin(scores))] if rank == 0 else None  # the PI tuner is rank 0's
     if rank == 0:
         out["pi_gain_tuning"] = {"path": "elevated orbit, 12 frames", "gains": gains,
-                                 "mean_error": scores, "chosen": [best_kp, best_ki]}
+                                 "mean_error": scores, "chosen": list(best)}
 
     # --- governed double orbit: feed-forward, fixed (by measurement), PI (tuned gains)
     runs: dict[str, Any] = {}
@@ -231,7 +217,7 @@ def worker(args: argparse.Namespace) -> int:
             tuned.use_controller("fixed")
             tuned.tune_fixed_by_measurement(orbit[0])
         else:
-            tuned.use_controller(name, (best_kp, best_ki) if name == "pi" else None)
+            tuned.use_controller(name, best if name == "pi" else None)
         rows = governed_run(tuned, orbit, every)
         if rank == 0:
             runs[name] = {"summary": _errors(rows), "frames": rows}
@@ -241,13 +227,15 @@ def worker(args: argparse.Namespace) -> int:
     # --- the target drops to 70 % mid-run (still reachable); the volume is swapped mid-run
     tuned.use_controller("feedforward")
     half = len(orbit) // 2
-    targets = [target] * half + [TARGET_DROP * target] * (len(orbit) - half)
+    targets = ([target] * half + [TARGET_DROP * target] * (len(orbit) - half)
+               if rank == 0 else None)
     rows = governed_run(tuned, orbit, 0, targets=targets)
     if rank == 0:
         out["target_change"] = {"at": half, "recovery_frames": recovery_frames(rows, half),
                                 "summary_after": _errors(rows[half:]), "frames": rows}
     tuned.use_controller("feedforward")
-    tuned.set_target(target)
+    if rank == 0:
+        tuned.set_target(target)
     rows = governed_run(tuned, orbit, 0, swap_at=half, swap_to=held_renderer)
     if rank == 0:
         out["volume_swap"] = {"at": half, "to": held.name,

@@ -127,7 +127,8 @@ def test_one_process_composite_returns_the_image():
 
 
 def _run(args: list[str], ranks: int, timeout: float = 60):
-    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO)
+    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO,
+                               env={"PYTHONPATH": str(REPO)})
 
 
 @needs_mpiexec

@@ -341,9 +341,10 @@ class VolumeRun:
         self.tuned.calibrate(calibration_views(self.volume.radius, CALIBRATION_VIEWS),
                              frames=a.calibration_frames)
         if a.target_share is not None:
-            self.target = a.target_share * self._full_quality_seconds(first_camera)
-            self.tuned.set_target(self.target)
+            full = self.tuned.full_quality_seconds(first_camera)  # None on ranks >= 1
             if self.rank == 0:
+                self.target = a.target_share * full
+                self.tuned.set_target(self.target)  # the next frame's state takes it everywhere
                 print(f"target {1e3 * self.target:.1f} ms = {a.target_share:g} x the first "
                       f"view's full-quality frame", file=sys.stderr, flush=True)
         if a.controller == "fixed":
@@ -351,19 +352,6 @@ class VolumeRun:
         self.calibration_seconds = time.perf_counter() - t0
         if self.rank == 0:
             print(f"calibrated in {self.calibration_seconds:.1f} s", file=sys.stderr, flush=True)
-
-    def _full_quality_seconds(self, camera: Any) -> float:
-        """Rank 0's frame at the best settings on ``camera`` (second of two), on every rank."""
-        from raytracer.volume.tuning.tuned_volume import BEST
-
-        seconds = np.zeros(1)
-        for _ in range(2):
-            res = self.renderer.render_frame(camera, self.args.width, self.args.height, BEST)
-            if self.rank == 0:
-                seconds[0] = res.record.frame_seconds
-        if self.renderer.size > 1:
-            self.comm.Bcast(seconds, root=0)
-        return float(seconds[0])
 
     def fixed_frame(self, camera: Any, settings: Any) -> dict[str, Any] | None:
         self.comm.Barrier()  # frames start together, as a display loop paced by rank 0 would

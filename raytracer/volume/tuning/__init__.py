@@ -17,5 +17,7 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
             print(f"{frame.measured * 1e3:.1f} ms, step {frame.settings.step:.2f}")
 
 To hold your own renderer at a target instead, give the core ``Tuner`` a predictor on rank 0,
-broadcast its ``choose()`` knobs to the other ranks, and ``observe()`` rank 0's frame time.
+share its ``choose()`` knobs with the other ranks (one
+``raytracer.volume.frame_sync.FrameSync`` state per frame), and ``observe()`` rank 0's frame
+time.
 """
