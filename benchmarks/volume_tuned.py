@@ -47,7 +47,7 @@ TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame."""
-    from raytracer.volume.tuning.tuned_volume import knob_space, settings_of
+    from raytracer.volume.tuning.knobs import knob_space, settings_of
 
     rng = np.random.default_rng(seed)
     space = knob_space()
@@ -144,10 +144,8 @@ def recovery_frames(rows: list[dict], change_at: int, tolerance: float = 0.05) -
 def worker(args: argparse.Namespace) -> int:
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
     from raytracer.volume.mpi_runtime import install_excepthook, world
-    from raytracer.volume.tuning.tuned_volume import (
-        TunedVolumeRenderer,
-        calibration_views,
-    )
+    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     install_excepthook()
     comm = world()

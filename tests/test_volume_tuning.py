@@ -7,12 +7,9 @@ from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, Stag
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.tuning.tuned_volume import (
-    TunedVolumeRenderer,
-    VolumeModel,
-    calibration_views,
-    knob_space,
-)
+from raytracer.volume.tuning.knobs import knob_space
+from raytracer.volume.tuning.model_fit import VolumeModel, calibration_views
+from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
 
 

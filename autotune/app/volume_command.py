@@ -328,7 +328,8 @@ class VolumeRun:
 
     def calibrate(self, first_camera: Any) -> None:
         """Fit the per-rank model on calibration views (collective); print how long it took."""
-        from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
+        from raytracer.volume.tuning.model_fit import calibration_views
+        from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
         a = self.args
         self.tuned = TunedVolumeRenderer(self.renderer, a.width, a.height, self.target,

@@ -324,7 +324,8 @@ def run_volume(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere
     from raytracer.volume.mpi_runtime import agree
-    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
+    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     rank = comm.Get_rank()
     surface = path = record_dir = None
