@@ -192,7 +192,8 @@ def worker_main(argv: list[str]) -> int:
 # ---------------------------------------------------------------------- the launcher
 
 
-def _launch(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
+def run_part(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
+    """Run one part of this benchmark on ``ranks`` MPI ranks; rank 0's figures."""
     from raytracer.volume.mpi_runtime import launch
 
     done = launch(
@@ -301,12 +302,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = list(range(2, max_ranks + 1))
     figures: dict[str, Any] = {}
     with tqdm(total=1 + len(counts), file=sys.stderr, desc="compositing") as bar:
-        figures["reference"] = _launch("reference", 2, ref_size, repeats)
+        figures["reference"] = run_part("reference", 2, ref_size, repeats)
         bar.update(1)
         algos: dict[str, Any] = {}
         for ranks in counts:
             bar.set_postfix_str(f"{ranks} ranks")
-            algos[str(ranks)] = _launch("algorithms", ranks, 1024, repeats)
+            algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
     ref = figures["reference"]
     ref["composite_vs_sendrecv"] = (
