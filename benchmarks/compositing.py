@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir
 
     if args.plots:
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.atomic_files import write_json
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     return 0
 
 

@@ -291,9 +291,9 @@ def worker_main(argv: list[str]) -> int:
         name, size, frames, algorithm = rest
         result = worker_scaling(name, int(size), int(frames), algorithm)
     if result is not None:
-        from autotune.app.report import _plain
+        from autotune.app.report import plain
 
-        print(MARK + json.dumps(_plain(result)), flush=True)
+        print(MARK + json.dumps(plain(result)), flush=True)
     return 0
 
 
@@ -507,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from tqdm import tqdm
 
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir
 
     if args.plots:
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.atomic_files import write_json
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     return 0
 
 

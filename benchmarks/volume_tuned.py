@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args)
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir, write_json
     from raytracer.volume.mpi_runtime import launch
 
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
     if args.save:
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     if args.json:
         emit(figures, True)
     else:

@@ -284,7 +284,7 @@ class VolumeRun:
 
     def write(self, folder: Path) -> dict[str, Any]:
         """frames.csv, timings.json, summary.json, plot.png; returns the summary."""
-        from autotune.app.report import _plain
+        from autotune.app.report import plain
         from autotune.atomic_files import write_json, write_text
 
         buf = io.StringIO()
@@ -294,7 +294,7 @@ class VolumeRun:
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v)
                              for k, v in row.items()})
         write_text(folder / "frames.csv", buf.getvalue())
-        write_json(folder / "timings.json", _plain({
+        write_json(folder / "timings.json", plain({
             "about": "per frame, per rank: local render wall and kernel seconds, samples, "
                      "every compositing stage (seconds, blend seconds, bytes sent/received, "
                      "partners) and the gather; frame_seconds = rank 0 from frame start to "
@@ -305,7 +305,7 @@ class VolumeRun:
             "frames": self.records,
         }), indent=1)
         summary = self.summary()
-        write_json(folder / "summary.json", _plain(summary))
+        write_json(folder / "summary.json", plain(summary))
         plot(self.rows, self.records, summary, folder / "plot.png")
         return summary
 
