@@ -4,7 +4,7 @@ One ``mpiexec -n R python -m mpi4py -m benchmarks.volume_tuned --worker`` job (4
 default; on this 2-core machine they share the cores, one PoCL thread each). Rank 0 prints its
 figures as one JSON line; this launcher adds the goals block and plots.
 
-What is fitted on what (DESIGN.md "Evaluating models honestly"):
+What is fitted on what (a model is judged on frames it was not fitted on):
 
 * the per-rank model is calibrated on random knobs at **calibration views** (random directions
   off the orbit plane, :func:`calibration_views`) of the calibration volume (bonsai);
