@@ -1,6 +1,6 @@
 """Image quality of a tuned frame against the full-quality frame: PSNR and SSIM.
 
-So that "holds the target" never hides "by dropping to the lowest setting" (DESIGN.md), every
+So that "holds the target" never hides "by dropping to the lowest setting", every
 governed run reports these for its chosen frames. SSIM is Wang et al. 2004 with the usual
 Gaussian window (σ = 1.5) and constants (K1 = 0.01, K2 = 0.03), on luminance.
 """

@@ -7,7 +7,7 @@ over it: the controller sees the frame's predictions, its choice is "rendered" b
 measured time of that setting on that frame, and the controller observes it. No renderer, no
 noise between controllers, the same answer every time — so CI can compare controllers.
 
-The baselines get a fair chance here (DESIGN.md): :func:`fixed_by_measurement` picks the fixed
+The baselines get a fair chance here: :func:`fixed_by_measurement` picks the fixed
 setting by measurement on the first frame, :func:`tune_pi_gains` tunes the PI gains on a
 recording that is not the one evaluated.
 """

@@ -102,7 +102,7 @@ def worker_real(plan_path: str, out: str) -> None:
     from autotune.atomic_files import write_json
     from raytracer.volume.distributed import load_everywhere
     from raytracer.volume.mpi_runtime import world
-    from raytracer.volume.tuning.cluster_data import _sub, idle_barrier, run_real
+    from raytracer.volume.tuning.cluster_data import first_ranks, idle_barrier, run_real
 
     plan = json.loads(Path(plan_path).read_text())
     comm = world()
@@ -112,7 +112,7 @@ def worker_real(plan_path: str, out: str) -> None:
         done = json.loads(Path(out).read_text())
     bar = _bar(len(plan["runs"]), "real runs") if comm.Get_rank() == 0 else None
     for ranks in sorted({r["ranks"] for r in plan["runs"]}):
-        sub = _sub(comm, ranks)
+        sub = first_ranks(comm, ranks)
         for run in (r for r in plan["runs"] if r["ranks"] == ranks):
             if sub is not None:
                 got = run_real(sub, volume, tf, run["size"], run["size"], plan["frames"],
@@ -709,7 +709,7 @@ def main(argv: list[str] | None = None) -> int:
     opt.add_plots(parser)
     args = parser.parse_args(argv)
     from autotune.app.cluster_files import DEFAULT_MODEL, write_model
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir, write_json
 
     if args.plots:
@@ -760,7 +760,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(figures, args.json, "Cluster model: histograms, emulation, 16+8 MLP (seed 000)")
     if args.save:
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
         model = plots["models"]["nn_term"]
         model.meta.update({"volume": cfg["volume"], "machine": _cpu(),
                            "date": figures["machine"]["date"]})

@@ -192,7 +192,8 @@ def worker_main(argv: list[str]) -> int:
 # ---------------------------------------------------------------------- the launcher
 
 
-def _launch(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
+def run_part(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
+    """Run one part of this benchmark on ``ranks`` MPI ranks; rank 0's figures."""
     from raytracer.volume.mpi_runtime import launch
 
     done = launch(
@@ -278,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tqdm import tqdm
 
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir
 
@@ -292,12 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = list(range(2, max_ranks + 1))
     figures: dict[str, Any] = {}
     with tqdm(total=1 + len(counts), file=sys.stderr, desc="compositing") as bar:
-        figures["reference"] = _launch("reference", 2, ref_size, repeats)
+        figures["reference"] = run_part("reference", 2, ref_size, repeats)
         bar.update(1)
         algos: dict[str, Any] = {}
         for ranks in counts:
             bar.set_postfix_str(f"{ranks} ranks")
-            algos[str(ranks)] = _launch("algorithms", ranks, 1024, repeats)
+            algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
     ref = figures["reference"]
     ref["composite_vs_sendrecv"] = (
@@ -326,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.atomic_files import write_json
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     return 0
 
 

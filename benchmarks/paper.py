@@ -8,7 +8,7 @@ at 320x180 / 640x360), so every view is held out. Per scene: an orbit-and-dolly 
 an abrupt 180° turn from an empty view to a view of the held-out path; the target is the
 frame time of 8 AO rays + shadows + Phong on the orbit's first view.
 
-Controllers, each given a fair chance (DESIGN.md):
+Controllers, each given a fair chance:
 - feed-forward: the probe + model + slow feedback (the product);
 - fixed: tuned by measurement on the first frame that shows the scene (the orbit's first, the
   turn's first after the turn), AO rays bisected with shadows and Phong on until the measured

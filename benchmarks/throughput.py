@@ -44,7 +44,7 @@ import numba as nb
 import numpy as np
 from tqdm import tqdm
 
-from autotune.app.report import _plain, emit
+from autotune.app.report import emit, plain
 from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
 from raytracer.opencl_device import DeviceInfo, choose_device, list_devices
@@ -244,7 +244,7 @@ def worker_main(argv: list[str]) -> int:
     """``--worker NAME WIDTH HEIGHT REPEATS [DEVICE]``: one scene in this process."""
     name, width, height, repeats = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     device = argv[4] if len(argv) > 4 else None
-    print(MARK + json.dumps(_plain(bench_scene(name, width, height, repeats, device))),
+    print(MARK + json.dumps(plain(bench_scene(name, width, height, repeats, device))),
           flush=True)
     return 0
 
@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         from autotune.atomic_files import write_json
 
-        write_json(RESULTS / f"throughput_{'+'.join(figures['runtimes'])}.json", _plain(figures))
+        write_json(RESULTS / f"throughput_{'+'.join(figures['runtimes'])}.json", plain(figures))
     return 0
 
 

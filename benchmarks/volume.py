@@ -291,9 +291,9 @@ def worker_main(argv: list[str]) -> int:
         name, size, frames, algorithm = rest
         result = worker_scaling(name, int(size), int(frames), algorithm)
     if result is not None:
-        from autotune.app.report import _plain
+        from autotune.app.report import plain
 
-        print(MARK + json.dumps(_plain(result)), flush=True)
+        print(MARK + json.dumps(plain(result)), flush=True)
     return 0
 
 
@@ -413,11 +413,8 @@ def cpu_model() -> str:
     return model()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; print a table or JSON (``--json``)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--worker"]:
-        return worker_main(argv[1:])
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The benchmark's options (an unknown part is an argument error)."""
     parser = argparse.ArgumentParser(prog="autotune bench volume",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -433,17 +430,89 @@ def main(argv: list[str] | None = None) -> int:
 
     opt.add_plots(parser, "PNG plots and both renderers' images")
     args = parser.parse_args(argv)
+    args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    unknown = args.parts - {"raycast", "compositing", "scaling"}
+    if unknown:
+        parser.error(f"unknown part(s) {sorted(unknown)}")
+    return args
+
+
+def raycast_part(volume: str, size: int, repeats: int, nviews: int, images: str,
+                 bar: Any) -> dict[str, Any]:
+    """Our ray caster against VTK's on 1 and 2 threads."""
+    runs = []
+    for threads in (1, 2):
+        bar.set_postfix_str(f"raycast vs VTK, {threads} thread(s)")
+        runs.append(run_raycast(volume, size, threads, repeats, nviews, images))
+        bar.update(1)
+    return summarize_raycast(runs, volume, size)
+
+
+def compositing_part(quick: bool, repeats: int, bar: Any) -> dict[str, Any]:
+    """The compositing reference (2 ranks) of ``benchmarks/compositing.py``."""
+    from benchmarks import compositing as comp
+
+    bar.set_postfix_str("compositing reference (2 ranks)")
+    ref = comp.run_part("reference", 2, 1024 if quick else 2048, repeats)
+    ref["composite_vs_sendrecv"] = (ref["binary_swap_gather"]["composite_GBps"]
+                                    / ref["sendrecv_GBps"])
+    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    bar.update(1)
+    return {"reference": ref, "goals": comp.goals({"reference": ref}),
+            "source": "benchmarks/compositing.py (its reference part; "
+                      "autotune bench compositing has every algorithm)"}
+
+
+def scaling_part(volume: str, size: int, frames: int, counts: list[int],
+                 bar: Any) -> dict[str, Any]:
+    """Strong scaling with radix-k over ``counts`` ranks (speed-up against one rank)."""
+    runs = []
+    for k in counts:
+        bar.set_postfix_str(f"scaling, {k} rank(s)")
+        runs.append(run_scaling(volume, size, frames, k, "radix-k"))
+        bar.update(1)
+    one = runs[0]["median"]["frame_ms"]
+    for r in runs:
+        r["speedup_vs_1_rank"] = one / r["median"]["frame_ms"]
+        r["oversubscribed"] = r["ranks"] > (os.cpu_count() or 1)
+    return {
+        "volume": volume, "size": size, "algorithm": "radix-k", "frames": frames,
+        "runs": runs,
+        "note": f"{os.cpu_count()} cores: above {os.cpu_count()} ranks the cores are "
+                "oversubscribed (ranks share them; MPICH yields while waiting), so "
+                "those rows measure the schedule under contention, not a cluster",
+    }
+
+
+def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
+    """Where and when the figures were taken."""
+    out = {
+        "cpu": cpu_model(), "cores": os.cpu_count(),
+        "load_avg_at_end": list(os.getloadavg()),
+        "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "python": platform.python_version(), "quick": bool(quick),
+    }
+    if with_vtk:
+        import vtk
+
+        out["vtk"] = vtk.vtkVersion.GetVTKVersion()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table or JSON (``--json``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
+    args = parse(argv)
     from tqdm import tqdm
 
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir
 
     if args.plots:
         check_output_dir(args.plots, args.force)
-    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
-    unknown = parts - {"raycast", "compositing", "scaling"}
-    if unknown:
-        parser.error(f"unknown part(s) {sorted(unknown)}")
+    parts = args.parts
     size = 256 if args.quick else 512
     repeats = args.repeats or (3 if args.quick else 5)
     nviews = 2 if args.quick else 3
@@ -457,51 +526,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="autotune-volume-bench-") as images, \
             tqdm(total=steps, file=sys.stderr, desc="bench volume") as bar:
         if "raycast" in parts:
-            runs = []
-            for threads in (1, 2):
-                bar.set_postfix_str(f"raycast vs VTK, {threads} thread(s)")
-                runs.append(run_raycast(args.volume, size, threads, repeats, nviews, images))
-                bar.update(1)
-            figures["raycast"] = summarize_raycast(runs, args.volume, size)
+            figures["raycast"] = raycast_part(args.volume, size, repeats, nviews, images, bar)
         if "compositing" in parts:
-            from benchmarks import compositing as comp
-
-            bar.set_postfix_str("compositing reference (2 ranks)")
-            ref = comp._launch("reference", 2, 1024 if args.quick else 2048, repeats)
-            ref["composite_vs_sendrecv"] = (ref["binary_swap_gather"]["composite_GBps"]
-                                            / ref["sendrecv_GBps"])
-            ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
-            figures["compositing"] = {"reference": ref, "goals": comp.goals({"reference": ref}),
-                                      "source": "benchmarks/compositing.py (its reference part; "
-                                                "autotune bench compositing has every algorithm)"}
-            bar.update(1)
+            figures["compositing"] = compositing_part(args.quick, repeats, bar)
         if "scaling" in parts:
-            runs = []
-            for k in counts:
-                bar.set_postfix_str(f"scaling, {k} rank(s)")
-                runs.append(run_scaling(args.volume, size, frames, k, "radix-k"))
-                bar.update(1)
-            one = runs[0]["median"]["frame_ms"]
-            for r in runs:
-                r["speedup_vs_1_rank"] = one / r["median"]["frame_ms"]
-                r["oversubscribed"] = r["ranks"] > (os.cpu_count() or 1)
-            figures["scaling"] = {
-                "volume": args.volume, "size": size, "algorithm": "radix-k", "frames": frames,
-                "runs": runs,
-                "note": f"{os.cpu_count()} cores: above {os.cpu_count()} ranks the cores are "
-                        "oversubscribed (ranks share them; MPICH yields while waiting), so "
-                        "those rows measure the schedule under contention, not a cluster",
-            }
-        figures["machine"] = {
-            "cpu": cpu_model(), "cores": os.cpu_count(),
-            "load_avg_at_end": list(os.getloadavg()),
-            "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "python": platform.python_version(), "quick": bool(args.quick),
-        }
-        if "raycast" in figures:
-            import vtk
-
-            figures["machine"]["vtk"] = vtk.vtkVersion.GetVTKVersion()
+            figures["scaling"] = scaling_part(args.volume, size, frames, counts, bar)
+        figures["machine"] = machine(args.quick, "raycast" in figures)
         figures["goals"] = goals(figures) if "raycast" in figures else (
             figures.get("compositing", {}).get("goals", {}))
         if args.plots:
@@ -515,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.atomic_files import write_json
 
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     return 0
 
 

@@ -4,7 +4,7 @@ One ``mpiexec -n R python -m mpi4py -m benchmarks.volume_tuned --worker`` job (4
 default; on this 2-core machine they share the cores, one PoCL thread each). Rank 0 prints its
 figures as one JSON line; this launcher adds the goals block and plots.
 
-What is fitted on what (DESIGN.md "Evaluating models honestly"):
+What is fitted on what (a model is judged on frames it was not fitted on):
 
 * the per-rank model is calibrated on random knobs at **calibration views** (random directions
   off the orbit plane, :func:`calibration_views`) of the calibration volume (bonsai);
@@ -45,16 +45,9 @@ TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 # ------------------------------------------------------------------ inside the MPI job
 
 
-def _bcast_float(comm: Any, rank: int, value: float | None) -> float:
-    buf = np.array([value if rank == 0 else 0.0])
-    if comm.Get_size() > 1:
-        comm.Bcast(buf, root=0)
-    return float(buf[0])
-
-
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame."""
-    from raytracer.volume.tuning.tuned_volume import knob_space, settings_of
+    from raytracer.volume.tuning.knobs import knob_space, settings_of
 
     rng = np.random.default_rng(seed)
     space = knob_space()
@@ -62,22 +55,19 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
     for cam in cameras:
         settings = None
         if tuned.rank == 0:
-            tuned.model.workload, _ = tuned._probe(cam)
             settings = settings_of(space.at_levels([int(rng.integers(len(k)))
                                                     for k in space.knobs]))
-        settings, res = tuned._frame(cam, settings)
+        res, sec = tuned.render_predicted(cam, settings)
         if tuned.rank != 0:
             continue
         rec = res.record
-        sec = tuned.model.sections(tuned._one(settings))
         per_rank = sec["render_per_rank"][:, 0]
         measured = np.array([r.render_seconds for r in rec.ranks])
         rank_err.extend(np.abs(per_rank - measured) / measured)
-        pred_frame = float(sec["frame"][0]) - tuned.model.spent
+        pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
         share.append(float(samples.max() / max(samples.sum(), 1.0)))
-        tuned.model.use_record(rec)
     if tuned.rank != 0:
         return None
     return {"frames": len(cameras),
@@ -108,10 +98,11 @@ def close_views(radius: float, count: int, seed: int = 5) -> list:
 def governed_run(tuned: Any, cameras: list, quality_every: int,
                  targets: list[float] | None = None, swap_at: int | None = None,
                  swap_to: Any = None) -> list[dict] | None:
-    """Governed frames; per frame rank 0 records time, prediction, knobs and (sometimes) quality."""
+    """Governed frames; per frame rank 0 records time, prediction, knobs and (sometimes) quality.
+    ``targets`` (rank 0's, None elsewhere) travel to the other ranks with each frame's state."""
     rows = []
     for i, cam in enumerate(cameras):
-        if targets is not None:
+        if targets is not None and tuned.rank == 0:
             tuned.set_target(targets[i])
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
@@ -150,114 +141,147 @@ def recovery_frames(rows: list[dict], change_at: int, tolerance: float = 0.05) -
     return len(rows) - change_at
 
 
-def worker(args: argparse.Namespace) -> int:
-    from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
-    from raytracer.volume.mpi_runtime import install_excepthook, world
-    from raytracer.volume.tuning.tuned_volume import (
-        BEST,
-        TunedVolumeRenderer,
-        calibration_views,
-    )
+def model_errors(vol: Any, tf: Any, held: Any, held_tf: Any, size: int, views: list,
+                 evaluation: list, calib_frames: int) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """Calibrate on the cell-count (imbalanced) and the cost-balanced partition and measure
+    the model's error on held-out views and the held-out volume (collective). Returns the
+    imbalanced tuned renderer, the balanced one, the held-out volume's renderer and rank 0's
+    figures (model_error, calibration)."""
+    from raytracer.volume.distributed import DistributedRenderer, seed_orbit
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
-    install_excepthook()
-    comm = world()
-    rank = comm.Get_rank()
-    size = args.size
-    frames = 24 if args.quick else 72
-    calib_frames = 16 if args.quick else 24
-    vol, tf = load_everywhere(args.volume, comm=comm)
-    held, held_tf = load_everywhere(args.held_out, comm=comm)
-    out: dict[str, Any] = {"ranks": comm.Get_size(), "size": size, "volume": vol.name,
-                           "held_out_volume": held.name, "frames": frames}
-    t0 = time.perf_counter()
-    views = calibration_views(vol.radius, 8)
-    orbit = seed_orbit(vol.radius, frames)
-    evaluation = seed_orbit(vol.radius, 12 if args.quick else 24, orbits=1.0, distance=2.6)
-
-    # --- model error: imbalanced (cell-count) partition, then balanced
-    imb = DistributedRenderer(vol, tf, comm=comm, balance=False)
+    imb = DistributedRenderer(vol, tf, balance=False)
     tuned = TunedVolumeRenderer(imb, size, size, 1.0)
     tuned.calibrate(views, frames=calib_frames)
     errors: dict[str, Any] = {}
     errors["imbalanced_orbit"] = evaluate_model(tuned, evaluation, seed=1)
     errors["imbalanced_close_up"] = evaluate_model(tuned, close_views(vol.radius, 8), seed=2)
-    held_renderer = DistributedRenderer(held, held_tf, comm=comm, balance=False)
+    held_renderer = DistributedRenderer(held, held_tf, balance=False)
     tuned.swap_renderer(held_renderer)
     errors["held_out_volume"] = evaluate_model(tuned, seed_orbit(held.radius, 12, orbits=1.0),
                                                seed=3)
     tuned.swap_renderer(imb)
-    bal = DistributedRenderer(vol, tf, comm=comm, balance=True)
+    bal = DistributedRenderer(vol, tf, balance=True)
     tuned_bal = TunedVolumeRenderer(bal, size, size, 1.0)
     tuned_bal.calibrate(views, frames=calib_frames)
     errors["balanced_orbit"] = evaluate_model(tuned_bal, evaluation, seed=1)
-    if rank == 0:
-        out["model_error"] = errors
-        out["calibration"] = {"frames": calib_frames, "views": len(views),
-                              "model": tuned.model.model.to_dict(),
-                              "quality_losses": tuned.losses.to_dict()}
+    figures: dict[str, Any] = {}
+    if tuned.rank == 0:
+        figures["model_error"] = errors
+        figures["calibration"] = {"frames": calib_frames, "views": len(views),
+                                  "model": tuned.model.model.to_dict(),
+                                  "quality_losses": tuned.losses.to_dict()}
+    return tuned, tuned_bal, held_renderer, figures
 
-    # --- target: half the first view's full-quality frame time
-    full = None
-    for _ in range(2):  # the first is a warm-up
-        _, res = tuned._frame(orbit[0], BEST)
-        full = res.record.frame_seconds if rank == 0 else None
-    target = 0.5 * _bcast_float(comm, rank, full)
-    tuned.set_target(target)
-    tuned_bal.set_target(target)
-    out["target_ms"] = target * 1e3
-    out["full_quality_first_view_ms"] = 2 * target * 1e3
 
-    # --- PI gains tuned on a training orbit (elevated: not the evaluated path)
-    training = seed_orbit(vol.radius, 12, orbits=1.0, elevation=0.8)
+def tune_pi_gains(tuned: Any, training: list) -> tuple[tuple[float, float] | None, dict]:
+    """PI gains with the least mean error on a training orbit (collective); rank 0 gets the
+    gains and its figures, the others (None, {}): the PI tuner is rank 0's."""
     gains = [(0.05, 0.1), (0.1, 0.3), (0.2, 0.5), (0.4, 0.8)]
     scores = []
     for g in gains:
         tuned.use_controller("pi", g)
         rows = governed_run(tuned, training, 0)
-        if rank == 0:
+        if tuned.rank == 0:
             scores.append(_errors(rows)["mean_error"])
-    best = gains[int(np.argmin(scores))] if rank == 0 else None
-    best_kp = _bcast_float(comm, rank, best[0] if best else None)
-    best_ki = _bcast_float(comm, rank, best[1] if best else None)
-    if rank == 0:
-        out["pi_gain_tuning"] = {"path": "elevated orbit, 12 frames", "gains": gains,
-                                 "mean_error": scores, "chosen": [best_kp, best_ki]}
+    if tuned.rank != 0:
+        return None, {}
+    best = gains[int(np.argmin(scores))]
+    return best, {"path": "elevated orbit, 12 frames", "gains": gains, "mean_error": scores,
+                  "chosen": list(best)}
 
-    # --- governed double orbit: feed-forward, fixed (by measurement), PI (tuned gains)
+
+def compare_controllers(tuned: Any, orbit: list, pi_gains: tuple[float, float] | None,
+                        every: int = 6) -> dict[str, Any]:
+    """The governed double orbit under feed-forward, fixed (tuned by measurement on the first
+    frame) and PI (``pi_gains``); quality every ``every`` frames (collective; rank 0's)."""
     runs: dict[str, Any] = {}
-    every = 6
     for name in ("feedforward", "fixed", "pi"):
         if name == "fixed":
             tuned.use_controller("fixed")
             tuned.tune_fixed_by_measurement(orbit[0])
         else:
-            tuned.use_controller(name, (best_kp, best_ki) if name == "pi" else None)
+            tuned.use_controller(name, pi_gains if name == "pi" else None)
         rows = governed_run(tuned, orbit, every)
-        if rank == 0:
+        if tuned.rank == 0:
             runs[name] = {"summary": _errors(rows), "frames": rows}
-    if rank == 0:
-        out["governed"] = runs
+    return runs
 
-    # --- the target drops to 70 % mid-run (still reachable); the volume is swapped mid-run
+
+def recoveries(tuned: Any, orbit: list, target: float | None, held_renderer: Any,
+               held_name: str) -> dict[str, Any]:
+    """Frames to recover after the target drops to 70 % mid-run (still reachable) and after
+    the volume is swapped mid-run (collective; rank 0's figures, ``target`` rank 0's)."""
+    out: dict[str, Any] = {}
     tuned.use_controller("feedforward")
     half = len(orbit) // 2
-    targets = [target] * half + [TARGET_DROP * target] * (len(orbit) - half)
+    targets = ([target] * half + [TARGET_DROP * target] * (len(orbit) - half)
+               if tuned.rank == 0 else None)
     rows = governed_run(tuned, orbit, 0, targets=targets)
-    if rank == 0:
+    if tuned.rank == 0:
         out["target_change"] = {"at": half, "recovery_frames": recovery_frames(rows, half),
                                 "summary_after": _errors(rows[half:]), "frames": rows}
     tuned.use_controller("feedforward")
-    tuned.set_target(target)
+    if tuned.rank == 0:
+        tuned.set_target(target)
     rows = governed_run(tuned, orbit, 0, swap_at=half, swap_to=held_renderer)
-    if rank == 0:
-        out["volume_swap"] = {"at": half, "to": held.name,
+    if tuned.rank == 0:
+        out["volume_swap"] = {"at": half, "to": held_name,
                               "recovery_frames": recovery_frames(rows, half),
                               "summary_after": _errors(rows[half:]), "frames": rows}
-        ff = runs["feedforward"]["frames"]
-        cost = [(r["probe"] + r["choose"]) / r["measured"] for r in ff]
-        out["controller_cost"] = {"mean_share_of_frame": float(np.mean(cost)),
-                                  "probe_ms": float(np.mean([r["probe"] for r in ff]) * 1e3),
-                                  "choose_ms": float(np.mean([r["choose"] for r in ff]) * 1e3)}
+    return out
+
+
+def controller_cost(frames: list[dict]) -> dict[str, float]:
+    """Probe + search per frame, as a share of the frame and in ms."""
+    cost = [(r["probe"] + r["choose"]) / r["measured"] for r in frames]
+    return {"mean_share_of_frame": float(np.mean(cost)),
+            "probe_ms": float(np.mean([r["probe"] for r in frames]) * 1e3),
+            "choose_ms": float(np.mean([r["choose"] for r in frames]) * 1e3)}
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Every rank of the MPI job: model error, the governed runs, recovery; rank 0 prints."""
+    from raytracer.volume.distributed import load_everywhere, seed_orbit
+    from raytracer.volume.mpi_runtime import install_excepthook, world
+    from raytracer.volume.tuning.model_fit import calibration_views
+
+    install_excepthook()
+    comm = world()
+    rank = comm.Get_rank()
+    frames = 24 if args.quick else 72
+    calib_frames = 16 if args.quick else 24
+    vol, tf = load_everywhere(args.volume, comm=comm)
+    held, held_tf = load_everywhere(args.held_out, comm=comm)
+    out: dict[str, Any] = {"ranks": comm.Get_size(), "size": args.size, "volume": vol.name,
+                           "held_out_volume": held.name, "frames": frames}
+    t0 = time.perf_counter()
+    views = calibration_views(vol.radius, 8)
+    orbit = seed_orbit(vol.radius, frames)
+    evaluation = seed_orbit(vol.radius, 12 if args.quick else 24, orbits=1.0, distance=2.6)
+    tuned, tuned_bal, held_renderer, figures = model_errors(
+        vol, tf, held, held_tf, args.size, views, evaluation, calib_frames)
+    out.update(figures)
+
+    # the target: half the first view's full-quality frame time (rank 0's; the other ranks
+    # take it from each frame's state)
+    full = tuned.full_quality_seconds(orbit[0])
+    target = 0.5 * full if rank == 0 else None
+    if rank == 0:
+        tuned.set_target(target)
+        tuned_bal.set_target(target)
+        out["target_ms"] = target * 1e3
+        out["full_quality_first_view_ms"] = 2 * target * 1e3
+
+    training = seed_orbit(vol.radius, 12, orbits=1.0, elevation=0.8)  # not the evaluated path
+    best, pi_figures = tune_pi_gains(tuned, training)
+    runs = compare_controllers(tuned, orbit, best)
+    changes = recoveries(tuned, orbit, target, held_renderer, held.name)
+    if rank == 0:
+        out["pi_gain_tuning"] = pi_figures
+        out["governed"] = runs
+        out.update(changes)
+        out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
         out["wall_seconds"] = time.perf_counter() - t0
         print(MARK + json.dumps(out), flush=True)
     return 0
@@ -350,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args)
-    from autotune.app.report import _plain, emit
+    from autotune.app.report import emit, plain
     from autotune.atomic_files import check_output_dir, output_dir, write_json
     from raytracer.volume.mpi_runtime import launch
 
@@ -375,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
     if args.save:
-        write_json(RESULTS, _plain(figures))
+        write_json(RESULTS, plain(figures))
     if args.json:
         emit(figures, True)
     else:

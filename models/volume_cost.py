@@ -268,9 +268,3 @@ class ClusterFrameModel:
                        float(d.get("cores") or math.inf), float(d.get("threads", 1.0)))
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
-
-
-def relative_errors(predicted: ArrayLike, measured: ArrayLike) -> NDArray:
-    """|predicted − measured| / measured, element-wise."""
-    p, m = np.asarray(predicted, np.float64), np.asarray(measured, np.float64)
-    return np.abs(p - m) / m

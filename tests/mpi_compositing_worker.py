@@ -25,8 +25,7 @@ import time
 
 import numpy as np
 
-from raytracer.volume import compositing
-from raytracer.volume.compositing import ALGORITHMS, composite, composite_serial
+from raytracer.volume.compositing import ALGORITHMS, composite, composite_serial, engine, schedule
 from raytracer.volume.mpi_runtime import (
     AgreedError,
     agree,
@@ -84,7 +83,7 @@ def pattern(width: int, height: int, seed: int, comm=None) -> None:
         for algorithm in ALGORITHMS:
             with watchdog("compositing", 20.0):
                 result = composite(layers[rank].copy(), order, algorithm, comm)
-            assert len(result.stages) == len(compositing.schedule(algorithm, size, width * height))
+            assert len(result.stages) == len(schedule(algorithm, size, width * height))
             if rank == 0:
                 image = result.image
                 assert image is not None and image.shape == (height, width, 4)
@@ -121,8 +120,8 @@ def faults(mode: str) -> None:
         def broken(front: np.ndarray, back: np.ndarray) -> None:
             raise RuntimeError("injected blend fault")
 
-        compositing.under_into_front = broken
-        compositing.over_into_back = broken
+        engine.under_into_front = broken
+        engine.over_into_back = broken
     if mode == "hang" and rank == 1:
         fault_at()
         time.sleep(60)

@@ -135,7 +135,8 @@ def test_two_emulated_ranks_composite_real_images(tmp_path):
     """Also ``autotune volume --emulate`` in the same 2-rank job (one start-up)."""
     data = tmp_path / "rows.json"
     out = tmp_path / "volume_out"
-    done = mpi_runtime.launch([WORKER, "emulate", str(data), str(out)], 2, timeout=120, cwd=REPO)
+    done = mpi_runtime.launch([WORKER, "emulate", str(data), str(out)], 2, timeout=120,
+                               cwd=REPO, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK emulation" in done.stdout and "OK volume" in done.stdout
     assert re.search(r"OK plan rows=2", done.stdout), done.stdout

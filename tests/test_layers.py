@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md "Layout", checked with import-linter (contracts in pyproject.toml).
+"""The layers of the README's "Architecture", checked with import-linter (pyproject.toml).
 
 The contracts are run on this tree, and on copies of it with one import that climbs a layer
 injected, each of which must break them: a contract that cannot fail checks nothing.

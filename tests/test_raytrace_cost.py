@@ -249,7 +249,7 @@ def test_batch_of_a_million_candidates() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_phong_is_priced_by_the_shade_kernels_difference(key: str) -> None:
-    """A knob the model cannot price is a knob the tuner always turns on (DESIGN.md)."""
+    """A knob the model cannot price is a knob the tuner always turns on."""
     profile = builtin_profiles()[key]
     cal = dataclasses.replace(_calibration(profile, shade=1.7), launch=dict.fromkeys(PHASES, 1e-5))
     on = predict_phase_seconds(profile, REAL_COUNTS, FRAME, 4, True, True, calibration=cal)

@@ -1,4 +1,4 @@
-"""Sort-last compositing and the never-hang MPI runtime (raytracer/volume/compositing.py,
+"""Sort-last compositing and the never-hang MPI runtime (raytracer/volume/compositing/,
 span_blend.py, mpi_runtime.py).
 
 Schedules are checked serially for many rank counts; the MPI runs (``mpiexec -n K``,
@@ -71,7 +71,7 @@ def test_stage_counts_and_partners():
         spans = ((0, 4096),) * ranks
         for stage in schedule("2-3-swap", ranks, 4096):
             for me in range(ranks):
-                plan = compositing._plan(stage, spans, me)
+                plan = compositing.plan_stage(stage, spans, me)
                 if plan:
                     partners = {s for _, s, _ in plan.recvs} | {d for d, _ in plan.sends}
                     assert len(partners) <= 5
@@ -127,7 +127,8 @@ def test_one_process_composite_returns_the_image():
 
 
 def _run(args: list[str], ranks: int, timeout: float = 60):
-    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO)
+    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO,
+                               env={"PYTHONPATH": str(REPO)})
 
 
 @needs_mpiexec

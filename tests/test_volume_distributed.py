@@ -56,7 +56,8 @@ def test_bad_volume_in_one_process():
 
 
 def _run(args: list[str], ranks: int):
-    return mpi_runtime.launch([WORKER, *args], ranks, timeout=120, cwd=REPO)
+    return mpi_runtime.launch([WORKER, *args], ranks, timeout=120, cwd=REPO,
+                               env={"PYTHONPATH": str(REPO)})
 
 
 @needs_mpiexec

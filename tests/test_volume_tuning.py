@@ -7,12 +7,9 @@ from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, Stag
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.tuning.tuned_volume import (
-    TunedVolumeRenderer,
-    VolumeModel,
-    calibration_views,
-    knob_space,
-)
+from raytracer.volume.tuning.knobs import knob_space
+from raytracer.volume.tuning.model_fit import VolumeModel, calibration_views
+from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
 
 
@@ -75,8 +72,14 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     space = knob_space(tuned.losses)
     q = space.quality(space.grid())
     assert q.max() == 0.0 and q.min() < 0.0
-    frames = [tuned.render(cam, reference=(i == 0)) for i, cam in
-              enumerate(seed_orbit(vol.radius, 3))]
+    shares = []
+    share = tuned.sync.share
+    tuned.sync.share = lambda *a, **k: shares.append(1) or share(*a, **k)
+    frames = []
+    for i, cam in enumerate(seed_orbit(vol.radius, 3)):
+        before = len(shares)
+        frames.append(tuned.render(cam, reference=(i == 0)))
+        assert len(shares) - before == (2 if i == 0 else 1)  # one state per frame rendered
     assert all(f.measured > 0 and f.predicted > 0 for f in frames)
     assert all(f.measured >= f.record.frame_seconds for f in frames)  # probe + choice count
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
@@ -88,7 +91,8 @@ def test_distributed_embedding_example_runs_on_two_ranks():
     from raytracer.volume.mpi_runtime import launch
 
     worker = str(Path(__file__).with_name("volume_embedding_worker.py"))
-    done = launch([worker], 2, timeout=300)
+    repo = str(Path(__file__).resolve().parents[1])
+    done = launch([worker], 2, timeout=300, env={"PYTHONPATH": repo})
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [x for x in done.stdout.splitlines() if x.endswith(tuple("0123456789"))]
     assert len(lines) == 4 and all(" ms, step " in x for x in lines)  # rank 0 only

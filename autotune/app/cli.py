@@ -270,7 +270,7 @@ def _run(args: argparse.Namespace) -> int:
     handlers = {"render": _cmd_render, "scenes": _cmd_scenes, "devices": _cmd_devices,
                 "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo}
     if args.command in ("volume", "volumes"):
-        from autotune.app.volume_command import cmd_volume, cmd_volumes
+        from autotune.app.volume_run import cmd_volume, cmd_volumes
 
         handlers.update(volume=cmd_volume, volumes=cmd_volumes)
     if args.command == "predict":

@@ -11,29 +11,31 @@ from typing import Any
 import numpy as np
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Make numpy scalars / non-finite floats JSON-safe."""
     if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
+
+
 
 
 def emit(figures: Mapping[str, Any], as_json: bool, title: str = "") -> None:
     """Print ``figures`` as JSON (``as_json``) or as an indented key/value table."""
     if as_json:
-        json.dump(_plain(figures), sys.stdout, indent=2)
+        json.dump(plain(figures), sys.stdout, indent=2)
         sys.stdout.write("\n")
         return
     if title:
         print(title)
         print("=" * len(title))
-    _print_table(_plain(figures), indent=0)
+    _print_table(plain(figures), indent=0)
 
 
 def _print_table(figures: Mapping[str, Any], indent: int) -> None:

@@ -100,16 +100,6 @@ def _sleep_until(deadline: float) -> None:
         time.sleep(left - 0.0005 if left > 0.002 else min(left, 0.0002))
 
 
-def check_times(seconds: np.ndarray, frames: int, ranks: int) -> np.ndarray:
-    """A (frames, ranks) array of finite render times >= 0, or a ValueError saying why."""
-    t = np.asarray(seconds, np.float64)
-    if t.shape != (frames, ranks):
-        raise ValueError(f"expected ({frames}, {ranks}) emulated render times, got {t.shape}")
-    if not np.all(np.isfinite(t)) or np.any(t < 0) or math.isnan(float(t.sum())):
-        raise ValueError("emulated render times must be finite and >= 0")
-    return t
-
-
 def _nbytes(buf: object) -> int:
     """Bytes of an mpi4py buffer spec (``array`` or ``[array, datatype, ...]``)."""
     if isinstance(buf, (list, tuple)):

@@ -44,7 +44,7 @@ def _calibration_frames(text: str) -> int:
 
 def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``view`` subcommand and its options to a CLI's subparsers."""
-    from autotune.app.volume_command import _rank0_errors
+    from autotune.app.volume_command import rank0_errors
 
     p = subparsers.add_parser(
         "view",
@@ -55,7 +55,7 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         "shows them); the tuner governs every frame. Press H in the window for the key list.",
         formatter_class=opt.HelpFormatter,
     )
-    _rank0_errors(p)  # under mpiexec, an argument error is printed once
+    rank0_errors(p)  # under mpiexec, an argument error is printed once
     opt.add_scene(p)
     p.add_argument(
         "--volume",

@@ -36,7 +36,14 @@ from autotune.app.viewer.record import (
     record_folder,
     save_png,
 )
-from autotune.app.viewer.source import FAILED, FINISHED, INTERRUPTED, FrameSource, ViewFrame
+from autotune.app.viewer.source import (
+    FAILED,
+    FINISHED,
+    INTERRUPTED,
+    FrameSource,
+    ViewFrame,
+    on_off,
+)
 from autotune.atomic_files import output_dir
 from autotune.controllers import CONTROLLER_NAMES, CONTROLLERS
 from raytracer.camera import Camera, load_path
@@ -91,10 +98,6 @@ in vec2 uv;
 out vec4 frag;
 void main() { frag = vec4(texture(image, uv).rgb, 1.0); }
 """
-
-
-def on_off(flag: bool) -> str:
-    return "on" if flag else "off"
 
 
 class SceneView:

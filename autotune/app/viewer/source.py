@@ -20,6 +20,11 @@ from raytracer.camera import Camera
 FINISHED, FAILED, INTERRUPTED = 0, 2, 130  # how a run ended: the exit status it gives
 
 
+def on_off(flag: bool) -> str:
+    """A switch as the overlay shows it."""
+    return "on" if flag else "off"
+
+
 @dataclass
 class ViewFrame:
     """One governed frame as the viewer shows, records and summarizes it."""

@@ -9,8 +9,7 @@ import glfw
 
 from autotune.app.animation import FrameLog, summarize
 from autotune.app.viewer import ViewerError
-from autotune.app.viewer.app import on_off
-from autotune.app.viewer.source import ViewFrame
+from autotune.app.viewer.source import ViewFrame, on_off
 from raytracer.camera import Camera
 from raytracer.phases import PHASES
 from raytracer.tuning.tuned_renderer import TunedRenderer

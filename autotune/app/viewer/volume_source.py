@@ -3,14 +3,15 @@
 ``mpiexec -n 4 autotune view --volume bonsai --target-ms 100`` (one process without mpiexec).
 Every rank runs :func:`run_volume`. Rank 0 owns the window (or the offscreen framebuffer),
 the input and the tuner, and drives the viewer's frame loop (``app.show``) through
-:class:`VolumeSource`. Every frame it broadcasts one small float64 vector (:class:`Control`:
-what to do, the camera, the target, the controller, tuning on/off, the image size), then all
-ranks render the frame collectively (:class:`Governed`). Ranks >= 1 (:func:`follow`) only wait
-for that vector and render; they never load a window or OpenGL library. Every setting a key
-changes travels in the vector, so it applies on every rank from the same frame on.
+:class:`VolumeSource`. Every frame the ``TunedVolumeRenderer`` on rank 0 chooses the knobs and
+shares the frame's state once (``raytracer.volume.frame_sync``: the camera, the target, the
+knobs, the controller, tuning on/off, the image size), then all ranks render the frame
+collectively. Ranks >= 1 (:func:`follow`) only wait for that state and render; they never
+load a window or OpenGL library. Every setting a key changes travels in the state, so it
+applies on every rank from the same frame on.
 
 Ending: Esc, closing the window, ``--frames`` or the end of ``--path`` end the loop between
-frames, and rank 0 sends QUIT with the exit status, which every rank returns. Ctrl-C on rank 0
+frames, and rank 0 shares QUIT with the exit status, which every rank returns. Ctrl-C on rank 0
 of a multi-rank job (:class:`Interrupts`; the other ranks ignore SIGINT, which the terminal
 and mpiexec send them too) does the same, waiting for a frame's collectives to finish; while
 the volume loads or the model calibrates it aborts the job. Bad input (volume, transfer
@@ -36,112 +37,32 @@ from autotune.app import options as opt
 from autotune.app.report import tracking_figures
 from autotune.app.viewer import ViewerError
 from autotune.app.viewer.source import FINISHED, INTERRUPTED, ViewFrame
-from autotune.controllers import CONTROLLERS
 from raytracer.camera import Camera
 
 CALIBRATION_VIEWS = 8
-POLL_SECONDS = 0.001  # how often a waiting rank looks for the next control vector
-FRAME, CALIBRATE, QUIT = 0, 1, 2  # what a control vector asks every rank to do
-_CONTROLLERS = tuple(CONTROLLERS)
 
 
-@dataclass(frozen=True)
-class Control:
-    """What rank 0 tells every rank before each step: one float64 vector of 18 numbers."""
-
-    op: int  # FRAME, CALIBRATE or QUIT
-    camera: Camera
-    target: float  # seconds
-    controller: str
-    tuning: bool
-    width: int
-    height: int
-    status: int = FINISHED  # with QUIT: the exit status every rank returns
-
-    SIZE = 18
-
-    def pack(self) -> np.ndarray:
-        c = self.camera
-        return np.array([self.op, *c.eye, *c.target, *c.up, c.fov_y, self.target,
-                         _CONTROLLERS.index(self.controller), self.tuning, self.width,
-                         self.height, self.status, 0.0], np.float64)
-
-    @classmethod
-    def unpack(cls, v: np.ndarray) -> Control:
-        cam = Camera(tuple(map(float, v[1:4])), tuple(map(float, v[4:7])),
-                     tuple(map(float, v[7:10])), float(v[10]))
-        return cls(int(v[0]), cam, float(v[11]), _CONTROLLERS[int(v[12])], bool(v[13]),
-                   int(v[14]), int(v[15]), int(v[16]))
+def rank_state(tuned: Any) -> dict[str, Any]:
+    """This rank's settings (rank 0 gathers them at the end: they must agree)."""
+    return {"rank": tuned.rank, "target_ms": tuned.target * 1e3,
+            "controller": tuned.controller_name, "tuning": tuned.tuning,
+            "width": tuned.width, "height": tuned.height}
 
 
-class Link:
-    """Rank 0's control vector to every rank. A waiting rank polls a non-blocking broadcast
-    and sleeps in between, so it does not spin a core while rank 0 draws or waits for input."""
-
-    def __init__(self, comm: Any) -> None:
-        self.comm, self.size = comm, comm.Get_size()
-
-    def send(self, control: Control) -> None:
-        if self.size > 1:
-            buf = control.pack()
-            self.comm.Ibcast(buf, root=0).Wait()
-
-    def receive(self) -> Control:
-        buf = np.empty(Control.SIZE, np.float64)
-        request = self.comm.Ibcast(buf, root=0)
-        while not request.Test():
-            time.sleep(POLL_SECONDS)
-        return Control.unpack(buf)
-
-
-class Governed:
-    """What every rank does with a control vector: the same settings, then the collective
-    calibration or frame of the ``TunedVolumeRenderer`` (whose tuner lives on rank 0)."""
-
-    def __init__(self, tuned: Any, controller: str, views: list[Camera],
-                 calibration_frames: int) -> None:
-        self.tuned, self.views, self.calibration_frames = tuned, views, calibration_frames
-        self.mode = (controller, True)
-        self.last: Any = None  # rank 0: the last frame's settings (T holds them)
-
-    def apply(self, c: Control) -> None:
-        t = self.tuned
-        t.set_target(c.target)
-        if (c.width, c.height) != (t.width, t.height):
-            t.resize(c.width, c.height)
-        if (c.controller, c.tuning) != self.mode:
-            self.mode = (c.controller, c.tuning)
-            t.fixed_settings = None if c.tuning else self.last  # tuning off: hold the knobs
-            t.use_controller(c.controller if c.tuning else "fixed")
-
-    def calibrate(self) -> None:
-        self.tuned.calibrate(self.views, frames=self.calibration_frames)
-
-    def frame(self, c: Control) -> Any:
-        self.apply(c)
-        f = self.tuned.render(c.camera)
-        if f is not None:
-            self.last = f.settings
-        return f
-
-    def state(self) -> dict[str, Any]:
-        """This rank's settings (rank 0 gathers them at the end: they must agree)."""
-        t = self.tuned
-        return {"rank": t.rank, "target_ms": t.target * 1e3, "controller": self.mode[0],
-                "tuning": self.mode[1], "width": t.width, "height": t.height}
-
-
-def follow(link: Link, governed: Governed) -> int:
+def follow(tuned: Any, views: list[Camera], calibration_frames: int) -> int:
     """Ranks >= 1: calibrate and render as rank 0 says until QUIT; returns its status."""
+    from raytracer.volume.frame_sync import CALIBRATE, QUIT
+
     while True:
-        c = link.receive()
-        if c.op == QUIT:
-            link.comm.gather(governed.state(), root=0)
-            return c.status
-        if c.op == CALIBRATE:
-            governed.calibrate()
+        state = tuned.sync.receive()
+        if state.op == QUIT:
+            tuned.restore(state)
+            tuned.comm.gather(rank_state(tuned), root=0)
+            return state.status
+        if state.op == CALIBRATE:
+            tuned.calibrate(views, frames=calibration_frames)
         else:
-            governed.frame(c)
+            tuned.follow(state)
 
 
 class Interrupts:
@@ -221,12 +142,12 @@ class VolumeSource:
               "upscale_ms")
     help: list[str] = []
 
-    def __init__(self, governed: Governed, link: Link, interrupts: Interrupts,
-                 volume: Any, tf: Any, controller: str) -> None:
+    def __init__(self, tuned: Any, views: list[Camera], calibration_frames: int,
+                 interrupts: Interrupts, volume: Any, tf: Any) -> None:
         from raytracer.volume.distributed import seed_orbit
 
-        self.governed, self.link, self.interrupts = governed, link, interrupts
-        self.tuned = governed.tuned
+        self.tuned, self.views, self.interrupts = tuned, views, interrupts
+        self.calibration_frames = calibration_frames
         renderer = self.tuned.renderer
         self.volume, self.tf, self.ranks = volume, tf, renderer.size
         self.label = f"{volume.name}, {self.ranks} rank{'s' if self.ranks > 1 else ''}"
@@ -234,7 +155,8 @@ class VolumeSource:
         self.device = info.name if info is not None else type(renderer.local).__name__
         self.home = seed_orbit(volume.radius, 1)[0]
         self.extent = 2.0 * volume.radius
-        self.target_seconds, self.tuning, self.controller = self.tuned.target, True, controller
+        self.target_seconds, self.tuning = self.tuned.target, True
+        self.controller = self.tuned.controller_name
         self.size = (self.tuned.width, self.tuned.height)
         self.calibration_seconds = 0.0
         self.states: list[dict[str, Any]] = []
@@ -249,16 +171,24 @@ class VolumeSource:
     def resize(self, width: int, height: int) -> None:
         self.size = (width, height)
 
-    def _control(self, op: int, camera: Camera | None = None, status: int = FINISHED
-                 ) -> Control:
-        return Control(op, camera or self.home, self.target_seconds, self.controller,
-                       self.tuning, *self.size, status)
+    def _apply(self) -> None:
+        """What the keys changed since the last frame, into rank 0's tuned renderer (its
+        next shared state takes it to every rank)."""
+        t = self.tuned
+        t.set_target(self.target_seconds)
+        if self.size != (t.width, t.height):
+            t.resize(*self.size)
+        if self.controller != t.controller_name:
+            t.use_controller(self.controller)
+        t.set_tuning(self.tuning)
 
     def start(self, show: Callable[[str], None]) -> None:
         """Calibrate the per-rank model on every rank (off the views a user starts from),
         showing progress in the window and on stderr."""
+        from raytracer.volume.frame_sync import CALIBRATE
+
         self.interrupts.phase = "calibrating"
-        self.link.send(self._control(CALIBRATE))
+        self.tuned.sync.share(self.tuned.state(CALIBRATE))
         t0 = time.perf_counter()
         frames = 0
         live = sys.stderr.isatty()  # a progress line that rewrites itself
@@ -272,10 +202,10 @@ class VolumeSource:
                 print(f"\r{text}", end="", file=sys.stderr, flush=True)
             show(text)
 
-        print(f"calibrating on {CALIBRATION_VIEWS} views ({self.governed.calibration_frames} "
+        print(f"calibrating on {CALIBRATION_VIEWS} views ({self.calibration_frames} "
               f"frames + quality sweeps)...", file=sys.stderr, flush=True)
         with self.interrupts.during("calibrating"), _counting(self.tuned.renderer, each):
-            self.governed.calibrate()
+            self.tuned.calibrate(self.views, frames=self.calibration_frames)
         self.calibration_seconds = time.perf_counter() - t0
         print(f"{chr(10) if live else ''}calibrated in {self.calibration_seconds:.1f} s "
               f"({frames} frames)",
@@ -285,9 +215,8 @@ class VolumeSource:
         from raytracer.volume.blend import to_rgb8
 
         with self.interrupts.during("frame"):
-            c = self._control(FRAME, camera)
-            self.link.send(c)
-            f = self.governed.frame(c)
+            self._apply()
+            f = self.tuned.render(camera)
         s, rec = f.settings, f.record
         cols = frame_columns(rec)
         rate = 1.0 / s.step
@@ -313,9 +242,11 @@ class VolumeSource:
         self.interrupts.restore()
         if phase in ("frame", "calibrating"):
             return
-        self.link.send(self._control(QUIT, status=status))
-        state = self.governed.state()
-        self.states = self.link.comm.gather(state, root=0) if self.ranks > 1 else [state]
+        from raytracer.volume.frame_sync import QUIT
+
+        self.tuned.sync.share(self.tuned.state(QUIT, status=status))
+        state = rank_state(self.tuned)
+        self.states = self.tuned.comm.gather(state, root=0) if self.ranks > 1 else [state]
 
     def summary(self, logs: list[VolumeFrameLog]) -> tuple[dict[str, Any], str]:
         figures = tracking_figures(logs)
@@ -337,7 +268,7 @@ class VolumeSource:
             "algorithm": self.tuned.renderer.algorithm, "device": self.device,
             "controlled_time": "rank 0: probe + choice + render + compositing + gather + "
                                "upscale",
-            "calibration_frames": self.governed.calibration_frames,
+            "calibration_frames": self.calibration_frames,
             "calibration_seconds": self.calibration_seconds,
             "ranks_at_end": self.states,
             "ranks_agree": all({k: s[k] for k in keys} == {k: self.states[0][k] for k in keys}
@@ -393,7 +324,8 @@ def run_volume(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere
     from raytracer.volume.mpi_runtime import agree
-    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
+    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     rank = comm.Get_rank()
     surface = path = record_dir = None
@@ -416,13 +348,10 @@ def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
         if surface is not None:
             surface.close()
         raise
-    governed = Governed(tuned, args.controller,
-                        calibration_views(volume.radius, CALIBRATION_VIEWS),
-                        args.calibration_frames)
-    link = Link(comm)
+    views = calibration_views(volume.radius, CALIBRATION_VIEWS)
     if rank != 0:
-        return follow(link, governed)
+        return follow(tuned, views, args.calibration_frames)
     interrupts.phase = "idle"
-    source = VolumeSource(governed, link, interrupts, volume, tf, args.controller)
+    source = VolumeSource(tuned, views, args.calibration_frames, interrupts, volume, tf)
     app.show(args, surface, source, path, record_dir)
     return FINISHED

@@ -1,11 +1,14 @@
-"""What ties the volume renderer to the tuner: the per-frame workload probe, the governed
-distributed renderer (calibration, quality per knob, baselines).
+"""What ties the volume renderer to the tuner: the per-frame workload probe
+(``workload_probe``), the knobs and their quality losses (``knobs``), the frame-time model and
+its calibration (``model_fit``), the governed distributed renderer (``tuned_volume``) and the
+cluster model's training data (``cluster_data``).
 
 Embedding it in your own distributed loop (run under ``mpiexec -n K python -m mpi4py``; every
 call is collective, rank 0 gets the frames; this example is run by the tests on 2 ranks)::
 
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
-    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer, calibration_views
+    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     volume, tf = load_everywhere("marschner-lobb:32")     # same data on every rank
     renderer = DistributedRenderer(volume, tf)            # one k-d brick per rank
@@ -17,5 +20,7 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
             print(f"{frame.measured * 1e3:.1f} ms, step {frame.settings.step:.2f}")
 
 To hold your own renderer at a target instead, give the core ``Tuner`` a predictor on rank 0,
-broadcast its ``choose()`` knobs to the other ranks, and ``observe()`` rank 0's frame time.
+share its ``choose()`` knobs with the other ranks (one
+``raytracer.volume.frame_sync.FrameSync`` state per frame), and ``observe()`` rank 0's frame
+time.
 """

@@ -68,16 +68,7 @@ def path_times(records: Sequence[FrameRecord]) -> NDArray[np.float64]:
                      for rec in records], np.float64)
 
 
-def record_histogram(records: Sequence[FrameRecord], meta: Mapping[str, Any] | None = None
-                     ) -> PathHistogram:
-    """The performance histogram of a recorded path (overall and per frame); ``meta`` also
-    keeps each rank's mean render seconds, which vector emulation needs."""
-    t = path_times(records)
-    extra = {"rank_means": t.mean(axis=0).tolist(), "frames": int(t.shape[0])}
-    return PathHistogram.of(t, {**dict(meta or {}), **extra})
-
-
-def _sub(comm: Any, ranks: int) -> Any:
+def first_ranks(comm: Any, ranks: int) -> Any:
     """The sub-communicator of the first ``ranks`` ranks (None on the others); collective."""
     from mpi4py import MPI
 
@@ -246,7 +237,7 @@ def run_plan(comm: Any, configs: Sequence[EmulationConfig],
     subs: dict[int, Any] = {}
     for config in sorted(configs, key=lambda c: c.ranks):
         if config.ranks not in subs:
-            subs[config.ranks] = _sub(comm, config.ranks)
+            subs[config.ranks] = first_ranks(comm, config.ranks)
         sub = subs[config.ranks]
         if sub is not None:
             hist, source = histograms[config.hist]
@@ -350,9 +341,3 @@ def training_arrays(rows: Sequence[Mapping[str, Any]], spread: bool = False
     if spread:
         hf = np.column_stack([hf, np.array([r["spread"] for r in rows], np.float64)])
     return features(px, rk, hf), np.array([r["frame_seconds"] for r in rows]), px, rk
-
-
-def histogram_row_features(hist: PathHistogram, spread: bool = False) -> NDArray:
-    """The histogram part of a feature row (13 numbers, + 3 per-frame ones with ``spread``)."""
-    f = hist.overall.features()
-    return np.concatenate([f, hist.frame_spread()]) if spread else f

@@ -1,258 +1,25 @@
-"""Sort-last compositing of per-rank premultiplied RGBA images over MPI (mpi4py buffers).
-
-Every rank holds a full-size float32 RGBA image of its own brick. Given the front-to-back
-visibility order of ranks (a list of rank ids, the same on every rank), :func:`composite`
-blends them into one image and gathers it to rank 0.
-
-Three algorithms, all run by one engine:
-
-- ``"binary-swap"`` (Ma et al. 1994): pairs swap halves, log2 P rounds; a non-power-of-two
-  count first folds the extra ranks into their depth neighbour (a whole-image send).
-- ``"2-3-swap"`` (Yu, Wang, Ma, SC08; the compositing of seed 000): at each stage sets of
-  ranks are merged in groups of 2 or 3 (any P, floor(log2 P) stages); a merged set of M
-  ranks splits the image into M equal pieces, each rank taking the piece that overlaps its
-  old piece most, and receives the overlapping parts of the others' pieces (direct send,
-  usually at most 4 partners).
-- ``"radix-k"`` (Peterka et al. 2009; IceT's default, k = 8): P is factored into rounds of
-  at most k (a prime above k is a round of its own); in each round groups of k_i ranks
-  split their common piece into k_i parts by direct send.
+"""The engine that runs any schedule: one rank's stage over MPI, the gather, the serial twin.
 
 Ranks are renumbered by their position in the visibility order ("virtual ranks") before a
-schedule is built, so every group always holds a contiguous depth range and blending
-respects which side is in front for any order, not only rank order. Schedules are pure
-functions of (algorithm, P, pixels) and are identical on every rank.
-
-Timings: every rank records, per stage, its wall seconds, the part spent blending, bytes
-sent and received and the real ranks it exchanged with; the same for the gather.
+schedule is used, so every group always holds a contiguous depth range and blending respects
+which side is in front for any order, not only rank order.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .span_blend import over_into_back, under_into_front
+from raytracer.volume.compositing.base import CompositeResult, Span, Stage, StageTiming, overlap
+from raytracer.volume.compositing.schedules import schedule
+from raytracer.volume.span_blend import over_into_back, under_into_front
 
-ALGORITHMS = ("binary-swap", "2-3-swap", "radix-k")
 TAG_BASE = 7100  # message tags: TAG_BASE + stage index
 CHUNK_PIXELS = 0  # 0: whole messages (1 MiB pieces blended on arrival measured no faster here)
-
-Span = tuple[int, int]  # [lo, hi) in pixels; (0, 0) = empty
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One compositing stage in virtual ranks.
-
-    ``groups``: each group is a tuple of children (front to back); each child is a tuple of
-    virtual ranks that together hold the composite of one contiguous depth range, their
-    current pieces tiling the image. ``spans``: every virtual rank's piece after the stage
-    (ranks in no group keep theirs).
-    """
-
-    name: str
-    groups: tuple[tuple[tuple[int, ...], ...], ...]
-    spans: tuple[Span, ...]
-
-
-@dataclass
-class StageTiming:
-    """What one rank did in one stage (or the gather)."""
-
-    name: str
-    seconds: float = 0.0
-    blend_seconds: float = 0.0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    blended_pixels: int = 0
-    partners: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return asdict(self)
-
-
-@dataclass
-class CompositeResult:
-    """Result on one rank: the final image on rank 0 (None elsewhere) and this rank's timings."""
-
-    image: np.ndarray | None
-    stages: list[StageTiming]
-    gather: StageTiming
-    seconds: float
-    algorithm: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """Timings as a plain dict (the image is left out)."""
-        return {
-            "algorithm": self.algorithm,
-            "seconds": self.seconds,
-            "stages": [s.to_dict() for s in self.stages],
-            "gather": self.gather.to_dict(),
-        }
-
-
-# --------------------------------------------------------------------------- schedules
-
-
-def _split(lo: int, hi: int, parts: int) -> list[Span]:
-    """[lo, hi) cut into ``parts`` near-equal consecutive spans."""
-    n = hi - lo
-    cuts = [lo + (n * i) // parts for i in range(parts + 1)]
-    return [(cuts[i], cuts[i + 1]) for i in range(parts)]
-
-
-def _length(span: Span) -> int:
-    return span[1] - span[0]
-
-
-def _overlap(a: Span, b: Span) -> Span:
-    lo, hi = max(a[0], b[0]), min(a[1], b[1])
-    return (lo, hi) if lo < hi else (0, 0)
-
-
-def factor_rounds(ranks: int, k: int = 8) -> list[int]:
-    """Radix-k round sizes: prime factors of ``ranks`` packed greedily into factors <= k.
-
-    A prime above k stays a round of its own. ``factor_rounds(1) == []``.
-    """
-    if ranks < 1 or k < 2:
-        raise ValueError(f"need ranks >= 1 and k >= 2, got ranks={ranks}, k={k}")
-    primes, n, p = [], ranks, 2
-    while n > 1:
-        while n % p == 0:
-            primes.append(p)
-            n //= p
-        p += 1 if p == 2 else 2
-        if p * p > n and n > 1:
-            primes.append(n)
-            break
-    rounds: list[int] = []
-    for q in sorted(primes, reverse=True):
-        for i, r in enumerate(rounds):
-            if r * q <= k:
-                rounds[i] = r * q
-                break
-        else:
-            rounds.append(q)
-    return sorted(rounds, reverse=True)
-
-
-def _binary_swap(ranks: int, npix: int) -> list[Stage]:
-    spans: list[Span] = [(0, npix)] * ranks
-    stages: list[Stage] = []
-    m = ranks.bit_length() - 1
-    extra = ranks - (1 << m)
-    if extra:
-        new = list(spans)
-        for i in range(extra):
-            new[2 * i + 1] = (0, 0)
-        groups = tuple(((2 * i,), (2 * i + 1,)) for i in range(extra))
-        stages.append(Stage("fold", groups, tuple(new)))
-        spans = new
-    active = [2 * i for i in range(extra)] + list(range(2 * extra, ranks))
-    for r in range(m):
-        bit = 1 << r
-        new = list(spans)
-        groups = []
-        for a in range(len(active)):
-            if a & bit:
-                continue
-            front, back = active[a], active[a | bit]
-            lo, hi = spans[front]
-            mid = lo + (hi - lo) // 2
-            new[front], new[back] = (lo, mid), (mid, hi)
-            groups.append(((front,), (back,)))
-        stages.append(Stage(f"swap {r + 1}", tuple(groups), tuple(new)))
-        spans = new
-    return stages
-
-
-def _radix_k(ranks: int, npix: int, k: int) -> list[Stage]:
-    spans: list[Span] = [(0, npix)] * ranks
-    stages: list[Stage] = []
-    stride = 1
-    for r, size in enumerate(factor_rounds(ranks, k)):
-        new = list(spans)
-        groups = []
-        for base in range(ranks):
-            if (base // stride) % size:
-                continue
-            members = [base + j * stride for j in range(size)]
-            for v, piece in zip(members, _split(*spans[base], size), strict=True):
-                new[v] = piece
-            groups.append(tuple((v,) for v in members))
-        stages.append(Stage(f"round {r + 1} (k={size})", tuple(groups), tuple(new)))
-        spans = new
-        stride *= size
-    return stages
-
-
-def _assign(members: list[int], spans: Sequence[Span], pieces: list[Span]) -> dict[int, Span]:
-    """Give each member one new piece, largest overlap with its old piece first (greedy,
-    deterministic), so most of every new piece is already local."""
-    pairs = sorted(
-        (-_length(_overlap(spans[v], p)), i, j)
-        for i, v in enumerate(members)
-        for j, p in enumerate(pieces)
-    )
-    taken_v: set[int] = set()
-    taken_p: set[int] = set()
-    out: dict[int, Span] = {}
-    for _, i, j in pairs:
-        if i not in taken_v and j not in taken_p:
-            taken_v.add(i)
-            taken_p.add(j)
-            out[members[i]] = pieces[j]
-    return out
-
-
-def _two_three_swap(ranks: int, npix: int) -> list[Stage]:
-    spans: list[Span] = [(0, npix)] * ranks
-    sets: list[tuple[int, ...]] = [(v,) for v in range(ranks)]
-    stages: list[Stage] = []
-    while len(sets) > 1:
-        n = len(sets)
-        sizes = [3] + [2] * ((n - 3) // 2) if n % 2 else [2] * (n // 2)
-        new = list(spans)
-        groups, merged, i = [], [], 0
-        for size in sizes:
-            children = tuple(sets[i : i + size])
-            i += size
-            members = [v for child in children for v in child]
-            pieces = _split(0, npix, len(members))
-            for v, piece in _assign(members, spans, pieces).items():
-                new[v] = piece
-            groups.append(children)
-            merged.append(tuple(members))
-        stages.append(Stage(f"2-3 stage {len(stages) + 1}", tuple(groups), tuple(new)))
-        spans, sets = new, merged
-    return stages
-
-
-@functools.lru_cache(maxsize=64)
-def schedule(algorithm: str, ranks: int, npix: int, k: int = 8) -> tuple[Stage, ...]:
-    """The stages of ``algorithm`` for ``ranks`` virtual ranks and ``npix`` pixels."""
-    if ranks < 1 or npix < 1:
-        raise ValueError(f"need ranks >= 1 and pixels >= 1, got {ranks} and {npix}")
-    if algorithm == "binary-swap":
-        return tuple(_binary_swap(ranks, npix))
-    if algorithm == "2-3-swap":
-        return tuple(_two_three_swap(ranks, npix))
-    if algorithm == "radix-k":
-        return tuple(_radix_k(ranks, npix, k))
-    raise ValueError(f"unknown compositing algorithm {algorithm!r}; choose from {ALGORITHMS}")
-
-
-def final_spans(algorithm: str, ranks: int, npix: int, k: int = 8) -> tuple[Span, ...]:
-    """Every virtual rank's piece of the final image (they tile [0, npix))."""
-    stages = schedule(algorithm, ranks, npix, k)
-    return stages[-1].spans if stages else ((0, npix),)
 
 
 def stage_partners(
@@ -261,12 +28,12 @@ def stage_partners(
     """``partners[rank][stage]``: the real ranks each rank exchanges with in each stage
     (what :class:`StageTiming.partners` records), computed from the schedule alone."""
     size = len(order)
-    order = _check_order(order, size)
+    order = check_order(order, size)
     out: list[list[list[int]]] = [[] for _ in range(size)]
     spans: Sequence[Span] = ((0, npix),) * size
     for stage in schedule(algorithm, size, npix, k):
         for me in range(size):
-            plan = _plan(stage, spans, me)
+            plan = plan_stage(stage, spans, me)
             peers = set()
             if plan is not None:
                 peers = {order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends}
@@ -275,11 +42,10 @@ def stage_partners(
     return out
 
 
-# --------------------------------------------------------------------- one rank's stage
-
-
 @dataclass(frozen=True)
-class _Plan:
+class StagePlan:
+    """What one virtual rank receives and sends in one stage."""
+
     child: int  # index of my child in the group
     recvs: tuple[tuple[int, int, Span], ...]  # (child index, source virtual rank, span)
     sends: tuple[tuple[int, Span], ...]  # (destination virtual rank, span)
@@ -290,7 +56,7 @@ def _chunks(span: Span, chunk: int) -> list[Span]:
     return [(a, min(a + chunk, hi)) for a in range(lo, hi, chunk)]
 
 
-def _chunked(plan: _Plan, chunk: int) -> _Plan:
+def _chunked(plan: StagePlan, chunk: int) -> StagePlan:
     """The same plan with every message cut into pieces of at most ``chunk`` pixels.
 
     Sender and receiver cut the same segment the same way and MPI keeps the order of
@@ -301,10 +67,10 @@ def _chunked(plan: _Plan, chunk: int) -> _Plan:
         return plan
     recvs = tuple((c, src, piece) for c, src, seg in plan.recvs for piece in _chunks(seg, chunk))
     sends = tuple((dst, piece) for dst, seg in plan.sends for piece in _chunks(seg, chunk))
-    return _Plan(plan.child, recvs, sends)
+    return StagePlan(plan.child, recvs, sends)
 
 
-def _plan(stage: Stage, old: Sequence[Span], me: int) -> _Plan | None:
+def plan_stage(stage: Stage, old: Sequence[Span], me: int) -> StagePlan | None:
     """What virtual rank ``me`` receives and sends in ``stage`` (None: not in a group)."""
     for children in stage.groups:
         ci = next((i for i, child in enumerate(children) if me in child), None)
@@ -314,16 +80,16 @@ def _plan(stage: Stage, old: Sequence[Span], me: int) -> _Plan | None:
         recvs = []
         for cj, other in enumerate(children):
             for src in other:
-                seg = _overlap(old[src], mine)
+                seg = overlap(old[src], mine)
                 if src != me and seg[1] > seg[0]:
                     recvs.append((cj, src, seg))
         sends = []
         for other in children:
             for dst in other:
-                seg = _overlap(old[me], stage.spans[dst])
+                seg = overlap(old[me], stage.spans[dst])
                 if dst != me and seg[1] > seg[0]:
                     sends.append((dst, seg))
-        return _Plan(ci, tuple(recvs), tuple(sends))
+        return StagePlan(ci, tuple(recvs), tuple(sends))
     return None
 
 
@@ -343,7 +109,7 @@ _SCRATCH = _Scratch()
 
 
 def _blend_received(
-    buf: np.ndarray, plan: _Plan, slots: list[np.ndarray], wait: Any
+    buf: np.ndarray, plan: StagePlan, slots: list[np.ndarray], wait: Any
 ) -> tuple[float, int]:
     """Blend the received pieces into ``buf`` in depth order: (seconds blending, pixels).
 
@@ -379,9 +145,6 @@ def _blend_received(
     return blend, pixels
 
 
-# ------------------------------------------------------------------------ public calls
-
-
 def _flat(image: np.ndarray) -> np.ndarray:
     if image.dtype != np.float32 or image.shape[-1] != 4 or not image.flags.c_contiguous:
         raise ValueError(
@@ -391,7 +154,8 @@ def _flat(image: np.ndarray) -> np.ndarray:
     return image.reshape(-1)
 
 
-def _check_order(order: Sequence[int], size: int) -> list[int]:
+def check_order(order: Sequence[int], size: int) -> list[int]:
+    """``order`` as a list of ints, if it is a permutation of the ranks 0..size-1."""
     order = [int(r) for r in order]
     if sorted(order) != list(range(size)):
         raise ValueError(f"visibility order must be a permutation of 0..{size - 1}, got {order}")
@@ -421,7 +185,7 @@ def composite(
 
     comm = MPI.COMM_WORLD if comm is None else comm
     size, rank = comm.Get_size(), comm.Get_rank()
-    order = _check_order(order, size)
+    order = check_order(order, size)
     flat = _flat(image)
     npix = flat.size // 4
     stages = schedule(algorithm, size, npix, k)
@@ -432,7 +196,7 @@ def composite(
     for si, stage in enumerate(stages):
         t0 = time.perf_counter()
         timing = StageTiming(stage.name)
-        plan = _plan(stage, spans, me)
+        plan = plan_stage(stage, spans, me)
         if plan is not None:
             plan = _chunked(plan, chunk_pixels)
             tag = TAG_BASE + si
@@ -502,14 +266,14 @@ def composite_serial(
     and gives the exact reference the MPI run must reproduce.
     """
     size = len(images_by_rank)
-    order = _check_order(order, size)
+    order = check_order(order, size)
     bufs = [_flat(np.ascontiguousarray(images_by_rank[r], np.float32)).copy() for r in order]
     npix = bufs[0].size // 4
     spans: Sequence[Span] = ((0, npix),) * size
     for stage in schedule(algorithm, size, npix, k):
         snapshot = [b.copy() for b in bufs]
         for me in range(size):
-            plan = _plan(stage, spans, me)
+            plan = plan_stage(stage, spans, me)
             if plan is None:
                 continue
             slots = [snapshot[src][4 * lo : 4 * hi].copy() for _, src, (lo, hi) in plan.recvs]

@@ -1,0 +1,72 @@
+"""The volume renderer's knobs for the tuner, and what each knob costs in looks.
+
+Knobs: sampling rate (samples per voxel, continuous: step = 1 / rate), image scale and the
+early-termination threshold. Which setting looks best is measured, not assumed: a sweep of
+each knob on a calibration view scores 1 − SSIM against the full-quality frame
+(:class:`QualityLosses`), and the tuner maximizes minus the summed losses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune import FloatKnob, KnobSpace
+from raytracer.volume.distributed import FrameSettings
+
+RATES = (0.25, 2.0, 36)  # samples per voxel: low, high, levels
+SCALES = (0.5, 1.0, 5)
+ERT = (0.95, 1.0, 3)
+BEST = FrameSettings(step=1.0 / RATES[1], image_scale=SCALES[1], ert_threshold=ERT[1])
+
+
+def knob_space(losses: QualityLosses | None = None) -> KnobSpace:
+    """The volume renderer's knobs, worst look first; quality from measured losses if given."""
+    knobs = [FloatKnob("sampling_rate", *RATES[:2], levels=RATES[2]),
+             FloatKnob("image_scale", *SCALES[:2], levels=SCALES[2], weight=2.0),
+             FloatKnob("ert_threshold", *ERT[:2], levels=ERT[2], weight=0.5)]
+    return KnobSpace(knobs, quality=losses.quality if losses is not None else None)
+
+
+def settings_of(knobs: dict[str, Any]) -> FrameSettings:
+    """The frame settings of the tuner's knobs (the inverse of :func:`knobs_of`)."""
+    return FrameSettings(step=1.0 / float(knobs["sampling_rate"]),
+                         image_scale=float(knobs["image_scale"]),
+                         ert_threshold=float(knobs["ert_threshold"]))
+
+
+@dataclass
+class QualityLosses:
+    """1 − SSIM against the full-quality frame along each knob (the others at their best)."""
+
+    sweeps: dict[str, tuple[np.ndarray, np.ndarray]]  # knob -> (values, losses)
+
+    def quality(self, c: dict[str, np.ndarray]) -> np.ndarray:
+        """Minus the summed losses of candidates ``c`` (the tuner's quality: higher is better)."""
+        total = 0.0
+        for name, (values, losses) in self.sweeps.items():
+            total = total + np.interp(np.asarray(c[name], np.float64), values, losses)
+        return -np.asarray(total, np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return {k: {"values": v.tolist(), "losses": loss.tolist()}
+                for k, (v, loss) in self.sweeps.items()}
+
+
+def to_display(rgba: np.ndarray) -> np.ndarray:
+    """Premultiplied RGBA over black as RGB in [0, 1] (what the user sees)."""
+    return np.clip(rgba[..., :3], 0.0, 1.0)
+
+
+def knobs_of(s: FrameSettings) -> dict[str, float]:
+    """The tuner's knobs for frame settings (the inverse of :func:`settings_of`)."""
+    return {"sampling_rate": 1.0 / s.step, "image_scale": s.image_scale,
+            "ert_threshold": s.ert_threshold}
+
+
+def one_setting(s: FrameSettings) -> dict[str, np.ndarray]:
+    """Frame settings as a one-candidate knob batch (what the model prices)."""
+    return {k: np.array([v]) for k, v in knobs_of(s).items()}

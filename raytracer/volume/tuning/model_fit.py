@@ -1,0 +1,146 @@
+"""The volume renderer's frame-time model: calibration views, the fit, the predictor.
+
+The per-rank model (seed 004: max over ranks of the local render + Σ compositing stages +
+gather + upscale) is calibrated by least squares on frames from views and volumes that the
+governed path does not use (:func:`calibration_views`); :class:`VolumeModel` prices every
+candidate setting from the per-frame workload probe. Ranks that share a machine's cores are
+modelled as sharing them (:func:`shared_cores`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.volume_cost import ClusterFrameModel, RenderModel, StageWork, fit_compositing
+from raytracer.camera import Camera
+from raytracer.volume.distributed import DistributedRenderer, FrameRecord, FrameSettings
+from raytracer.volume.tuning.workload_probe import RankWorkload
+
+
+def calibration_views(radius: float, count: int, seed: int = 7) -> list[Camera]:
+    """Views from random directions above and below the orbit plane, 2.2-3.4 radii out: the
+    governed path (seed 000's orbit in the XZ plane) shares none of them."""
+    rng = np.random.default_rng(seed)
+    cams = []
+    for _ in range(count):
+        d = rng.normal(size=3)
+        d[1] = math.copysign(max(abs(d[1]), 0.35 * np.linalg.norm(d)), d[1])
+        d /= np.linalg.norm(d)
+        eye = tuple(float(x) for x in d * radius * rng.uniform(2.2, 3.4))
+        cams.append(Camera(eye, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), 45.0))
+    return cams
+
+
+@dataclass
+class CalibrationSample:
+    """One calibration frame on rank 0: the probe's estimate and the measured record."""
+
+    workload: RankWorkload
+    settings: FrameSettings
+    record: FrameRecord
+
+
+class VolumeModel:
+    """Rank 0's predictor: the probe's per-rank workload + the calibrated per-rank model."""
+
+    def __init__(self, model: ClusterFrameModel, finish_per_pixel: float, width: int,
+                 height: int, thresholds: np.ndarray) -> None:
+        self.model, self.finish_per_pixel = model, finish_per_pixel
+        self.width, self.height = width, height
+        self.thresholds = np.asarray(thresholds, np.float64)
+        self.workload: RankWorkload | None = None
+        self.stages: list[list[StageWork]] = []
+        self.gather_bytes = 0.0
+        self.spent = 0.0
+
+    def use_record(self, record: FrameRecord) -> None:
+        """Take the compositing work per stage (at scale 1) from the last frame's record."""
+        self.stages, self.gather_bytes = stage_work(record)
+
+    def sections(self, knobs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rate = np.asarray(knobs["sampling_rate"], np.float64)
+        scale = np.asarray(knobs["image_scale"], np.float64)
+        ert = np.asarray(knobs["ert_threshold"], np.float64)
+        idx = np.abs(ert[:, None] - self.thresholds[None, :]).argmin(axis=1)
+        pixels = self.width * self.height * scale**2
+        step = 1.0 / rate
+        samples = self.workload.samples(step, idx, pixels)
+        skipped = self.workload.skipped(step, idx, pixels)
+        rays = self.workload.ray_counts(pixels)
+        out = self.model.predict_sections(samples, skipped, rays, pixels, self.stages,
+                                          self.gather_bytes, image_scale=scale)
+        finish = np.where(scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
+        out["finish"] = finish
+        out["frame"] = out["frame"] + finish + self.spent
+        return out
+
+    def __call__(self, knobs: dict[str, np.ndarray]) -> np.ndarray:
+        return self.sections(knobs)["frame"]
+
+
+def stage_work(record: FrameRecord) -> tuple[list[list[StageWork]], float]:
+    """Per stage and rank: partners, bytes and blended pixels normalised to scale 1."""
+    area = (record.render_width * record.render_height) / float(record.width * record.height)
+    n_stages = len(record.ranks[0].stages)
+    max_partners = max((len(s.partners) for r in record.ranks for s in r.stages), default=1)
+    stages = [[StageWork(len(r.stages[s].partners), max_partners,
+                         (r.stages[s].bytes_sent + r.stages[s].bytes_received) / area,
+                         r.stages[s].blended_pixels / area) for r in record.ranks]
+              for s in range(n_stages)]
+    gather = record.ranks[0].gather.bytes_received / area
+    return stages, gather
+
+
+def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,
+                     thresholds: np.ndarray, cores: float = math.inf,
+                     threads: float = 1.0) -> tuple[ClusterFrameModel, float]:
+    """Per-rank render models (CPU seconds of work), the joint compositing model and the
+    upscale cost; ``cores``/``threads``: how the ranks share the machine's cores."""
+    renders = []
+    for r in range(ranks):
+        est_s, est_k, est_r, px, sec = [], [], [], [], []
+        for s in samples:
+            rec = s.record
+            pixels = rec.render_width * rec.render_height
+            idx = int(np.abs(thresholds - s.settings.ert_threshold).argmin())
+            w = s.workload
+            est_s.append(w.length[idx, r] / s.settings.step * pixels)
+            est_k.append((w.span[idx, r] - w.length[idx, r]) / s.settings.step * pixels)
+            est_r.append(w.rays[r] * pixels)
+            px.append(pixels)
+            cpu = rec.ranks[r].cpu_seconds
+            sec.append(cpu if cpu > 0 else rec.ranks[r].render_seconds)
+        renders.append(RenderModel.fit(est_s, est_k, est_r, px, sec))
+    ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
+    for s in samples:
+        rec = s.record
+        st, g = stage_work(rec)
+        area = (rec.render_width * rec.render_height) / float(rec.width * rec.height)
+        ratio.append(sum(max(w.partner_ratio for w in ws) for ws in st))
+        nbytes.append(sum(max(w.nbytes for w in ws) for ws in st) * area)
+        blended.append(sum(max(w.pixels for w in ws) for ws in st) * area)
+        gbytes.append(g * area)
+        composite = rec.frame_seconds - rec.finish_seconds - rec.render_max
+        comp.append(max(composite, 1e-6))
+    stage, gather = fit_compositing(ratio, nbytes, blended, gbytes, comp)
+    up = [(s.record.finish_seconds, s.record.width * s.record.height) for s in samples
+          if s.settings.image_scale < 1.0]
+    finish = float(np.median([t / p for t, p in up])) if up else 0.0
+    return ClusterFrameModel(tuple(renders), stage, gather,
+                             meta={"ranks": ranks, "frames": len(samples),
+                                   "width": width, "height": height},
+                             cores=cores, threads=threads), finish
+
+
+def shared_cores(renderer: DistributedRenderer) -> tuple[float, float]:
+    """(cores the ranks share, threads per rank) — collective. Ranks on one node share its
+    cores (processor sharing); with a core per rank thread or more it changes nothing."""
+    from raytracer.volume.mpi_runtime import cpu_cores, ranks_on_node
+
+    per_node = ranks_on_node(renderer.comm)
+    threads = float(getattr(renderer, "threads", max(1, cpu_cores() // per_node)))
+    return float(cpu_cores()) * renderer.size / per_node, threads
