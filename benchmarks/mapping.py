@@ -30,6 +30,7 @@ import sys
 from typing import Any
 
 from models.mapping import Connection, Mapping, Module, Network, Node, Placement
+from models.mapping.frame import upstream_modules
 
 NET = (Network("lan", 1000.0, 0.0), Network("slow", 20.0, 2.0), Network("wifi", 10.0, 2.0))
 MISS = 0.10  # goal: mean |predicted - measured| / measured iteration time
@@ -132,17 +133,7 @@ def tables_part() -> list[dict[str, Any]]:
 
 def measured_frame(solution: Any, measured: dict[str, Any], frame: list[str]) -> float:
     """The measured counterpart of :func:`models.mapping.frame.frame_time`."""
-    inputs: dict[str, list[str]] = {m: [] for m in solution.modules}
-    for e in solution.edges:
-        if e.kind != "mpi":
-            inputs[e.dst].append(e.src)
-    todo = [m for m, p in solution.modules.items() if p.module in frame]
-    seen = set(todo)
-    while todo:
-        for i in inputs[todo.pop()]:
-            if i not in seen:
-                seen.add(i)
-                todo.append(i)
+    seen = upstream_modules(solution, frame)
     return max(measured[m]["t_it_ms"] or float("inf") for m in seen)
 
 

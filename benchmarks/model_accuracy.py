@@ -36,7 +36,7 @@ from autotune.app.run_record import mark_goals, measured_run
 from autotune.atomic_files import check_output_dir, output_dir, save_figure
 from models.app_calibration import builtin_calibrations
 from models.device_profile import builtin_profiles
-from raytracer.opencl_device import DeviceInfo, choose_device, list_devices
+from raytracer.opencl_device import DeviceInfo, one_device_per_runtime
 from raytracer.phases import PHASES
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
@@ -175,17 +175,6 @@ def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: 
     save_figure(fig, path)
 
 
-def evaluation_devices(spec: str | None) -> list[DeviceInfo]:
-    """``spec``'s device, else one device of every OpenCL runtime that builds here."""
-    if spec:
-        return [choose_device(spec)[0]]
-    seen: dict[str, DeviceInfo] = {}
-    for info in list_devices():
-        if info.builds and info.runtime not in seen:
-            seen[info.runtime] = info
-    return list(seen.values())
-
-
 def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]) -> dict:
     """Calibration and held-out frames of one device, and its models' errors on them."""
     cal_scenes = QUICK_SCENES if args.quick else FULL_SCENES
@@ -318,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{', '.join(overlap)} is a calibration scene; evaluate on another")
     with measured_run() as run:
         results = {info.runtime: measure_device(info, args, scenes)
-                   for info in evaluation_devices(args.device)}
+                   for info in one_device_per_runtime(args.device)}
     figures: dict = {"run": run.figures(),
                      "runtimes": {r: res["figures"] for r, res in results.items()}}
     figures["goals"] = mark_goals(goals(figures), figures["run"])

@@ -47,7 +47,7 @@ from tqdm import tqdm
 from autotune.app.report import emit, plain
 from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
-from raytracer.opencl_device import DeviceInfo, choose_device, list_devices
+from raytracer.opencl_device import one_device_per_runtime
 from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
@@ -296,17 +296,6 @@ def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
     }
 
 
-def runtimes_to_measure(device: str | None) -> list[DeviceInfo]:
-    """``device``, else one device of every OpenCL runtime that builds here."""
-    if device:
-        return [choose_device(device)[0]]
-    seen: dict[str, DeviceInfo] = {}
-    for info in list_devices():
-        if info.builds and info.runtime not in seen:
-            seen[info.runtime] = info
-    return list(seen.values())
-
-
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures: per runtime and scene, each ray kind."""
     out: dict[str, Any] = {}
@@ -361,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     width, height = (640, 360) if args.quick else (1280, 720)
     repeats = args.repeats or (3 if args.quick else 5)
     cores = os.cpu_count() or 1
-    devices = runtimes_to_measure(args.device)
+    devices = one_device_per_runtime(args.device)
     # (label, compute units): per core first, then every core; a GPU runs once as itself
     configs = {info.runtime: ([("one_thread", 1), ("all_cores", None)] if info.kind == "CPU"
                               else [("device", None)]) for info in devices}

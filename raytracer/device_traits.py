@@ -79,9 +79,9 @@ def _first_error_line(text: str) -> str:
     return lines[0] if lines else "build failed"
 
 
-def host_cpu_signature() -> str:
-    """Vendor, family, model and stepping of this machine's CPU (from ``/proc/cpuinfo``)."""
-    fields = {}
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields in ``/proc/cpuinfo`` (empty where there is none)."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -90,6 +90,14 @@ def host_cpu_signature() -> str:
                 key, _, value = line.partition(":")
                 fields[key.strip()] = value.strip()
     except OSError:
+        pass
+    return fields
+
+
+def host_cpu_signature() -> str:
+    """Vendor, family, model and stepping of this machine's CPU (from ``/proc/cpuinfo``)."""
+    fields = cpuinfo()
+    if not fields:
         return "unknown-cpu"
     keys = ("vendor_id", "cpu family", "model", "stepping", "model name")
     return " ".join(fields.get(k, "?") for k in keys)

@@ -129,6 +129,18 @@ def list_devices() -> list[DeviceInfo]:
     return [info for info, _ in _all_devices()]
 
 
+def one_device_per_runtime(spec: str | None = None) -> list[DeviceInfo]:
+    """``spec``'s device, else the first device of every OpenCL runtime that builds here (what
+    a benchmark measures to report each runtime)."""
+    if spec:
+        return [choose_device(spec)[0]]
+    seen: dict[str, DeviceInfo] = {}
+    for info in list_devices():
+        if info.builds and info.runtime not in seen:
+            seen[info.runtime] = info
+    return list(seen.values())
+
+
 def default_order(infos: list[DeviceInfo]) -> list[DeviceInfo]:
     """Devices in the order the default choice tries them: GPUs, then CPU runtimes by
     :data:`CPU_RUNTIME_PREFERENCE`, then the rest; listing order breaks ties."""

@@ -22,15 +22,10 @@ QUIET_LIMIT = 0.10
 
 def cpu_model() -> str:
     """The CPU's model name, family and model number (``/proc/cpuinfo``)."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
+    from raytracer.device_traits import cpuinfo
+
+    fields = cpuinfo()
+    if not fields:
         import platform
 
         return platform.processor() or "unknown"

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from models.mapping.solve import Solution
 
 
-def frame_time(solution: Solution, frame: Sequence[str]) -> tuple[float, list[str]]:
-    """(frame time in ms, the modules that set it) for the frame modules (module names)."""
+def upstream_modules(solution: Solution, frame: Sequence[str]) -> set[str]:
+    """The module instances of ``frame`` (module names) and every instance that feeds them."""
     inputs: dict[str, list[str]] = {m: [] for m in solution.modules}
     for e in solution.edges:
         if e.kind != "mpi":
@@ -26,5 +26,11 @@ def frame_time(solution: Solution, frame: Sequence[str]) -> tuple[float, list[st
             if i not in seen:
                 seen.add(i)
                 todo.append(i)
+    return seen
+
+
+def frame_time(solution: Solution, frame: Sequence[str]) -> tuple[float, list[str]]:
+    """(frame time in ms, the modules that set it) for the frame modules (module names)."""
+    seen = upstream_modules(solution, frame)
     slowest = max(sorted(seen), key=lambda m: solution.modules[m].t_it_range[1])
     return solution.modules[slowest].t_it_range[1], solution.bottlenecks[slowest]

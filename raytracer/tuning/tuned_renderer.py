@@ -226,7 +226,10 @@ class TunedRenderer:
         dominate (an empty sky) would teach a correction that is wrong for the next view."""
         seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"],
                                            self._phase_factors())
-        seconds = seconds + self._known() / self.tuner.correction
+        if self.feedback == "phase":  # the phases carry the bias: the controller's factor cancels
+            seconds = (seconds + self._known()) / self.tuner.correction
+        else:
+            seconds = seconds + self._known() / self.tuner.correction
         if self.force_shadows is not None:
             seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
                                EXCLUDED_SECONDS)
@@ -240,19 +243,21 @@ class TunedRenderer:
                   wall: float, corrected: float, teaches: bool) -> float:
         """Learn from this frame; return what the controller is to observe.
 
-        A model-free controller (PI, fixed) always gets the measured frame. The feed-forward
-        controller's correction scales the modelled kernels; a frame whose kernels are a small
-        part of it (an empty sky: probe and overhead dominate) says little about the model's
-        bias, so it gets its own corrected prediction (no innovation). With per-phase feedback
-        each phase learns from its own kernel time and the overhead estimate takes the rest of
-        the frame, so the controller's correction stays put (learning the same error twice
-        would overshoot: a 2x step corrected by both becomes 4x)."""
-        if not isinstance(self.tuner.controller, FeedForwardController):
-            return wall
+        A frame whose kernels are a small part of it (an empty sky: probe and overhead
+        dominate) says little about the model's bias. With per-phase feedback each phase learns
+        from its own kernel time (not from such frames) and the overhead estimate takes the rest
+        of the frame; the controller still observes the measured frame, but its correction
+        cancels out of :meth:`_predict` (learning the same error twice would overshoot: a 2x
+        step corrected by both became 4x). With the frame's feedback only, the feed-forward
+        controller's correction scales the modelled kernels and a sky frame feeds back its own
+        corrected prediction (no innovation). A model-free controller (PI, fixed) always gets
+        the measured frame."""
         if self.feedback == "phase":
             if teaches:
                 self.phase_corrections.update(predicted_phases, measured_phases)
-            return corrected
+            return wall
+        if not isinstance(self.tuner.controller, FeedForwardController):
+            return wall
         return wall if teaches else corrected
 
     def _known(self) -> float:
@@ -293,7 +298,8 @@ class TunedRenderer:
         phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
         known = self._known()
         predicted = kernels + known
-        corrected = phase_corrected * self.tuner.correction + known
+        corrected = (phase_corrected + known if self.feedback == "phase"
+                     else kernels * self.tuner.correction + known)
         if next_camera is not None and self.overlap_probe:
             started = time.perf_counter()
             future = self.probe.measure_async(next_camera, self.width, self.height)
