@@ -17,6 +17,8 @@ Embedding it in a render loop (this example is run by the tests)::
             render(**knobs)
 
 The core knows nothing about ray tracing: any renderer with knobs and a cost model will do.
+With no cost model, ``predictor=LearnedPredictor(space)`` learns one from the frames
+(:mod:`autotune.learned`); ``HybridPredictor(model, space)`` learns a model's residual.
 """  # noqa: E501
 
 from autotune.controllers import (
@@ -31,6 +33,14 @@ from autotune.controllers import (
 )
 from autotune.feedback import BiasCorrection, PartCorrections
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
+from autotune.learned import (
+    UNEXPLORED_SECONDS,
+    Confidence,
+    HybridPredictor,
+    LearnedPredictor,
+    Learner,
+    NotLearnedError,
+)
 from autotune.search import BisectionSearch, GridSearch, Predictor, PredictorError
 from autotune.tuner import AutotuneWarning, FrameRecord, Tuner
 
@@ -38,10 +48,12 @@ __all__ = [
     "CONTROLLERS",
     "CONTROLLER_NAMES",
     "DEFAULT_CONTROLLER",
+    "UNEXPLORED_SECONDS",
     "AutotuneWarning",
     "BiasCorrection",
     "BisectionSearch",
     "BoolKnob",
+    "Confidence",
     "Controller",
     "Decision",
     "FeedForwardController",
@@ -49,9 +61,13 @@ __all__ = [
     "FloatKnob",
     "FrameRecord",
     "GridSearch",
+    "HybridPredictor",
     "IntKnob",
     "Knob",
     "KnobSpace",
+    "LearnedPredictor",
+    "Learner",
+    "NotLearnedError",
     "PIController",
     "PartCorrections",
     "Predictor",

@@ -5,6 +5,11 @@ Rendering that finishes asynchronously (a GPU queue) should report its own time 
 ``tuner.observe(gpu_seconds)`` inside the block and the wall-clock time is then not used.
 If the block raises, the frame is not observed.
 
+A learned predictor (:mod:`autotune.learned`) is taught by the tuner: the numbers passed as
+``frame(features=...)`` (or ``choose(features=...)``) go to it before the choice and the
+measured time after it. Until it has seen a frame it cannot predict, and the tuner renders the
+cheapest setting (a safe start, not a failure: no warning).
+
 Failures never stop the render loop: a predictor that raises or returns NaN/inf/negative
 times leaves the last good setting in place (the cheapest one on the very first frame); a
 non-finite or non-positive measurement is ignored. Each kind of trouble warns once
@@ -18,7 +23,7 @@ import math
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +36,7 @@ from autotune.controllers import (
     check_target,
 )
 from autotune.knobs import KnobSpace
+from autotune.learned import Learner
 from autotune.search import Predictor, PredictorError
 
 __all__ = ["CONTROLLERS", "AutotuneWarning", "FrameRecord", "Tuner"]
@@ -80,10 +86,19 @@ class Tuner:
             raise ValueError(
                 f"controller tunes knobs {controller.space.names}, the tuner {space.names}"
             )
+        if isinstance(predictor, Learner):
+            if not vectorized:
+                raise ValueError("a learned predictor is vectorized; do not pass vectorized=False")
+            if predictor.space.names != space.names:
+                raise ValueError(
+                    f"the learned predictor knows knobs {predictor.space.names}, "
+                    f"the tuner {space.names}"
+                )
         if history_limit is not None and history_limit < 1:
             raise ValueError(f"history_limit must be >= 1 or None, got {history_limit!r}")
         self.space = space
         self.predictor = Predictor(predictor, vectorized)
+        self.learner = predictor if isinstance(predictor, Learner) else None
         self.controller = controller
         self.target_seconds = target
         self.history: list[FrameRecord] = []
@@ -115,8 +130,15 @@ class Tuner:
             self._warned.add(kind)
             warnings.warn(f"{message} (further ones are only counted)", AutotuneWarning, 3)
 
-    def choose(self) -> Decision:
-        """Pick the knobs for the next frame (call once per frame, before rendering)."""
+    def choose(self, features: Mapping[str, Any] | None = None) -> Decision:
+        """Pick the knobs for the next frame (call once per frame, before rendering).
+
+        ``features``: this frame's numbers for a learned predictor (``ValueError`` otherwise).
+        """
+        if self.learner is None and features is not None:
+            raise ValueError("per-frame features need a learned predictor (autotune.learned)")
+        if self.learner is not None:
+            self.learner.see(features)
         if self._pending is not None:
             self._warn(
                 "unobserved-frame",
@@ -124,9 +146,14 @@ class Tuner:
                 "lost to the controller (call observe() once per frame; do not nest frame())",
             )
         trouble = None
+        safe_start = self.learner is not None and not self.learner.ready
         try:
-            decision = self.controller.choose(self.predictor)
-            self._last_good = decision.knobs
+            if safe_start:
+                nan = float("nan")
+                decision = Decision(self.space.lowest(), nan, nan, False, 0, 0.0)
+            else:
+                decision = self.controller.choose(self.predictor)
+                self._last_good = decision.knobs
         except PredictorError as exc:
             trouble = f"predictor-{exc.kind}"
             fallback = "last good setting" if self._last_good else "cheapest setting"
@@ -149,7 +176,8 @@ class Tuner:
             self.target_seconds,
             trouble=trouble,
         )
-        self._pending = (record, trouble is None or not trouble.startswith("predictor"))
+        chosen = not safe_start and (trouble is None or not trouble.startswith("predictor"))
+        self._pending = (record, chosen)
         self.history.append(record)
         if self.history_limit is not None and len(self.history) > self.history_limit:
             del self.history[0]
@@ -166,13 +194,19 @@ class Tuner:
             record.trouble = record.trouble or "bad-measurement"
             return
         record.measured = measured
-        if chosen_by_controller:
-            self.controller.observe(measured)
+        if self.learner is None:
+            if chosen_by_controller:
+                self.controller.observe(measured)
+        else:  # the learner is the feedback: a controller's correction on top would double it
+            try:
+                self.learner.learn(record.knobs, measured)
+            except PredictorError as exc:  # a hybrid's own model failed on the rendered knobs
+                self._warn(f"predictor-{exc.kind}", f"{exc}; this frame is not learned")
 
     @contextmanager
-    def frame(self) -> Iterator[dict[str, Any]]:
+    def frame(self, features: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """Choose knobs, yield them, and observe the block's wall time unless observed inside."""
-        knobs = dict(self.choose().knobs)
+        knobs = dict(self.choose(features).knobs)
         started = time.perf_counter()
         try:
             yield knobs

@@ -1,0 +1,102 @@
+"""Seed 003's learned comparators: LR, linear SVR and a random forest on log2 features.
+
+As the seed: every feature and the time are taken in log2 (a feature must be > 0), a model is
+fitted on the log2 time and predicts ``2 ** prediction``; SVR with a linear kernel; the forest
+with 50 trees and 5 features tried per split (the seed's mtry; R's default would be 500 and
+p / 3). scikit-learn is imported when a model is made, so ``import models`` stays light.
+
+Metrics: accuracy is ``predicted / measured`` per sample (the seed's). The seed gives no
+formula for NMSE; here it is the normalized mean squared error of Cox et al.,
+``mean((predicted - measured) ** 2) / (mean(predicted) * mean(measured))``: 0 for a perfect
+prediction, about 0.5 for predictions twice the measured time, scale-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# Seed 003's 13 features, in its order.
+SEED_FEATURES = (
+    "num_of_cores", "max_clock_rate", "bandwidth", "input_size", "total_load_gm",
+    "total_store_gm", "total_load_sm", "total_store_sm", "flops_sp", "block_size",
+    "grid_size", "threads", "achieved_occupancy",
+)
+APPROACHES = ("LR", "SVR", "RF")
+MIN_ROWS = 3  # below this no approach is fitted: too few rows is an error, not a guess
+
+
+def log2_features(x: Any) -> np.ndarray:
+    """log2 of a feature matrix; a feature that is NaN, infinite or <= 0 is an error."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"features must be a 2-D matrix (rows x features), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("a feature is NaN or infinite")
+    if np.any(x <= 0):
+        raise ValueError("a feature is <= 0: log2 space needs positive numbers (add 1 to counts)")
+    return np.log2(x)
+
+
+def make_regressor(approach: str, seed: int = 0) -> Any:
+    """An unfitted scikit-learn model for one of :data:`APPROACHES`."""
+    from sklearn.ensemble import RandomForestRegressor
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVR
+
+    if approach == "LR":
+        return LinearRegression()
+    if approach == "SVR":
+        return make_pipeline(StandardScaler(), SVR(kernel="linear"))
+    if approach == "RF":
+        return RandomForestRegressor(n_estimators=50, max_features=5, random_state=seed)
+    raise ValueError(f"unknown approach {approach!r}; one of {APPROACHES}")
+
+
+class LogRegressor:
+    """One approach fitted on log2 features and log2 seconds; predicts seconds."""
+
+    def __init__(self, approach: str, seed: int = 0) -> None:
+        self.approach = approach
+        self.model = make_regressor(approach, seed)
+        self.columns: int | None = None
+
+    def fit(self, features: Any, seconds: Any) -> LogRegressor:
+        """Fit on rows of positive features and their measured seconds."""
+        x = log2_features(features)
+        y = np.asarray(seconds, dtype=float).reshape(-1)
+        if len(y) != len(x):
+            raise ValueError(f"{len(x)} feature rows but {len(y)} times")
+        if len(y) < MIN_ROWS:
+            raise ValueError(f"{self.approach} needs at least {MIN_ROWS} rows, got {len(y)}")
+        if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+            raise ValueError("measured times must be finite and > 0")
+        self.model.fit(x, np.log2(y))
+        self.columns = x.shape[1]
+        return self
+
+    def predict(self, features: Any) -> np.ndarray:
+        """Predicted seconds per row."""
+        if self.columns is None:
+            raise ValueError(f"{self.approach} is not fitted yet")
+        x = log2_features(features)
+        if x.shape[1] != self.columns:
+            raise ValueError(f"fitted on {self.columns} features, got {x.shape[1]}")
+        return 2.0 ** self.model.predict(x)
+
+
+def accuracy(predicted: Any, measured: Any) -> np.ndarray:
+    """Seed 003's accuracy per sample: predicted / measured (1 is perfect)."""
+    return np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float)
+
+
+def nmse(predicted: Any, measured: Any) -> float:
+    """Normalized mean squared error, ``mean((p - m)^2) / (mean(p) * mean(m))``."""
+    p = np.asarray(predicted, dtype=float)
+    m = np.asarray(measured, dtype=float)
+    if p.shape != m.shape or p.size == 0:
+        raise ValueError(f"need two equal, non-empty arrays, got {p.shape} and {m.shape}")
+    return float(np.mean((p - m) ** 2) / (p.mean() * m.mean()))
