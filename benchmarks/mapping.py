@@ -278,7 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     args = parser.parse_args(argv)
     from autotune.app.report import emit
+    from autotune.app.run_record import RunRecord, stamp
 
+    run = RunRecord()
     seconds = 1.5 if args.quick else args.seconds
     if not (seconds > 0):
         parser.error("--seconds must be > 0")
@@ -296,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg()[0],
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version()}
-    emit(figures, args.json, "Seed 001 mapping model vs real pipeline runs")
+    emit(stamp(figures, run), args.json, "Seed 001 mapping model vs real pipeline runs")
     return 0
 
 
