@@ -161,7 +161,10 @@ def test_killed_rank_ends_the_job_and_is_named():
     done, after = _fault("kill")
     assert done.returncode != 0
     assert after < 5.0
-    assert "rank 1 failed" in done.stderr, done.stdout + done.stderr
+    named = re.search(r"^rank ([0-9, or]+) failed", done.stderr, re.MULTILINE)
+    assert named, done.stdout + done.stderr
+    assert "1" in re.split(r", | or ", named[1]), done.stderr  # the killed rank, maybe with
+    # ranks hydra killed in the same instant (an unscheduled monitor cannot order them)
 
 
 @needs_mpiexec

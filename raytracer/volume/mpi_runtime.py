@@ -43,6 +43,7 @@ from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_cpu_threads
 
 ABORT_EXCEPTION = 1  # exit code of a job aborted by an uncaught exception
 ABORT_WATCHDOG = 3  # exit code of a job aborted by a watchdog
+SAME_INSTANT = 0.002  # seconds within which the launcher cannot order two ranks' ends
 
 
 def world() -> Any:
@@ -365,9 +366,16 @@ class _Monitor:
                 key.fileobj.close()  # type: ignore[union-attr]
         sel.close()
 
-    def first_failed(self) -> tuple[int, int] | None:
-        """(rank, pid) of the first rank whose process ended, if any reported in."""
-        return min(self.closed)[1:] if self.closed else None
+    def first_failed(self) -> list[tuple[int, int]]:
+        """(rank, pid) of the rank whose process ended first; several when their ends were
+        seen within :data:`SAME_INSTANT` of each other (a monitor thread that was not
+        scheduled at once sees a killed rank and the ranks hydra then killed together, and
+        cannot tell which came first); empty if none reported in."""
+        if not self.closed:
+            return []
+        first = min(self.closed)[0]
+        return sorted((rank, pid) for when, rank, pid in self.closed
+                      if when - first < SAME_INSTANT)
 
     def close(self) -> None:
         """Stop the monitor thread (it closes the sockets) and wait for it."""
@@ -454,14 +462,17 @@ def launch(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _name_failed(output: str, first: tuple[int, int] | None) -> str:
-    """A ``rank R failed`` line for a rank that died without saying so itself."""
-    if first is None or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
+def _name_failed(output: str, first: list[tuple[int, int]]) -> str:
+    """A ``rank R failed`` line for a rank that died without saying so itself (``rank R or S
+    failed`` when the first ends could not be told apart)."""
+    if not first or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
         return ""
-    rank, pid = first
     signal_match = re.search(r"EXIT STRING: (.+)$|KILLED BY SIGNAL: (.+)$", output, re.MULTILINE)
     how = (signal_match[1] or signal_match[2]).strip() if signal_match else "ended abnormally"
+    ranks = [str(rank) for rank, _ in first]
+    who = ranks[0] if len(ranks) == 1 else f"{', '.join(ranks[:-1])} or {ranks[-1]}"
+    pids = ", ".join(str(pid) for _, pid in first)
     return (
-        f"rank {rank} failed: its process (pid {pid}) ended without a Python error "
-        f"({how}); the job was torn down\n"
+        f"rank {who} failed: {'its process' if len(first) == 1 else 'their processes'} "
+        f"(pid {pids}) ended without a Python error ({how}); the job was torn down\n"
     )
