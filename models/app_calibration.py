@@ -43,6 +43,8 @@ SCALE_MAX = 1e3
 OFFSET_MAX = 1e-5
 LAUNCH_MAX = 1.0  # seconds per kernel launch
 _FIT_KEYS = {"mean_error": (0.0, 1e3), "frames": (1.0, 1e9)}
+# a confounded pair of fitted parameters: "correlation a~b" and "product_relative_sd a*b"
+_FIT_PAIR_KEYS = {"correlation": (-1.0, 1.0), "product_relative_sd": (0.0, math.inf)}
 
 
 class CalibrationError(ProfileError):
@@ -81,7 +83,8 @@ class AppCalibration:
     driver: str  # DeviceProfile.driver
     scale: dict[str, float] = field(hash=False)  # component -> factor on the model, (0, 1e3)
     offset: dict[str, float] = field(hash=False)  # component -> seconds per item, [0, 1e-5)
-    fit: dict[str, float] = field(default_factory=dict, hash=False)  # mean_error, frames
+    # mean_error, frames; for a confounded pair "correlation a~b", "product_relative_sd a*b"
+    fit: dict[str, float] = field(default_factory=dict, hash=False)
     source: str = ""  # how it was measured
     device_profile: str = ""  # DeviceProfile.fingerprint() it was fitted with ("" = unknown)
     miss: dict[str, float] = field(default_factory=dict, hash=False)  # s per missed item
@@ -197,10 +200,12 @@ def _validate(d: Any, where: str) -> None:
     if not isinstance(fit, dict):
         raise CalibrationError(f"{where}: 'fit' must be an object, got {fit!r}")
     for key, value in fit.items():
-        if key not in _FIT_KEYS:
+        kind = key.split(" ", 1)[0]
+        if key not in _FIT_KEYS and kind not in _FIT_PAIR_KEYS:
             raise CalibrationError(f"{where}: unknown key 'fit.{key}' (known: "
-                                   f"{', '.join(_FIT_KEYS)})")
-        low, high = _FIT_KEYS[key]
+                                   f"{', '.join(_FIT_KEYS)}, or '<kind> <pair>' with kind "
+                                   f"{' or '.join(_FIT_PAIR_KEYS)})")
+        low, high = _FIT_KEYS.get(key) or _FIT_PAIR_KEYS[kind]
         if not _number(value) or not math.isfinite(value) or not low <= value <= high:
             raise CalibrationError(f"{where}: 'fit.{key}' must be a number in "
                                    f"[{low:g}, {high:g}], got {value!r}")

@@ -114,3 +114,18 @@ def test_a_parameter_with_no_effect_is_held_not_fitted_to_noise():
     fitted = fit_profile(_microbenchmarked(), COUNTS, samples)
     for p in PHASES:
         assert {f"launch.{p}", f"offset.{p}"} & set(fitted.calibration.held)
+
+
+def test_a_device_figure_that_trades_against_a_scale_is_reported_with_its_product():
+    """One warp per core: the issue cycles and each phase's scale move inversely; the fit says
+    so (their correlation) and how well it pins their product."""
+    fitted = fit_profile(_microbenchmarked(), COUNTS, _samples(noise=0.03, seed=5))
+    traded = fit_report(fitted)["confounded"]
+    pairs = {k.split(" ", 1)[1]: v for k, v in traded.items() if k.startswith("correlation")}
+    assert pairs, traded
+    assert all(abs(r) > 0.9 for r in pairs.values())
+    for pair in pairs:
+        device, scale = pair.split("~")
+        sd = traded[f"product_relative_sd {device}*{scale}"]
+        own = fitted.calibration.uncertainty[device]
+        assert 0 < sd < own  # the product is pinned better than the figure alone

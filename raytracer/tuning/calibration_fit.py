@@ -65,6 +65,7 @@ IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside 
 UNDETERMINED = 0.5  # relative standard error beyond which a device figure is held where fitted
 NO_EFFECT = 1e-6  # a log-parameter whose column is below this share of the scales' does nothing
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
+CONFOUNDED = 0.9  # |correlation| with a phase scale beyond which the pair is reported as one
 RENDERER = "raytracer"  # the key of the ray tracer's application calibration
 # per-phase terms stay inside what AppCalibration accepts
 SCALE_BOUNDS = (np.log(1e-6), np.log(SCALE_MAX * (1 - 1e-6)))
@@ -327,7 +328,8 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
     errors = model_errors(out, counts, samples)
     if not math.isfinite(errors.mean()):
         raise ValueError(f"calibration of {base.name} produced a non-finite model error")
-    fit = {"mean_error": float(errors.mean()), "frames": float(len(samples))}
+    fit = {"mean_error": float(errors.mean()), "frames": float(len(samples)),
+           **confounded(result, fitted)}
     return FittedModel(profile, dataclasses.replace(calibration, fit=fit))
 
 
@@ -353,9 +355,9 @@ def _solve(problem: _Problem, fitted: list[_Parameter]):
     return result, start, _standard_errors(result, names, [p.logarithmic for p in fitted])
 
 
-def _standard_errors(result, names: list[str], logarithmic: list[bool]) -> dict[str, float]:
-    """Standard error of each fitted parameter from the Jacobian at the solution: relative for
-    the log-space ones (scales, device figures), in seconds for the terms."""
+def _covariance(result) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(covariance of the fitted parameters, Jacobian column norms, right singular vectors,
+    which singular values were kept) from the Jacobian at the solution."""
     jac = np.asarray(result.jac, np.float64)
     m, n = jac.shape
     variance = 2.0 * float(result.cost) / max(1, m - n)
@@ -365,6 +367,38 @@ def _standard_errors(result, names: list[str], logarithmic: list[bool]) -> dict[
     _, sv, vt = np.linalg.svd(unit, full_matrices=False)
     keep = sv > 1e-8 * sv.max()
     cov = (vt[keep].T / sv[keep] ** 2) @ vt[keep] / np.outer(safe, safe) * variance
+    return cov, norms, vt, keep
+
+
+def confounded(result, fitted: list[_Parameter]) -> dict[str, float]:
+    """The device figures that trade against a per-phase scale, as ``fit`` entries:
+    ``"correlation <device>~<scale>"`` (beyond :data:`CONFOUNDED`) and ``"product_relative_sd
+    <device>*<scale>"``. Such a pair is determined mainly as its product (issue cycles 3.2 in
+    one fit, 34.6 in another, the phase scale moving inversely, the product ~8.7 in both), so
+    each one's own standard error says little; the product's says how well the data pin it.
+    The figure is still fitted: the ratio of the device's figures (memory latency over issue
+    cycles) differs between phases and workloads, and holding both costs accuracy."""
+    cov = _covariance(result)[0]
+    var = np.clip(np.diag(cov), 1e-300, None)
+    corr = cov / np.sqrt(np.outer(var, var))
+    out: dict[str, float] = {}
+    for i, p in enumerate(fitted):
+        if p.kind != "device":
+            continue
+        for j, q in enumerate(fitted):
+            if q.kind == "scale" and abs(corr[i, j]) > CONFOUNDED:
+                out[f"correlation {p.name}~{q.name}"] = float(corr[i, j])
+                product_var = var[i] + var[j] + 2.0 * cov[i, j]  # both fitted in log space
+                out[f"product_relative_sd {p.name}*{q.name}"] = float(
+                    math.sqrt(max(product_var, 0.0)))
+    return out
+
+
+def _standard_errors(result, names: list[str], logarithmic: list[bool]) -> dict[str, float]:
+    """Standard error of each fitted parameter from the Jacobian at the solution: relative for
+    the log-space ones (scales, device figures), in seconds for the terms."""
+    cov, norms, vt, keep = _covariance(result)
+    n = len(names)
     sd = np.sqrt(np.clip(np.diag(cov), 0.0, None))
     # a parameter that no longer moves anything at the solution (or only together with
     # others) is not determined at all: an infinite error, not the pseudo-inverse's zero
@@ -391,8 +425,11 @@ def fit_report(fitted: FittedModel) -> dict:
             value = getattr(cal, kind)[key]
             params[name] = {"value": value, "sd": sd,  # none relative at the zero bound
                             "relative_sd": sd / value if value > 1e-6 * sd else None}
-    return {"fitted": params, "held": list(cal.held), "in_sample_mean_frame_error":
-            cal.fit.get("mean_error"), "frames": cal.fit.get("frames")}
+    traded = {k: v for k, v in cal.fit.items() if k.startswith(("correlation ",
+                                                                  "product_relative_sd "))}
+    return {"fitted": params, "held": list(cal.held), "confounded": traded,
+            "in_sample_mean_frame_error": cal.fit.get("mean_error"),
+            "frames": cal.fit.get("frames")}
 
 
 def model_errors(fitted: FittedModel, counts: KernelCounts, samples: list[Sample]) -> np.ndarray:
