@@ -51,9 +51,13 @@ def test_the_recordings_are_real_and_small(recorded):
     assert evaluate.meta["path"] != train.meta["path"]
     assert sum((DATA / n).stat().st_size for n in ("replay_dragon_small.json",
                                                    "replay_dragon_small_train.json")) < 300e3
-    # the model's recorded predictions are those of a real model: close, not equal
-    err = np.abs(evaluate.predicted / evaluate.measured - 1)
-    assert 0.005 < err.mean() < 0.15
+    # the model's recorded predictions are those of a real model: close, not equal. Both
+    # recorded times include the probe's measured time (a third of the frame), which flatters
+    # the whole-frame figure (3.9 %): the model's own error is that of the kernels (6.3 %)
+    probe = np.array([w["probe_seconds"] for w in evaluate.meta["workloads"]])[:, None]
+    kernels = np.abs((evaluate.predicted - probe) / (evaluate.measured - probe) - 1)
+    assert 0.005 < kernels.mean() < 0.15
+    assert kernels.mean() > np.abs(evaluate.predicted / evaluate.measured - 1).mean()
 
 
 def test_feedforward_beats_both_fair_baselines_on_identical_frames(recorded):
@@ -73,10 +77,13 @@ def test_feedforward_beats_both_fair_baselines_on_identical_frames(recorded):
     ff = runs["feedforward"]
     # the grid is coarse (AO 0/1/2/4/8/16): even an oracle that knows every measured time and
     # takes the best-looking setting that fits misses the target by its steps
-    assert ff["mean_error"] <= _oracle_error(evaluate, target) + 0.03, runs
+    oracle = _oracle_error(evaluate, target)
+    assert ff["mean_error"] <= oracle + 0.03, runs
     assert ff["over"] <= 2, runs
     for baseline in ("fixed", "pi"):
-        assert ff["mean_error"] < runs[baseline]["mean_error"], runs
+        # what each controller adds to the oracle's error: feed-forward at most 0.6x a
+        # baseline's (16.1 % vs the oracle's 14.9 %, fixed 19.2 %, PI 26.9 % when recorded)
+        assert ff["mean_error"] - oracle < 0.6 * (runs[baseline]["mean_error"] - oracle), runs
         assert ff["over"] < runs[baseline]["over"], runs
     assert ff["mean_quality"] > runs["pi"]["mean_quality"]  # not by dropping to the floor
 
