@@ -836,13 +836,6 @@ def _pack(tris: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def pack_triangles(tris: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """(F,3,3) corners in leaf order -> (F,12) float32 rows ``v0,id | e1,0 | e2,0``."""
-    return _pack(
-        np.ascontiguousarray(tris, dtype=np.float32), np.ascontiguousarray(order, dtype=np.int32)
-    )
-
-
 def _check(triangles: np.ndarray, leaf_size: int) -> np.ndarray:
     """Validate the inputs of a build; returns C-contiguous float32 corners."""
     if (

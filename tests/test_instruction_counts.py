@@ -12,15 +12,17 @@ from models.raytrace_cost import LoopCounts
 from raytracer.tuning.instruction_counts import (
     COUNTS_PATH,
     KernelCountsError,
+    counts_are_current,
+    load_kernel_counts,
+    source_sha256,
+)
+from tools.ptx_analysis import (
     compile_ptx,
     count_barriers,
     count_ptx,
-    counts_are_current,
     counts_document,
     find_libclc,
-    load_kernel_counts,
     shade_variant_counts,
-    source_sha256,
 )
 
 # Kernel k: a traversal loop whose latch is laid out before its header, two triangle loops

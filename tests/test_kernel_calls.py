@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from raytracer.kernel_calls import (
+from tools.kernel_calls import (
     KernelCallsUnavailable,
     compiled_kernel_calls,
     forbidden_calls,

@@ -7,7 +7,7 @@ Run after any edit of raytracer/kernels/*.cl (needs clang-14 and libclc-14 on De
     python tools/count_ptx.py --check    # exit 1 if the shipped file is stale
     python tools/count_ptx.py --ptx out.ptx   # also keep the PTX for inspection
 
-Counting rules and the loop heuristic are documented in raytracer/tuning/instruction_counts.py.
+Counting rules and the loop heuristic are documented in tools/ptx_analysis.py.
 """
 
 from __future__ import annotations
@@ -24,11 +24,9 @@ from raytracer.tracer import kernel_source  # noqa: E402
 from raytracer.tuning.instruction_counts import (  # noqa: E402
     COUNTS_PATH,
     LOOP_FIELDS,
-    CompilerError,
     KernelCountsError,
-    compile_ptx,
-    counts_document,
 )
+from tools.ptx_analysis import CompilerError, compile_ptx, counts_document  # noqa: E402
 
 
 def _table(doc: dict) -> str:

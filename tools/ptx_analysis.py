@@ -1,0 +1,404 @@
+"""PTX analysis of the tracer kernels: per-loop instruction counts (seed 002 §4.3, Table 5).
+
+A build-time tool: ``tools/count_ptx.py`` compiles ``raytracer.tracer.kernel_source()`` to PTX
+with clang-14 (``-target nvptx64-nvidia-nvcl``, ``-cl-fast-relaxed-math`` as the tracer
+builds it, libclc linked so the OpenCL builtins are real instructions rather than calls),
+counts it with this module and writes ``raytracer/tuning/data/kernel_counts.json``, which
+``raytracer.tuning.instruction_counts`` loads at run time.
+
+Counting rules (static counts: every instruction of a region once, whatever path a thread
+takes, so a loop body's count is an upper bound on one iteration's dynamic count):
+
+- an instruction is a statement ending in ``;`` inside a kernel body, excluding labels,
+  directives (``.reg``, ``.local``, ``.param`` ...), braces and comments;
+- memory instructions are ``ld/st.global`` and ``ld/st.local`` (the traversal stack lives in
+  local memory, which is off-chip like global memory); atomics on global memory too;
+- barriers (``bar.*``, ``barrier.*``) are counted apart and in neither class;
+- every other instruction (``ld.param``, ``ld.const``, branches, ``ret`` ...) is compute.
+
+Loops come from the control-flow graph, not from text order (the back end lays latches
+out before headers): basic blocks split at labels and branches, dominators, back edges
+``u -> h`` with ``h`` dominating ``u``, natural loops merged by header, nesting by body
+inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
+
+- the triangle-test loops are the innermost loops nested inside another loop (``trace()``
+  has two, one per child node); ``i_ci, i_mi`` are the mean of their bodies;
+- the traversal loop is their common parent; ``i_ct, i_mt`` are its body minus the
+  triangle-test loop bodies (node fetch, two slab tests, stack and loop control, leaf
+  set-up);
+- a loop enclosing the traversal loop (the AO sample loop) yields a per-ray constant:
+  its body minus the traversal loop, stored as its own entry ``"<kernel>_ray"`` with only
+  ``i_cco, i_mco`` set (the §4.3 AO equation has no per-ray constant; the model ignores it
+  unless it adds ``a_r * i_cco_ray``);
+- ``i_cco, i_mco`` are everything outside the outermost loop;
+- a kernel without loops (shade) is all constant (both Phong and flat branches counted);
+- the shade kernel is also compiled with its Phong switch fixed on and off
+  (``SHADE_VARIANTS``: the source line that reads the flag, replaced by a constant, so the
+  compiler drops the other branch), giving ``shade_phong`` and ``shade_flat``: the model
+  prices the Phong knob by their difference.
+
+Regenerate after editing any kernel: ``python tools/count_ptx.py``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.raytrace_cost import LoopCounts
+from raytracer.tuning.instruction_counts import (
+    LOOP_FIELDS,
+    KernelCountsError,
+    source_sha256,
+)
+
+CLANG = "clang-14"
+CLANG_FLAGS = (
+    "-cl-std=CL1.2",
+    "-target",
+    "nvptx64-nvidia-nvcl",
+    "-O2",
+    "-cl-fast-relaxed-math",
+)
+LIBCLC_CANDIDATES = (
+    "/usr/lib/clc/nvptx64--nvidiacl.bc",
+    "/usr/lib/llvm-14/lib/clc/nvptx64--nvidiacl.bc",
+    "/usr/share/clc/nvptx64--nvidiacl.bc",
+)
+COMPILER = "clang-14 nvptx64-nvidia-nvcl -O2 -cl-fast-relaxed-math + libclc nvptx64--nvidiacl"
+
+
+class CompilerError(RuntimeError):
+    """clang-14 or libclc is missing, or the kernel source failed to compile to PTX."""
+
+
+# --------------------------------------------------------------------------- PTX parsing
+
+_MEMORY = re.compile(r"^(ld|st|ldu|atom|red)\.(global|local)\b|^(ld|st)\.(volatile|relaxed)\.")
+_BARRIER = re.compile(r"^(bar|barrier)\.")
+_LABEL = re.compile(r"^([$%\w.]+):$")
+_BRANCH = re.compile(r"^(@!?%\w+\s+)?bra(\.uni)?\s+([$%\w.]+)$")
+_ENTRY = re.compile(r"\.entry\s+([$\w.]+)\s*\(")
+
+
+@dataclass(frozen=True)
+class RegionCount:
+    """Compute, memory and barrier instructions of one region of PTX."""
+
+    compute: int = 0
+    memory: int = 0
+    barriers: int = 0
+
+    def __add__(self, other: RegionCount) -> RegionCount:
+        return RegionCount(
+            self.compute + other.compute,
+            self.memory + other.memory,
+            self.barriers + other.barriers,
+        )
+
+    def __sub__(self, other: RegionCount) -> RegionCount:
+        return RegionCount(
+            self.compute - other.compute,
+            self.memory - other.memory,
+            self.barriers - other.barriers,
+        )
+
+
+@dataclass
+class _Block:
+    label: str | None
+    instrs: list[str]
+    succ: list[int]
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def _entry_bodies(ptx: str) -> dict[str, str]:
+    """Kernel name -> text between the braces of its ``.entry`` body (nested braces kept)."""
+    text = _strip_comments(ptx)
+    out: dict[str, str] = {}
+    for m in _ENTRY.finditer(text):
+        close = text.find(")", m.end())
+        start = text.find("{", close)
+        if close < 0 or start < 0:
+            raise KernelCountsError(f"PTX: .entry {m.group(1)} has no body")
+        depth, i = 0, start
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        else:
+            raise KernelCountsError(f"PTX: .entry {m.group(1)} body is not closed")
+        out[m.group(1)] = text[start + 1 : i]
+    return out
+
+
+def _statements(body: str) -> list[str]:
+    """Labels (``name:``) and instructions (without ``;``), directives and braces dropped."""
+    out: list[str] = []
+    pending = ""
+    for raw in body.replace("{", "\n").replace("}", "\n").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        if not pending:
+            label = re.match(r"^([$%\w.]+):\s*(.*)$", line)
+            if label and not line.startswith("."):
+                out.append(label.group(1) + ":")
+                line = label.group(2).strip()
+                if not line:
+                    continue
+        pending = f"{pending} {line}".strip()
+        while ";" in pending:
+            stmt, pending = pending.split(";", 1)
+            stmt = " ".join(stmt.split())
+            pending = pending.strip()
+            if stmt and not stmt.startswith("."):
+                out.append(stmt)
+    if pending:
+        raise KernelCountsError(f"PTX: unterminated statement {pending[:60]!r}")
+    return out
+
+
+def _blocks(stmts: list[str]) -> list[_Block]:
+    """Split statements into basic blocks and link successors (fall-through and branches)."""
+    blocks: list[_Block] = [_Block(None, [], [])]
+    ends: list[tuple[str | None, bool]] = []  # per block: branch target, falls through
+    for s in stmts:
+        m = _LABEL.match(s)
+        if m:
+            if blocks[-1].instrs or blocks[-1].label is not None:
+                ends.append((None, True))
+                blocks.append(_Block(m.group(1), [], []))
+            else:
+                blocks[-1].label = m.group(1)
+            continue
+        blocks[-1].instrs.append(s)
+        b = _BRANCH.match(s)
+        terminal = s.split()[0] in ("ret", "exit", "trap")
+        if b or terminal:
+            ends.append((b.group(3) if b else None, bool(b and b.group(1))))
+            blocks.append(_Block(None, [], []))
+    ends.append((None, False))
+    index = {blk.label: i for i, blk in enumerate(blocks) if blk.label is not None}
+    for i, (target, falls) in enumerate(ends):
+        if target is not None:
+            if target not in index:
+                raise KernelCountsError(f"PTX: branch to unknown label {target}")
+            blocks[i].succ.append(index[target])
+        if falls and i + 1 < len(blocks):
+            blocks[i].succ.append(i + 1)
+    return blocks
+
+
+def _classify(instr: str) -> RegionCount:
+    op = instr.split()[0]
+    if op.startswith("@"):
+        op = instr.split()[1]
+    if _BARRIER.match(op):
+        return RegionCount(barriers=1)
+    if _MEMORY.match(op) and (".global" in op or ".local" in op):
+        return RegionCount(memory=1)
+    return RegionCount(compute=1)
+
+
+def _count(blocks: list[_Block], ids: set[int] | range) -> RegionCount:
+    total = RegionCount()
+    for i in ids:
+        for instr in blocks[i].instrs:
+            total = total + _classify(instr)
+    return total
+
+
+def _dominators(blocks: list[_Block]) -> list[set[int]]:
+    """Iterative dominator sets from block 0 (unreachable blocks dominate nothing)."""
+    n = len(blocks)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for i, blk in enumerate(blocks):
+        for s in blk.succ:
+            preds[s].append(i)
+    full = set(range(n))
+    dom = [full.copy() for _ in range(n)]
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for i in range(1, n):
+            ps = [dom[p] for p in preds[i]]
+            new = set.intersection(*ps) | {i} if ps else {i}
+            if new != dom[i]:
+                dom[i], changed = new, True
+    return dom
+
+
+def _natural_loops(blocks: list[_Block]) -> list[frozenset[int]]:
+    """Natural loop bodies (block ids), back edges to one header merged, smallest first."""
+    dom = _dominators(blocks)
+    preds: list[list[int]] = [[] for _ in blocks]
+    for i, blk in enumerate(blocks):
+        for s in blk.succ:
+            preds[s].append(i)
+    by_header: dict[int, set[int]] = {}
+    for u, blk in enumerate(blocks):
+        for h in blk.succ:
+            if h in dom[u]:
+                body = by_header.setdefault(h, {h})
+                stack = [u]
+                while stack:
+                    x = stack.pop()
+                    if x not in body:
+                        body.add(x)
+                        stack.extend(preds[x])
+    return sorted((frozenset(b) for b in by_header.values()), key=len)
+
+
+def _parent(loop: frozenset[int], loops: list[frozenset[int]]) -> frozenset[int] | None:
+    outer = [o for o in loops if loop < o]
+    return min(outer, key=len) if outer else None
+
+
+def count_kernel(name: str, body: str) -> dict[str, LoopCounts]:
+    """Counts of one kernel body: ``{name: LoopCounts}`` plus ``{name}_ray`` if it has one."""
+    blocks = _blocks(_statements(body))
+    total = _count(blocks, range(len(blocks)))
+    loops = _natural_loops(blocks)
+    if not loops:
+        return {name: LoopCounts(i_cco=total.compute, i_mco=total.memory)}
+    parents = {loop: _parent(loop, loops) for loop in loops}
+    has_child = {p for p in parents.values() if p is not None}
+    inner = [lp for lp in loops if parents[lp] is not None and lp not in has_child]
+    traversal = {parents[lp] for lp in inner}
+    if len(traversal) != 1:
+        raise KernelCountsError(
+            f"PTX: kernel {name}: expected triangle-test loops nested in one traversal loop, "
+            f"found {len(loops)} loop(s) with {len(traversal)} distinct parent(s) of the "
+            "innermost nested loops"
+        )
+    trav = traversal.pop()
+    stray = [lp for lp in loops if lp not in inner and lp != trav and not trav < lp]
+    if stray:
+        raise KernelCountsError(
+            f"PTX: kernel {name}: {len(stray)} loop(s) outside the traversal loop nest"
+        )
+    tests = [_count(blocks, lp) for lp in inner]
+    inner_union: set[int] = set().union(*inner)
+    step = _count(blocks, trav - inner_union)
+    n = len(tests)
+    i_ci = sum(t.compute for t in tests) / n
+    i_mi = sum(t.memory for t in tests) / n
+    enclosing = [lp for lp in loops if trav < lp]
+    outermost = max(enclosing, key=len) if enclosing else trav
+    const = total - _count(blocks, outermost)
+    out = {
+        name: LoopCounts(
+            i_ct=step.compute,
+            i_ci=i_ci,
+            i_cco=const.compute,
+            i_mt=step.memory,
+            i_mi=i_mi,
+            i_mco=const.memory,
+        )
+    }
+    if enclosing:
+        ray = _count(blocks, outermost - trav)
+        out[f"{name}_ray"] = LoopCounts(i_cco=ray.compute, i_mco=ray.memory)
+    return out
+
+
+def count_ptx(ptx: str) -> dict[str, LoopCounts]:
+    """Per-loop counts of every ``.entry`` kernel in ``ptx`` (pure parsing; rules above)."""
+    bodies = _entry_bodies(ptx)
+    if not bodies:
+        raise KernelCountsError("PTX: no .entry kernel found")
+    out: dict[str, LoopCounts] = {}
+    for name, body in bodies.items():
+        out.update(count_kernel(name, body))
+    return out
+
+
+def count_barriers(ptx: str) -> dict[str, int]:
+    """Barrier instructions per ``.entry`` kernel (not part of LoopCounts)."""
+    return {
+        name: _count(blk, range(len(blk))).barriers
+        for name, body in _entry_bodies(ptx).items()
+        for blk in [_blocks(_statements(body))]
+    }
+
+
+# --------------------------------------------------------------------------- compiling
+
+
+def find_libclc() -> Path | None:
+    """Path of libclc's nvptx64 bitcode (Debian package libclc-14), or None."""
+    for candidate in LIBCLC_CANDIDATES:
+        if Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def compile_ptx(source: str, clang: str = CLANG, libclc: str | Path | None = None) -> str:
+    """PTX of OpenCL C ``source`` via clang-14 with libclc linked (builtins inlined, no calls)."""
+    exe = shutil.which(clang)
+    if exe is None:
+        raise CompilerError(
+            f"{clang} not found on PATH; install it (Debian: apt-get install clang-14 libclc-14)"
+        )
+    lib = Path(libclc) if libclc is not None else find_libclc()
+    if lib is None or not lib.is_file():
+        raise CompilerError(
+            f"libclc nvptx64 bitcode not found ({lib or ', '.join(LIBCLC_CANDIDATES)}); "
+            "install it (Debian: apt-get install libclc-14)"
+        )
+    cmd = [exe, *CLANG_FLAGS, "-Xclang", "-mlink-bitcode-file", "-Xclang", str(lib)]
+    cmd += ["-Wno-linker-warnings", "-S", "-o", "-", "-x", "cl", "-"]
+    proc = subprocess.run(cmd, input=source, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise CompilerError(f"{clang} failed to compile the kernels to PTX:\n{proc.stderr}")
+    return proc.stdout
+
+
+# The shade kernel's Phong switch: this line of the source, replaced by each constant, gives
+# the kernel of one branch (the compiler removes the other).
+SHADE_SWITCH = "const int phong = flags & 1"
+SHADE_VARIANTS = {"shade_phong": "const int phong = 1", "shade_flat": "const int phong = 0"}
+
+
+def shade_variant_counts(source: str, compile: Any = None) -> dict[str, LoopCounts]:
+    """``shade_phong`` and ``shade_flat`` counts: the shade kernel compiled with Phong fixed."""
+    if source.count(SHADE_SWITCH) != 1:
+        raise KernelCountsError(f"kernel source: expected the shade kernel's Phong switch "
+                                f"{SHADE_SWITCH!r} once (update SHADE_SWITCH in "
+                                f"tools/ptx_analysis.py)")
+    compile = compile or compile_ptx
+    out = {}
+    for key, line in SHADE_VARIANTS.items():
+        out[key] = count_ptx(compile(source.replace(SHADE_SWITCH, line)))["shade"]
+    return out
+
+
+def counts_document(source: str, ptx: str, compile: Any = None) -> dict[str, Any]:
+    """The JSON document ``tools/count_ptx.py`` writes for this source and its PTX (the two
+    shade variants are compiled here with ``compile``, default :func:`compile_ptx`)."""
+    counts = count_ptx(ptx) | shade_variant_counts(source, compile)
+    return {
+        "source_sha256": source_sha256(source),
+        "compiler": COMPILER,
+        "phases": {
+            key: {f: float(getattr(lc, f)) for f in LOOP_FIELDS}
+            for key, lc in sorted(counts.items())
+        },
+        "barriers": dict(sorted(count_barriers(ptx).items())),
+    }
+
+
