@@ -241,80 +241,85 @@ def _buffer_words(device: cl.Device, quick: bool) -> int:
     return (1 << int(math.floor(math.log2(min(want, cap))))) // 4
 
 
+def _chain_buffer(b: _Bench, n_words: int, seed: int) -> cl.Buffer:
+    """A device buffer holding one random cycle through all ``n_words`` words (for chasing)."""
+    perm = np.random.default_rng(seed).permutation(n_words).astype(np.uint32)
+    nxt = np.empty(n_words, np.uint32)
+    nxt[perm[:-1]] = perm[1:]  # one cycle through every word
+    nxt[perm[-1]] = perm[0]
+    return cl.Buffer(b.ctx, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=nxt)
+
+
+def _latency_seconds(b: _Bench, data: cl.Buffer, out: cl.Buffer, n_words: int) -> float:
+    """Seconds per dependent load: one work-item chasing pointers through the buffer."""
+    chase = b.kernels["chase"]
+    return b.per_iter(lambda s: b.run(chase, 1, 1, data, np.uint32(0), np.int32(s), out),
+                      1 << 10, min(n_words * 4, 1 << 24))
+
+
+def _stream_cycles(b: _Bench, data: cl.Buffer, out: cl.Buffer, n_words: int,
+                   warps: tuple[int, ...], coalesced: bool) -> list[float]:
+    """Cycles per round of dependent loads at each occupancy (warps per core)."""
+    mask = np.uint32(n_words - 1)
+    kernel = b.kernels["stream_coal" if coalesced else "stream_uncoal"]
+    cycles = []
+    for n in warps:
+        items = b.cores * n * b.warp
+        if coalesced:
+            lane, step = (np.uint32(x) for x in b.strides(items, n_words))
+            per = b.per_iter(lambda k, items=items, lane=lane, step=step: b.run(
+                kernel, items, b.warp, data, mask, lane, step, np.int32(k), out), 16, 1 << 22)
+        else:
+            per = b.per_iter(lambda k, items=items: b.run(
+                kernel, items, b.warp, data, mask, np.int32(k), out), 4, 1 << 22)
+        cycles.append(per * b.clock_hz)
+        b.progress(f"{'coalesced' if coalesced else 'uncoalesced'} {n} warps/core")
+    return cycles
+
+
+def _fma_round_seconds(b: _Bench, out: cl.Buffer, warps: int) -> float:
+    """Seconds per round of ``CHAINS`` dependent multiply-adds over ``warps`` warps per core."""
+    items = b.cores * warps * b.warp
+    fma = b.kernels["fma_chain"]
+    return b.per_iter(lambda k: b.run(fma, items, b.warp, np.int32(k), np.float32(0.999999),
+                                      np.float32(1e-7), out), 64, 1 << 24)
+
+
+def _bandwidth(b: _Bench, data: cl.Buffer, out: cl.Buffer, n_words: int
+               ) -> tuple[float, float, int]:
+    """(GB/s, seconds, bytes) of one float4 sweep over the buffer at 32 warps per core."""
+    items = b.cores * 32 * b.warp
+    per_item = n_words // 4 // items
+    bytes_read = 16 * per_item * items
+    lane, step = (np.uint32(x) for x in b.strides(items, n_words // 4))
+    seconds = b.run(b.kernels["read_bw"], items, b.warp, data, lane, step, np.int32(per_item),
+                    out)
+    return bytes_read / seconds / 1e9, seconds, bytes_read
+
+
 def _measure(
     info: DeviceInfo, device: cl.Device, quick: bool, warps: tuple[int, ...], seed: int,
     tick: Progress,
 ) -> MicrobenchResult:
     b = _Bench(info, device, quick, tick)
     tick("build")
-    mf = cl.mem_flags
     n_words = _buffer_words(device, quick)
-    rng = np.random.default_rng(seed)
-    perm = rng.permutation(n_words).astype(np.uint32)
-    nxt = np.empty(n_words, np.uint32)
-    nxt[perm[:-1]] = perm[1:]  # one cycle through every word
-    nxt[perm[-1]] = perm[0]
-    data = cl.Buffer(b.ctx, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=nxt)
-    del nxt, perm
-    max_items = b.cores * max(max(warps), 32) * b.warp
-    out = cl.Buffer(b.ctx, mf.READ_WRITE, size=4 * max_items)
-
-    chase = b.kernels["chase"]
-    latency_s = b.per_iter(
-        lambda s: b.run(chase, 1, 1, data, np.uint32(0), np.int32(s), out),
-        1 << 10,
-        min(n_words * 4, 1 << 24),
-    )
+    data = _chain_buffer(b, n_words, seed)
+    out = cl.Buffer(b.ctx, cl.mem_flags.READ_WRITE, size=4 * b.cores * max(max(warps), 32)
+                    * b.warp)
+    latency_s = _latency_seconds(b, data, out, n_words)
     mem_latency = latency_s * b.clock_hz
     tick("latency")
-
     cl.enqueue_fill_buffer(b.queue, data, np.uint32(0), 0, 4 * n_words).wait()
-    mask = np.uint32(n_words - 1)
-    coal_cycles, uncoal_cycles = [], []
-    coal, uncoal = b.kernels["stream_coal"], b.kernels["stream_uncoal"]
-    for n in warps:
-        items = b.cores * n * b.warp
-        lane, step = (np.uint32(x) for x in b.strides(items, n_words))
-        per = b.per_iter(
-            lambda k, items=items, lane=lane, step=step: b.run(
-                coal, items, b.warp, data, mask, lane, step, np.int32(k), out
-            ),
-            16,
-            1 << 22,
-        )
-        coal_cycles.append(per * b.clock_hz)
-        tick(f"coalesced {n} warps/core")
-    for n in warps:
-        items = b.cores * n * b.warp
-        per = b.per_iter(
-            lambda k, items=items: b.run(uncoal, items, b.warp, data, mask, np.int32(k), out),
-            4,
-            1 << 22,
-        )
-        uncoal_cycles.append(per * b.clock_hz)
-        tick(f"uncoalesced {n} warps/core")
+    coal_cycles = _stream_cycles(b, data, out, n_words, warps, coalesced=True)
+    uncoal_cycles = _stream_cycles(b, data, out, n_words, warps, coalesced=False)
     fit_c = fit_departure_delay(warps, coal_cycles)
     fit_u = fit_departure_delay(warps, uncoal_cycles)
-
     compute_warps = 32
-    items = b.cores * compute_warps * b.warp
-    fma = b.kernels["fma_chain"]
-    per = b.per_iter(
-        lambda k: b.run(
-            fma, items, b.warp, np.int32(k), np.float32(0.999999), np.float32(1e-7), out
-        ),
-        64,
-        1 << 24,
-    )
+    per = _fma_round_seconds(b, out, compute_warps)
     issue_cycles = per * b.clock_hz / (compute_warps * CHAINS)
     tick("compute")
-
-    bw_items = b.cores * 32 * b.warp
-    per_item = n_words // 4 // bw_items
-    bytes_read = 16 * per_item * bw_items
-    lane, step = (np.uint32(x) for x in b.strides(bw_items, n_words // 4))
-    t_bw = b.run(b.kernels["read_bw"], bw_items, b.warp, data, lane, step, np.int32(per_item), out)
-    bandwidth = bytes_read / t_bw / 1e9
+    bandwidth, t_bw, bytes_read = _bandwidth(b, data, out, n_words)
     tick("bandwidth")
     data.release()
     out.release()
