@@ -698,10 +698,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="2 image sizes, 1-4 real ranks, 1-8 emulated, 6 frames")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
-    parser.add_argument("--data", type=Path, help="folder for real runs, histograms and "
-                        "training data (reused: finished runs are not repeated); default: "
-                        f"{DATA_DIR.relative_to(HERE.parent)} for the full run, a temporary "
-                        "folder with --quick")
+    parser.add_argument("--data", type=Path, help="reuse this folder's real runs, histograms "
+                        "and training data (finished runs are not repeated; they were measured "
+                        "on the machine that wrote them); default: measure everything afresh "
+                        "into a new folder ./autotune-cluster-<date> (a temporary one with "
+                        f"--quick). The committed data: {DATA_DIR.relative_to(HERE.parent)}")
     parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name} and the "
                         "trained model models/data/cluster_model.json")
     from autotune.app import options as opt
@@ -710,6 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from autotune.app.cluster_files import DEFAULT_MODEL, write_model
     from autotune.app.report import emit, plain
+    from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir, write_json
 
     if args.plots:
@@ -717,8 +719,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg = CONFIGS["quick" if args.quick else "full"]
     started = time.perf_counter()
     load_before = os.getloadavg()[0]
+    run = RunRecord()
     with tempfile.TemporaryDirectory(prefix="autotune-cluster-") as tmp:
-        work = args.data or (Path(tmp) if args.quick else DATA_DIR)
+        stamp_name = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        work = args.data or (Path(tmp) if args.quick else Path(f"autotune-cluster-{stamp_name}"))
+        data_note = (f"reused from {work} (measured where and when it was written)"
+                     if args.data else f"measured afresh into {work}"
+                     + (" (temporary)" if args.quick else ""))
+        print(f"bench cluster: data {data_note}", file=sys.stderr, flush=True)
         work.mkdir(parents=True, exist_ok=True)
         terms = {net: calibrate_term(net, cfg["term_repeats"], work) for net in ("shm", "slow")}
         real = real_runs(cfg, work)
@@ -731,6 +739,8 @@ def main(argv: list[str] | None = None) -> int:
             with output_dir(args.plots, args.force) as folder:
                 plot(cfg, plots, folder)
     figures["goals"] = goals(figures)
+    figures["data"] = data_note
+    stamp(figures, run)
     figures["config"] = {k: v for k, v in cfg.items()}
     figures["notes"] = {
         "time": "rank 0's frame time (frame start to the final composited image), mean over the "
@@ -780,7 +790,7 @@ def _loads(real: dict[str, Any], data: Any) -> str:
 
 
 def _cpu() -> str:
-    from benchmarks.compositing import cpu_model
+    from autotune.app.run_record import cpu_model
 
     return cpu_model()
 

@@ -407,12 +407,6 @@ def plot_scaling(figures: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
-def cpu_model() -> str:
-    from benchmarks.compositing import cpu_model as model
-
-    return model()
-
-
 def parse(argv: list[str]) -> argparse.Namespace:
     """The benchmark's options (an unknown part is an argument error)."""
     parser = argparse.ArgumentParser(prog="autotune bench volume",
@@ -487,7 +481,7 @@ def scaling_part(volume: str, size: int, frames: int, counts: list[int],
 def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
     """Where and when the figures were taken."""
     out = {
-        "cpu": cpu_model(), "cores": os.cpu_count(),
+        "cores": os.cpu_count(),
         "load_avg_at_end": list(os.getloadavg()),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(), "quick": bool(quick),
@@ -508,10 +502,12 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
 
     from autotune.app.report import emit, plain
+    from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir
 
     if args.plots:
         check_output_dir(args.plots, args.force)
+    run = RunRecord()
     parts = args.parts
     size = 256 if args.quick else 512
     repeats = args.repeats or (3 if args.quick else 5)
@@ -540,7 +536,8 @@ def main(argv: list[str] | None = None) -> int:
                     plot_images(Path(images), figures, folder)
                 if "scaling" in figures:
                     plot_scaling(figures, folder / "volume_scaling.png")
-    emit(figures, args.json, "Volume renderer: ours vs VTK, compositing, strong scaling")
+    emit(stamp(figures, run), args.json,
+         "Volume renderer: ours vs VTK, compositing, strong scaling")
     if args.save:
         from autotune.atomic_files import write_json
 

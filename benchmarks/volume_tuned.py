@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -375,11 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         return worker(args)
     from autotune.app.report import emit, plain
+    from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir, write_json
     from raytracer.volume.mpi_runtime import launch
 
     if args.plots:
         check_output_dir(args.plots, args.force)
+    run = RunRecord()
     cmd = ["benchmarks.volume_tuned", "--worker", "--size", str(args.size), "--volume",
            args.volume, "--held-out", args.held_out] + (["--quick"] if args.quick else [])
     done = launch(cmd, args.ranks, timeout=3600)
@@ -392,9 +395,10 @@ def main(argv: list[str] | None = None) -> int:
     figures = json.loads(lines[-1][len(MARK):])
     figures["controlled_time"] = ("rank 0's frame: probe + choice + knob broadcast + local "
                                   "render + compositing + gather + upscale")
-    figures["machine_note"] = ("2-core VM shared with other jobs; ranks oversubscribe the "
-                               "cores (one PoCL thread each)")
+    figures["machine_note"] = (f"{os.cpu_count()} cores; {args.ranks} ranks, each OpenCL "
+                               "device on its share of the cores (AUTOTUNE_COMPUTE_UNITS)")
     figures["goals"] = goals(figures)
+    stamp(figures, run)
     if args.plots:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
