@@ -127,16 +127,19 @@ def test_tables_by_hand():
     assert sm.band_share(preds["BSP"], np.ones(4), sm.BAND) == pytest.approx(2 / 3)
 
 
-def test_bsp_regular_leaves_msa_out():
-    runs = [sm.Run("test", "MSA", 1, 64, 1.0), sm.Run("test", "vAdd", 1, 64, 1.0)]
-    reg = sm.bsp_regular(runs, np.array([5.0, 1.1]))
-    assert reg["n"] == 1 and reg["share_in_band"] == 1.0
+def test_bsp_regular_leaves_msa_out_and_splits_by_lambdas_block():
+    runs = [sm.Run("test", "MSA", 1, 64, 1.0), sm.Run("test", "vAdd", 1, 64, 1.0),
+            sm.Run("test", "vAdd", 2, 64, 1.0), sm.Run("test", "vAdd", 2, 256, 1.0)]
+    reg = sm.bsp_regular(runs, np.array([5.0, np.nan, 1.1, 3.0]))
+    assert reg["at_lambda_block"]["n"] == 1 and reg["at_lambda_block"]["share_in_band"] == 1.0
+    assert reg["all_blocks"]["n"] == 2 and reg["all_blocks"]["share_in_band"] == 0.5
 
 
 def figures_with(share: float, lr_mean: float) -> dict:
     row = {a: {"accuracy_mean": 1.0} for a in APPROACHES}
     row["LR"] = {"accuracy_mean": lr_mean}
-    return {"bsp_regular": {"share_in_band": share}, "table_v": {"test": row}, "split": "size"}
+    return {"bsp_regular": {"at_lambda_block": {"share_in_band": share}},
+            "table_v": {"test": row}, "split": "size"}
 
 
 def test_goals_from_a_synthetic_figures_dict():
@@ -204,5 +207,7 @@ def test_every_kernel_computes_its_result_and_the_pipeline_runs():
     figures, preds = sm.evaluate(runs, facts, {info.runtime: None}, "size")
     assert set(figures["table_v"][info.runtime]) == set(sm.ALL_APPROACHES)
     assert np.all(np.isnan(preds["HK"]))  # no profile given
-    assert figures["bsp_regular"]["n"] == len(runs) - 2 * 3 - 8  # MSA and the lambda runs out
+    regular = figures["bsp_regular"]
+    assert regular["all_blocks"]["n"] == len(runs) - 2 * 3 - 8  # MSA and the lambda runs out
+    assert regular["at_lambda_block"]["n"] == 8 * 2  # the other two sizes at block 16
     assert len(figures["runs"]) == len(runs) and "goals" in figures
