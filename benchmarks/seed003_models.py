@@ -100,8 +100,10 @@ def work_exponent(kernel: str) -> int:
 
 QUICK = Sweep((64, 128, 256), (256, 512, 1024), (1 << 18, 1 << 19, 1 << 20), (64, 256),
               (64, 256), 0.2)
-FULL = Sweep(tuple(1 << e for e in range(6, 12)), tuple(1 << e for e in range(8, 13)),
-             tuple(1 << e for e in range(18, 26)), (64, 256, 1024), (64, 128, 256, 512), 1.0)
+# The seed's ranges (2-D sides 2^8..2^13, vectors 2^18..2^27; MM from 2^6 for more points), cut
+# where the next size would take longer than max_launch_s.
+FULL = Sweep(tuple(1 << e for e in range(6, 14)), tuple(1 << e for e in range(8, 14)),
+             tuple(1 << e for e in range(18, 28)), (64, 256, 1024), (64, 128, 256, 512), 1.0)
 
 
 @dataclass(frozen=True)
@@ -654,12 +656,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.plots:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
-    from raytracer.opencl_device import one_device_per_runtime
+    from raytracer.opencl_device import DeviceError, one_device_per_runtime
 
     sweep = QUICK if args.quick else FULL
     if args.max_launch_s:
         sweep = replace(sweep, max_launch_s=args.max_launch_s)
     specs = [info.spec for info in one_device_per_runtime(args.device)]
+    if not specs:
+        raise DeviceError("no OpenCL device builds here; `autotune devices` says why")
     split = args.split if args.split != "auto" else ("device" if len(specs) > 1 else "size")
     if split == "device" and len(specs) < 2:
         parser.error("--split device needs two or more devices that build here")

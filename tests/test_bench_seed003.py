@@ -211,3 +211,17 @@ def test_every_kernel_computes_its_result_and_the_pipeline_runs():
     assert regular["all_blocks"]["n"] == len(runs) - 2 * 3 - 8  # MSA and the lambda runs out
     assert regular["at_lambda_block"]["n"] == 8 * 2  # the other two sizes at block 16
     assert len(figures["runs"]) == len(runs) and "goals" in figures
+
+
+def test_plots_into_a_non_empty_folder_are_refused_before_measuring(tmp_path, monkeypatch):
+    from autotune.atomic_files import OutputError
+
+    (tmp_path / "mine.txt").write_text("keep")
+
+    def measured(*args, **kwargs):
+        raise AssertionError("measured before refusing the folder")
+
+    monkeypatch.setattr(sm, "measure", measured)
+    with pytest.raises(OutputError, match="--force"):
+        sm.main(["--quick", "--plots", str(tmp_path)])
+    assert [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
