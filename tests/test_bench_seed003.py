@@ -206,6 +206,7 @@ def test_every_kernel_computes_its_result_and_the_pipeline_runs():
                                           info.clock_mhz or 1000.0, 10.0, info.simd_width)}
     figures, preds = sm.evaluate(runs, facts, {info.runtime: None}, "size")
     assert set(figures["table_v"][info.runtime]) == set(sm.ALL_APPROACHES)
+    assert figures["table_v_mmsc"][info.runtime]["LR"]["n"] == 3 * 2  # MMSC's runs only
     assert np.all(np.isnan(preds["HK"]))  # no profile given
     regular = figures["bsp_regular"]
     assert regular["all_blocks"]["n"] == len(runs) - 2 * 3 - 8  # MSA and the lambda runs out
