@@ -64,7 +64,6 @@ from models.learned_comparators import (
 
 MATRIX_MULTIPLY = ("MMGU", "MMGC", "MMSU", "MMSC")
 TWO_D = (*MATRIX_MULTIPLY, "MAU", "MAC")
-UNCOALESCED = ("MMGU", "MMSU", "MAU")
 REGULAR = tuple(k for k in SEED_KERNELS if k != "MSA")  # the seed's "regular behavior" kernels
 MSA_THREADS = 4096  # the seed's MSA launch: 32 blocks of 128
 ALL_APPROACHES = ("BSP", "HK", *APPROACHES)
