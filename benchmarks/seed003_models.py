@@ -31,7 +31,10 @@ access costs ``ceil(4 * warp / 64)`` 64-byte lines, an uncoalesced one ``warp``;
 the share of compute-unit slots the work-groups fill over their waves.
 
 Figures: tables like the seed's V (accuracy = predicted / measured, mean and sd, and NMSE per
-device and approach) and VI (NMSE per kernel and approach); every run with its predictions.
+device and approach; over every kernel, and over MMSC alone as the seed's) and VI (NMSE per kernel
+and approach); every run with its predictions. ``--plots DIR``: a normal Q-Q plot of LR's
+residuals without and with log2 (Fig. 1), accuracy box plots per kernel, approach and held-out
+group (Fig. 3) and of the learned models on MMSC (Fig. 2).
 """
 
 from __future__ import annotations
