@@ -29,6 +29,7 @@ BENCHMARKS = {
     "volume-tuned": "benchmarks.volume_tuned",
     "cluster": "benchmarks.cluster",
     "mapping": "benchmarks.mapping",
+    "models": "benchmarks.seed003_models",
 }
 
 
