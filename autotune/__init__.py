@@ -32,6 +32,7 @@ from autotune.controllers import (
     PIController,
 )
 from autotune.feedback import BiasCorrection, PartCorrections
+from autotune.frame_loop import FrameLoop, FramePrice
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.learned import (
     UNEXPLORED_SECONDS,
@@ -59,6 +60,8 @@ __all__ = [
     "FeedForwardController",
     "FixedController",
     "FloatKnob",
+    "FrameLoop",
+    "FramePrice",
     "FrameRecord",
     "GridSearch",
     "HybridPredictor",

@@ -104,14 +104,14 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
     rows = []
     for i, cam in enumerate(cameras):
         if targets is not None and tuned.rank == 0:
-            tuned.set_target(targets[i])
+            tuned.target_seconds = targets[i]
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
         t0 = time.perf_counter()
         f = tuned.render(cam, reference=quality_every > 0 and i % quality_every == 0)
         if f is None:
             continue
-        rows.append({"frame": i, "target": tuned.target, "measured": f.measured,
+        rows.append({"frame": i, "target": tuned.target_seconds, "measured": f.measured,
                      "predicted": f.predicted, "corrected": f.corrected,
                      "rate": 1.0 / f.settings.step, "scale": f.settings.image_scale,
                      "ert": f.settings.ert_threshold, "probe": f.probe_seconds,
@@ -224,7 +224,7 @@ def recoveries(tuned: Any, orbit: list, target: float | None, held_renderer: Any
                                 "summary_after": _errors(rows[half:]), "frames": rows}
     tuned.use_controller("feedforward")
     if tuned.rank == 0:
-        tuned.set_target(target)
+        tuned.target_seconds = target
     rows = governed_run(tuned, orbit, 0, swap_at=half, swap_to=held_renderer)
     if tuned.rank == 0:
         out["volume_swap"] = {"at": half, "to": held_name,
@@ -269,8 +269,8 @@ def worker(args: argparse.Namespace) -> int:
     full = tuned.full_quality_seconds(orbit[0])
     target = 0.5 * full if rank == 0 else None
     if rank == 0:
-        tuned.set_target(target)
-        tuned_bal.set_target(target)
+        tuned.target_seconds = target
+        tuned_bal.target_seconds = target
         out["target_ms"] = target * 1e3
         out["full_quality_first_view_ms"] = 2 * target * 1e3
 

@@ -211,7 +211,8 @@ class VolumeRun:
             full = self.tuned.full_quality_seconds(first_camera)  # None on ranks >= 1
             if self.rank == 0:
                 self.target = a.target_share * full
-                self.tuned.set_target(self.target)  # the next frame's state takes it everywhere
+                self.tuned.target_seconds = self.target  # the next frame's state takes it
+                # everywhere
                 print(f"target {1e3 * self.target:.1f} ms = {a.target_share:g} x the first "
                       f"view's full-quality frame", file=sys.stderr, flush=True)
         if a.controller == "fixed":
@@ -265,7 +266,8 @@ class VolumeRun:
         if "predicted" in frame:
             q = frame["quality"]
             row.update({
-                "target_ms": 1e3 * self.tuned.target, "measured_ms": 1e3 * frame["measured"],
+                "target_ms": 1e3 * self.tuned.target_seconds,
+                "measured_ms": 1e3 * frame["measured"],
                 "predicted_ms": 1e3 * frame["predicted"], "corrected_ms": 1e3 * frame["corrected"],
                 "probe_ms": 1e3 * frame["probe_seconds"], "over_budget": int(frame["over_budget"]),
                 "psnr": q.get("psnr", math.nan), "ssim": q.get("ssim", math.nan),

@@ -22,8 +22,9 @@ import numpy as np
 from autotune import (
     DEFAULT_CONTROLLER,
     BoolKnob,
-    FeedForwardController,
     FloatKnob,
+    FrameLoop,
+    FramePrice,
     KnobSpace,
     PartCorrections,
     Tuner,
@@ -66,6 +67,12 @@ def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
 
     ao = FloatKnob("ao_rays", 0, max_ao_rays, levels=AO_LEVELS_PER_RAY * max_ao_rays + 1)
     return KnobSpace([ao, BoolKnob("shadows"), BoolKnob("phong")], quality=quality)
+
+
+def knobs_of(settings: RenderSettings) -> dict[str, float | bool]:
+    """The tuner's knobs of render settings (the AO radius is not a knob)."""
+    return {"ao_rays": float(settings.ao_rays), "shadows": bool(settings.shadows),
+            "phong": bool(settings.phong)}
 
 
 class RayTraceModel:
@@ -165,7 +172,6 @@ class TunedRenderer:
         self.width, self.height = width, height
         self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
         self.space = knob_space()
-        self.tuning = True
         self.force_shadows: bool | None = None
         self.frame_index = 0
         self._workload: Workload | None = None
@@ -175,7 +181,8 @@ class TunedRenderer:
         self._pending_probe: tuple[tuple, Future, float] | None = None
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead_seconds = 0.0  # running estimate: read-back + launch + host per frame
-        self.tuner = Tuner(self.space, self._predict, target_seconds, controller=controller)
+        self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase")
+        self.loop.configure(self.space, self._price)
 
     @property
     def ao_radius(self) -> float:
@@ -198,67 +205,56 @@ class TunedRenderer:
         value.validate()
         self._settings = RenderSettings(value.ao_rays, self.ao_radius, value.shadows,
                                         value.phong)
+        if not self.tuning:
+            self.loop.hold(knobs_of(self._settings))
+
+    @property
+    def tuning(self) -> bool:
+        """Off: the frames hold the last knobs (or those given to :attr:`settings`)."""
+        return self.loop.tuning
+
+    @tuning.setter
+    def tuning(self, on: bool) -> None:
+        self.loop.tuning = on
 
     @property
     def target_seconds(self) -> float:
-        return self.tuner.target_seconds
+        return self.loop.target_seconds
 
     @target_seconds.setter
     def target_seconds(self, value: float) -> None:
-        self.tuner.target_seconds = value
+        self.loop.target_seconds = value
 
     @property
     def controller(self) -> str:
-        return type(self.tuner.controller).__name__
+        """The chosen controller's name (``autotune.CONTROLLERS``)."""
+        return self.loop.controller
 
-    def set_controller(self, name: str) -> None:
+    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
         """Switch to another controller of :data:`autotune.CONTROLLERS` (starts it afresh)."""
-        self.tuner = Tuner(self.space, self._predict, self.tuner.target_seconds, controller=name)
+        self.loop.use_controller(name, pi_gains)
+
+    @property
+    def tuner(self) -> Tuner:
+        """The loop's tuner (its controller, correction and history)."""
+        return self.loop.tuner
 
     def resize(self, width: int, height: int) -> None:
         self.width, self.height = width, height
 
-    def _predict(self, c: dict[str, np.ndarray]) -> np.ndarray:
-        """Model kernel seconds + the measured parts of the frame. The tuner multiplies what
-        this returns by its feedback correction; the probe time already spent and the host
-        overhead are measured, not modelled, so they are passed divided by it: the correction
-        (a model bias) scales the kernels only. Otherwise a view where the known parts
-        dominate (an empty sky) would teach a correction that is wrong for the next view."""
+    def _price(self, c: dict[str, np.ndarray]) -> FramePrice:
+        """Model kernel seconds (with the per-phase corrections) + the frame's measured part
+        (probe spent + host overhead); candidates a user ruled out cost ``EXCLUDED_SECONDS``."""
         seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"],
                                            self._phase_factors())
-        if self.feedback == "phase":  # the phases carry the bias: the controller's factor cancels
-            seconds = (seconds + self._known()) / self.tuner.correction
-        else:
-            seconds = seconds + self._known() / self.tuner.correction
         if self.force_shadows is not None:
             seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
                                EXCLUDED_SECONDS)
-        return seconds
+        return FramePrice(seconds, self._known())
 
     def _phase_factors(self) -> dict[str, float] | None:
         """Per-phase corrections when ``feedback == "phase"``, else None (the bare model)."""
         return self.phase_corrections.factors() if self.feedback == "phase" else None
-
-    def _feedback(self, predicted_phases: dict[str, float], measured_phases: dict[str, float],
-                  wall: float, corrected: float, teaches: bool) -> float:
-        """Learn from this frame; return what the controller is to observe.
-
-        A frame whose kernels are a small part of it (an empty sky: probe and overhead
-        dominate) says little about the model's bias. With per-phase feedback each phase learns
-        from its own kernel time (not from such frames) and the overhead estimate takes the rest
-        of the frame; the controller still observes the measured frame, but its correction
-        cancels out of :meth:`_predict` (learning the same error twice would overshoot: a 2x
-        step corrected by both became 4x). With the frame's feedback only, the feed-forward
-        controller's correction scales the modelled kernels and a sky frame feeds back its own
-        corrected prediction (no innovation). A model-free controller (PI, fixed) always gets
-        the measured frame."""
-        if self.feedback == "phase":
-            if teaches:
-                self.phase_corrections.update(predicted_phases, measured_phases)
-            return wall
-        if not isinstance(self.tuner.controller, FeedForwardController):
-            return wall
-        return wall if teaches else corrected
 
     def _known(self) -> float:
         """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
@@ -283,14 +279,11 @@ class TunedRenderer:
         started_frame = time.perf_counter()
         self._workload, probe_seconds = self._measure(camera)
         self._spent = time.perf_counter() - started_frame
-        if self.tuning:
-            decision = self.tuner.choose()
-            k = decision.knobs
-            self._settings = RenderSettings(float(k["ao_rays"]), self.ao_radius,
-                                            bool(k["shadows"]), bool(k["phong"]))
-            over_budget = decision.over_budget
-        else:
-            over_budget = False
+        decision = self.loop.choose()
+        k = decision.knobs
+        self._settings = RenderSettings(float(k["ao_rays"]), self.ao_radius,
+                                        bool(k["shadows"]), bool(k["phong"]))
+        over_budget = decision.over_budget
         settings = self._settings
         predicted_phases = self.model.phase_seconds(self._workload, settings)
         kernels = float(sum(predicted_phases.values()))
@@ -298,8 +291,7 @@ class TunedRenderer:
         phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
         known = self._known()
         predicted = kernels + known
-        corrected = (phase_corrected + known if self.feedback == "phase"
-                     else kernels * self.tuner.correction + known)
+        corrected = self.loop.expected(phase_corrected, known)
         if next_camera is not None and self.overlap_probe:
             started = time.perf_counter()
             future = self.probe.measure_async(next_camera, self.width, self.height)
@@ -316,9 +308,12 @@ class TunedRenderer:
         # running mean over the first frames, then a slow average: a per-size constant
         weight = max(OVERHEAD_GAIN, 1.0 / (self.frame_index + 1))
         self.overhead_seconds += weight * (overhead - self.overhead_seconds)
-        if self.tuning:
-            self.tuner.observe(self._feedback(predicted_phases, frame.phase_seconds, wall,
-                                              corrected, kernels >= MIN_KERNEL_SHARE * predicted))
+        # a frame whose modelled kernels are a small part of it (an empty sky: probe and
+        # overhead dominate) says little about the model's bias (autotune.frame_loop's rules)
+        teaches = kernels >= MIN_KERNEL_SHARE * predicted
+        if teaches and self.feedback == "phase":
+            self.phase_corrections.update(predicted_phases, frame.phase_seconds)
+        self.loop.observe(wall, corrected, teaches)
         self.frame_index += 1
         return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
                           probe_seconds, self._workload, over_budget, predicted_phases,

@@ -45,7 +45,7 @@ class TracerSource:
         self.renderer.tuning = on
 
     def set_controller(self, name: str) -> None:
-        self.renderer.set_controller(name)
+        self.renderer.use_controller(name)
 
     def key(self, key: int, mods: int) -> bool:
         if key == glfw.KEY_S and mods & glfw.MOD_SHIFT:

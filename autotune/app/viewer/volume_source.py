@@ -44,8 +44,8 @@ CALIBRATION_VIEWS = 8
 
 def rank_state(tuned: Any) -> dict[str, Any]:
     """This rank's settings (rank 0 gathers them at the end: they must agree)."""
-    return {"rank": tuned.rank, "target_ms": tuned.target * 1e3,
-            "controller": tuned.controller_name, "tuning": tuned.tuning,
+    return {"rank": tuned.rank, "target_ms": tuned.target_seconds * 1e3,
+            "controller": tuned.controller, "tuning": tuned.tuning,
             "width": tuned.width, "height": tuned.height}
 
 
@@ -155,8 +155,8 @@ class VolumeSource:
         self.device = info.name if info is not None else type(renderer.local).__name__
         self.home = seed_orbit(volume.radius, 1)[0]
         self.extent = 2.0 * volume.radius
-        self.target_seconds, self.tuning = self.tuned.target, True
-        self.controller = self.tuned.controller_name
+        self.target_seconds, self.tuning = self.tuned.target_seconds, True
+        self.controller = self.tuned.controller
         self.size = (self.tuned.width, self.tuned.height)
         self.calibration_seconds = 0.0
         self.states: list[dict[str, Any]] = []
@@ -175,12 +175,12 @@ class VolumeSource:
         """What the keys changed since the last frame, into rank 0's tuned renderer (its
         next shared state takes it to every rank)."""
         t = self.tuned
-        t.set_target(self.target_seconds)
+        t.target_seconds = self.target_seconds
         if self.size != (t.width, t.height):
             t.resize(*self.size)
-        if self.controller != t.controller_name:
+        if self.controller != t.controller:
             t.use_controller(self.controller)
-        t.set_tuning(self.tuning)
+        t.tuning = self.tuning
 
     def start(self, show: Callable[[str], None]) -> None:
         """Calibrate the per-rank model on every rank (off the views a user starts from),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import CONTROLLERS, FixedController, PIController, Tuner
+from autotune import CONTROLLERS, FrameLoop, FramePrice, Tuner
 from autotune.image_quality import psnr, ssim
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -88,17 +88,15 @@ class TunedVolumeRenderer:
         self.rank = renderer.rank
         self.sync = FrameSync(self.comm)
         self.width, self.height = width, height
-        self.target = float(target_seconds)
-        self.controller_name = controller
-        self.tuning = True  # False: the fixed controller holds the last frame's knobs
-        self.pi_gains = pi_gains
+        # target, controller, tuning switch and feedback rules: the core's one frame loop
+        # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
+        self.loop = FrameLoop(target_seconds, controller, pi_gains=pi_gains)
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None
         self.boxes = brick_boxes(renderer.partition)
         self.cores, self.threads = shared_cores(renderer)
         self.model: VolumeModel | None = None
         self.losses: QualityLosses | None = None
-        self.tuner: Tuner | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
         if self.rank == 0:
@@ -110,16 +108,47 @@ class TunedVolumeRenderer:
               settings: FrameSettings | None = None, status: int = 0) -> FrameState:
         """Rank 0: this renderer's state for one collective step (what :meth:`follow` and
         the other ranks restore)."""
-        return FrameState(op, camera, self.target, settings or BEST, self.width, self.height,
-                          CONTROLLER_NAMES.index(self.controller_name), self.tuning, status)
+        return FrameState(op, camera, self.target_seconds, settings or BEST, self.width,
+                          self.height, CONTROLLER_NAMES.index(self.controller), self.tuning,
+                          status)
 
     def restore(self, state: FrameState) -> None:
         """Ranks >= 1: take rank 0's target, size, controller and tuning switch."""
-        self.target = state.target
+        self.loop.target_seconds = state.target
         if (state.width, state.height) != (self.width, self.height):
             self.resize(state.width, state.height)
-        self.controller_name = CONTROLLER_NAMES[state.controller]
-        self.tuning = state.tuning
+        if CONTROLLER_NAMES[state.controller] != self.controller:
+            self.loop.use_controller(CONTROLLER_NAMES[state.controller])
+        self.loop.tuning = state.tuning
+
+    @property
+    def target_seconds(self) -> float:
+        return self.loop.target_seconds
+
+    @target_seconds.setter
+    def target_seconds(self, seconds: float) -> None:
+        """Change the target from the next frame on (the other ranks learn it from the next
+        frame's state)."""
+        self.loop.target_seconds = seconds
+
+    @property
+    def controller(self) -> str:
+        """The chosen controller's name (``autotune.CONTROLLERS``)."""
+        return self.loop.controller
+
+    @property
+    def tuning(self) -> bool:
+        """Off: the frames hold the last governed frame's knobs (rank 0 decides)."""
+        return self.loop.tuning
+
+    @tuning.setter
+    def tuning(self, on: bool) -> None:
+        self.loop.tuning = on
+
+    @property
+    def tuner(self) -> Tuner | None:
+        """Rank 0's tuner once calibrated (its controller, correction and history)."""
+        return self.loop.tuner
 
     def follow(self, state: FrameState) -> FrameResult:
         """Ranks >= 1: render the frame rank 0 shared (collective with rank 0's frame)."""
@@ -177,7 +206,7 @@ class TunedVolumeRenderer:
             self.model.use_record(samples[-1].record)
         self.losses = self.measure_losses(cameras[0])
         if self.rank == 0:
-            self._make_tuner()
+            self._configure_loop()
 
     def measure_losses(self, camera: Camera) -> QualityLosses | None:
         """1 − SSIM of each knob's levels against the full-quality frame (collective)."""
@@ -212,30 +241,7 @@ class TunedVolumeRenderer:
     def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
         """Start a fresh controller (the model and quality losses are kept). Rank 0's call
         decides; the other ranks learn it from the next frame's state."""
-        if name not in CONTROLLERS:
-            raise ValueError(f"unknown controller {name!r}; choose from {sorted(CONTROLLERS)}")
-        self.controller_name = name
-        if pi_gains is not None:
-            self.pi_gains = pi_gains
-        if self.rank == 0:
-            self._make_tuner()
-
-    def set_tuning(self, on: bool) -> None:
-        """Tuning off holds the last governed frame's knobs (the fixed controller); on
-        starts the chosen controller afresh (rank 0 decides, as for :meth:`use_controller`)."""
-        if on == self.tuning:
-            return
-        self.tuning = on
-        self.fixed_settings = None if on else self.last_settings
-        if self.rank == 0:
-            self._make_tuner()
-
-    def set_target(self, seconds: float) -> None:
-        """Change the target from the next frame on (rank 0 holds the tuner; the other
-        ranks learn it from the next frame's state)."""
-        self.target = float(seconds)
-        if self.tuner is not None:
-            self.tuner.target_seconds = self.target
+        self.loop.use_controller(name, pi_gains)
 
     def resize(self, width: int, height: int) -> None:
         """Render at another display size from the next frame on (rank 0 decides; the others
@@ -253,18 +259,17 @@ class TunedVolumeRenderer:
         if self.rank == 0:
             self.grid = BlockGrid.for_volume(renderer.volume, renderer.tf)
 
-    def _make_tuner(self) -> None:
-        space = knob_space(self.losses)
-        name = self.controller_name if self.tuning else "fixed"
-        if name == "fixed":
-            ctrl = FixedController(space, self.target, knobs=knobs_of(self.fixed_settings)
-                                   if self.fixed_settings else None)
-        elif name == "pi":
-            ctrl = PIController(space, self.target, kp=self.pi_gains[0], ki=self.pi_gains[1])
-        else:
-            ctrl = CONTROLLERS[name](space, self.target)
-        self.space = space
-        self.tuner = Tuner(space, self.model, self.target, controller=ctrl)
+    def _configure_loop(self) -> None:
+        """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
+        losses) and price (the model), or the fixed setting found by measurement."""
+        self.loop.configure(knob_space(self.losses), self._price)
+        if self.fixed_settings is not None:
+            self.loop.hold(knobs_of(self.fixed_settings))
+
+    def _price(self, knobs: dict[str, np.ndarray]) -> FramePrice:
+        """The model's frame seconds of the candidates, apart from the time already spent
+        this frame (probe and choice: measured, never scaled by the correction)."""
+        return FramePrice(self.model(knobs) - self.model.spent, self.model.spent)
 
     def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
         """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
@@ -281,15 +286,15 @@ class TunedVolumeRenderer:
             mid = (lo + hi + 1) // 2
             _, res = self._frame(camera, settings_of(order[mid]))
             t = res.record.frame_seconds
-            if t <= self.target:
+            if t <= self.target_seconds:
                 best, lo = mid, mid
             else:
                 hi = mid - 1
-            if lo >= hi or abs(t / self.target - 1.0) < 0.01:
+            if lo >= hi or abs(t / self.target_seconds - 1.0) < 0.01:
                 break
         self.fixed_settings = settings_of(order[best])
         self.sync.share(self.state(DONE, settings=self.fixed_settings))
-        self._make_tuner()
+        self._configure_loop()
         return self.fixed_settings
 
     # ------------------------------------------------------------------ governed frames
@@ -302,7 +307,7 @@ class TunedVolumeRenderer:
         if self.rank == 0:
             self.model.workload, probe_s = self._probe(camera)
             self.model.spent = time.perf_counter() - t0
-            decision = self.tuner.choose()
+            decision = self.loop.choose()
             settings = settings_of(decision.knobs)
         settings, res = self._frame(camera, settings)
         quality: dict[str, float] = {}
@@ -318,7 +323,7 @@ class TunedVolumeRenderer:
         sections = {k: float(np.asarray(v).ravel()[0]) for k, v in
                     self.model.sections(one_setting(settings)).items()
                     if k != "render_per_rank"}
-        self.tuner.observe(measured)
+        self.loop.observe(measured, decision.corrected)
         self.model.use_record(rec)
         self.last_settings = settings
         return TunedVolumeFrame(res.image, settings, measured, decision.predicted,

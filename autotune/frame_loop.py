@@ -1,0 +1,169 @@
+"""The one frame loop every governed renderer runs: it owns the target, which controller
+chooses, whether tuning is on, and the rules for what the controller learns from a frame.
+
+A renderer prices candidate knobs as a :class:`FramePrice`: ``modelled`` seconds (what its
+model predicts) and ``known`` seconds of this frame already measured before the choice (the
+probe, the host overhead). The rules, the same for every renderer:
+
+- measured parts are never scaled by the controller's correction (a bias of the model is not
+  a bias of the probe's clock);
+- a renderer that corrects its modelled parts itself (the ray tracer's per-phase feedback:
+  ``corrects_itself=True``) gets the controller's correction cancelled out of its price, so
+  one error is not learnt twice (a 2x step learnt by both became 4x);
+- a frame whose modelled part is too small a share to say anything about the model
+  (``teaches=False``: an empty view, where probe and overhead dominate) gives the
+  feed-forward controller its own expected time, i.e. no innovation;
+- a model-free controller (PI, fixed) always observes the measured frame;
+- tuning off holds the last chosen knobs with the fixed controller (the ``fixed`` baseline
+  holds those :meth:`hold` is given); on starts the named controller afresh.
+
+The renderer sets :attr:`space` and :attr:`price` when it can (a volume renderer only after
+its calibration): until then the loop keeps the target, controller and tuning switch only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from autotune.controllers import (
+    CONTROLLERS,
+    DEFAULT_CONTROLLER,
+    Decision,
+    FeedForwardController,
+    FixedController,
+    PIController,
+    check_target,
+)
+from autotune.knobs import KnobSpace
+from autotune.tuner import Tuner
+
+DEFAULT_PI_GAINS = (0.1, 0.1)
+
+
+@dataclass(frozen=True)
+class FramePrice:
+    """Seconds of candidate knobs: ``modelled`` (per candidate) and ``known`` (measured)."""
+
+    modelled: Any  # array-like, one entry per candidate
+    known: float = 0.0
+
+
+class FrameLoop:
+    """Target, controller, tuning switch and feedback rules of one governed renderer."""
+
+    def __init__(self, target_seconds: float, controller: str = DEFAULT_CONTROLLER, *,
+                 corrects_itself: bool = False,
+                 pi_gains: tuple[float, float] = DEFAULT_PI_GAINS) -> None:
+        self._target = check_target(target_seconds)
+        self._controller = self._checked(controller)
+        self._tuning = True
+        self.corrects_itself = corrects_itself
+        self.pi_gains = pi_gains
+        self.space: KnobSpace | None = None
+        self.price: Callable[[Mapping[str, np.ndarray]], FramePrice] | None = None
+        self.tuner: Tuner | None = None
+        self._held: dict[str, Any] | None = None
+        self.last_knobs: dict[str, Any] | None = None
+
+    @staticmethod
+    def _checked(name: str) -> str:
+        if name not in CONTROLLERS:
+            raise ValueError(f"unknown controller {name!r}; choose from {sorted(CONTROLLERS)}")
+        return name
+
+    def configure(self, space: KnobSpace,
+                  price: Callable[[Mapping[str, np.ndarray]], FramePrice]) -> None:
+        """Give the loop its knob space and pricing (again after they change); starts the
+        controller afresh."""
+        self.space, self.price = space, price
+        self._start()
+
+    def _start(self) -> None:
+        if self.space is None:
+            return
+        name = self._controller if self._tuning else "fixed"
+        if name == "fixed":
+            ctrl = FixedController(self.space, self._target, knobs=self._held)
+        elif name == "pi":
+            ctrl = PIController(self.space, self._target, kp=self.pi_gains[0],
+                                ki=self.pi_gains[1])
+        else:
+            ctrl = CONTROLLERS[name](self.space, self._target)
+        self.tuner = Tuner(self.space, self._predict, self._target, controller=ctrl)
+
+    @property
+    def target_seconds(self) -> float:
+        return self._target
+
+    @target_seconds.setter
+    def target_seconds(self, value: float) -> None:
+        self._target = check_target(value)
+        if self.tuner is not None:
+            self.tuner.target_seconds = self._target
+
+    @property
+    def controller(self) -> str:
+        """The chosen controller's name (``autotune.CONTROLLERS``), also while tuning is off."""
+        return self._controller
+
+    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
+        """Start the named controller afresh (PI with ``pi_gains`` if given)."""
+        self._controller = self._checked(name)
+        if pi_gains is not None:
+            self.pi_gains = pi_gains
+        self._start()
+
+    @property
+    def tuning(self) -> bool:
+        return self._tuning
+
+    @tuning.setter
+    def tuning(self, on: bool) -> None:
+        if bool(on) == self._tuning:
+            return
+        self._tuning = bool(on)
+        self._held = None if on else self.last_knobs
+        self._start()
+
+    def hold(self, knobs: Mapping[str, Any]) -> None:
+        """The knobs a fixed controller holds (tuning off, or the ``fixed`` baseline, e.g. as
+        tuned by measurement), from the next frame on."""
+        self._held = dict(knobs)
+        self._start()
+
+    @property
+    def correction(self) -> float:
+        """The controller's slow correction of the modelled seconds (1 before any frame)."""
+        return 1.0 if self.tuner is None else self.tuner.correction
+
+    def _predict(self, candidates: Mapping[str, np.ndarray]) -> np.ndarray:
+        """What the controller multiplies by its correction: see the module's rules."""
+        p = self.price(candidates)
+        modelled = np.asarray(p.modelled, np.float64)
+        if self.corrects_itself:
+            return (modelled + p.known) / self.correction
+        return modelled + p.known / self.correction
+
+    def choose(self) -> Decision:
+        """The knobs of the next frame (the renderer must be configured)."""
+        if self.tuner is None:
+            raise RuntimeError("the frame loop has no knob space and price yet (configure())")
+        decision = self.tuner.choose()
+        self.last_knobs = dict(decision.knobs)
+        return decision
+
+    def expected(self, modelled: float, known: float) -> float:
+        """The frame time the loop expects for a rendered setting's ``modelled`` + ``known``
+        seconds (its corrected prediction)."""
+        if self.corrects_itself:
+            return modelled + known
+        return modelled * self.correction + known
+
+    def observe(self, measured: float, expected: float, teaches: bool = True) -> None:
+        """Feed one rendered frame back by the module's rules."""
+        model_based = isinstance(self.tuner.controller, FeedForwardController)
+        self.tuner.observe(expected if model_based and not teaches else measured)
