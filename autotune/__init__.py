@@ -32,7 +32,7 @@ from autotune.controllers import (
     PIController,
 )
 from autotune.feedback import BiasCorrection, PartCorrections
-from autotune.frame_loop import FrameLoop, FramePrice
+from autotune.frame_loop import FrameLoop, FramePrice, Governed
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.learned import (
     UNEXPLORED_SECONDS,
@@ -62,6 +62,7 @@ __all__ = [
     "FloatKnob",
     "FrameLoop",
     "FramePrice",
+    "Governed",
     "FrameRecord",
     "GridSearch",
     "HybridPredictor",

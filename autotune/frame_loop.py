@@ -167,3 +167,41 @@ class FrameLoop:
         """Feed one rendered frame back by the module's rules."""
         model_based = isinstance(self.tuner.controller, FeedForwardController)
         self.tuner.observe(expected if model_based and not teaches else measured)
+
+
+class Governed:
+    """What a governed renderer exposes of its :class:`FrameLoop` (``self.loop``): the same
+    target, controller and tuning switch for every renderer."""
+
+    loop: FrameLoop
+
+    @property
+    def target_seconds(self) -> float:
+        return self.loop.target_seconds
+
+    @target_seconds.setter
+    def target_seconds(self, seconds: float) -> None:
+        self.loop.target_seconds = seconds
+
+    @property
+    def controller(self) -> str:
+        """The chosen controller's name (``autotune.CONTROLLERS``)."""
+        return self.loop.controller
+
+    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
+        """Start the named controller afresh (PI with ``pi_gains`` if given)."""
+        self.loop.use_controller(name, pi_gains)
+
+    @property
+    def tuning(self) -> bool:
+        """Off: the frames hold the last chosen knobs."""
+        return self.loop.tuning
+
+    @tuning.setter
+    def tuning(self, on: bool) -> None:
+        self.loop.tuning = on
+
+    @property
+    def tuner(self) -> Tuner | None:
+        """The loop's tuner once configured (its controller, correction and history)."""
+        return self.loop.tuner

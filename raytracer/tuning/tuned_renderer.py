@@ -25,9 +25,9 @@ from autotune import (
     FloatKnob,
     FrameLoop,
     FramePrice,
+    Governed,
     KnobSpace,
     PartCorrections,
-    Tuner,
 )
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
@@ -150,7 +150,7 @@ class TunedFrame:
     kernel_seconds: float = 0.0  # sum of the kernels' event times (the second figure)
 
 
-class TunedRenderer:
+class TunedRenderer(Governed):
     """Renders each frame with the knobs the tuner chooses for a target frame time."""
 
     def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
@@ -207,37 +207,6 @@ class TunedRenderer:
                                         value.phong)
         if not self.tuning:
             self.loop.hold(knobs_of(self._settings))
-
-    @property
-    def tuning(self) -> bool:
-        """Off: the frames hold the last knobs (or those given to :attr:`settings`)."""
-        return self.loop.tuning
-
-    @tuning.setter
-    def tuning(self, on: bool) -> None:
-        self.loop.tuning = on
-
-    @property
-    def target_seconds(self) -> float:
-        return self.loop.target_seconds
-
-    @target_seconds.setter
-    def target_seconds(self, value: float) -> None:
-        self.loop.target_seconds = value
-
-    @property
-    def controller(self) -> str:
-        """The chosen controller's name (``autotune.CONTROLLERS``)."""
-        return self.loop.controller
-
-    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
-        """Switch to another controller of :data:`autotune.CONTROLLERS` (starts it afresh)."""
-        self.loop.use_controller(name, pi_gains)
-
-    @property
-    def tuner(self) -> Tuner:
-        """The loop's tuner (its controller, correction and history)."""
-        return self.loop.tuner
 
     def resize(self, width: int, height: int) -> None:
         self.width, self.height = width, height

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import CONTROLLERS, FrameLoop, FramePrice, Tuner
+from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed
 from autotune.image_quality import psnr, ssim
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -74,7 +74,7 @@ class TunedVolumeFrame:
     search_seconds: float = 0.0  # the controller's search for this frame
 
 
-class TunedVolumeRenderer:
+class TunedVolumeRenderer(Governed):
     """Holds a :class:`DistributedRenderer` at a target frame time (call every method on
     every rank: they are collective). Rank 0 holds the tuner and drives every frame through
     one :class:`~raytracer.volume.frame_sync.FrameSync` broadcast (camera, target, knobs,
@@ -120,35 +120,6 @@ class TunedVolumeRenderer:
         if CONTROLLER_NAMES[state.controller] != self.controller:
             self.loop.use_controller(CONTROLLER_NAMES[state.controller])
         self.loop.tuning = state.tuning
-
-    @property
-    def target_seconds(self) -> float:
-        return self.loop.target_seconds
-
-    @target_seconds.setter
-    def target_seconds(self, seconds: float) -> None:
-        """Change the target from the next frame on (the other ranks learn it from the next
-        frame's state)."""
-        self.loop.target_seconds = seconds
-
-    @property
-    def controller(self) -> str:
-        """The chosen controller's name (``autotune.CONTROLLERS``)."""
-        return self.loop.controller
-
-    @property
-    def tuning(self) -> bool:
-        """Off: the frames hold the last governed frame's knobs (rank 0 decides)."""
-        return self.loop.tuning
-
-    @tuning.setter
-    def tuning(self, on: bool) -> None:
-        self.loop.tuning = on
-
-    @property
-    def tuner(self) -> Tuner | None:
-        """Rank 0's tuner once calibrated (its controller, correction and history)."""
-        return self.loop.tuner
 
     def follow(self, state: FrameState) -> FrameResult:
         """Ranks >= 1: render the frame rank 0 shared (collective with rank 0's frame)."""
@@ -237,11 +208,6 @@ class TunedVolumeRenderer:
         return seconds
 
     # -------------------------------------------------------------------- settings
-
-    def use_controller(self, name: str, pi_gains: tuple[float, float] | None = None) -> None:
-        """Start a fresh controller (the model and quality losses are kept). Rank 0's call
-        decides; the other ranks learn it from the next frame's state."""
-        self.loop.use_controller(name, pi_gains)
 
     def resize(self, width: int, height: int) -> None:
         """Render at another display size from the next frame on (rank 0 decides; the others
