@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed
+from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -244,21 +245,14 @@ class TunedVolumeRenderer(Governed):
         if self.rank != 0:
             self.fixed_settings = self._follow_until_done().settings
             return self.fixed_settings
-        space = knob_space(self.losses)
-        q = space.quality(space.grid())
-        order = [space.at_index(int(i)) for i in np.argsort(q, kind="stable")]
-        lo, hi, best = 0, len(order) - 1, 0
-        for _ in range(iterations):
-            mid = (lo + hi + 1) // 2
-            _, res = self._frame(camera, settings_of(order[mid]))
-            t = res.record.frame_seconds
-            if t <= self.target_seconds:
-                best, lo = mid, mid
-            else:
-                hi = mid - 1
-            if lo >= hi or abs(t / self.target_seconds - 1.0) < 0.01:
-                break
-        self.fixed_settings = settings_of(order[best])
+        order = quality_order(knob_space(self.losses))
+
+        def seconds_of(index: int) -> float:
+            return self._frame(camera, settings_of(order[index]))[1].record.frame_seconds
+
+        found = bisect_by_measurement(len(order), seconds_of, self.target_seconds,
+                                      iterations=iterations)
+        self.fixed_settings = settings_of(order[found.index])
         self.sync.share(self.state(DONE, settings=self.fixed_settings))
         self._configure_loop()
         return self.fixed_settings
