@@ -7,7 +7,7 @@ figures as one JSON line; this launcher adds the goals block and plots.
 What is fitted on what (a model is judged on frames it was not fitted on):
 
 * the per-rank model is calibrated on random knobs at **calibration views** (random directions
-  off the orbit plane, :func:`calibration_views`) of the calibration volume (bonsai);
+  off the orbit plane, :func:`volume_calibration_views`) of the calibration volume (bonsai);
 * **model error** is measured on frames it never saw: seed 000's orbit (held-out cameras) with
   random knobs, on the cell-count partition (imbalanced: bonsai's bricks hold very different
   amounts of non-empty data) and on the cost-balanced one (each calibrated on its own), close-
@@ -48,10 +48,10 @@ TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame."""
-    from raytracer.volume.tuning.knobs import knob_space, settings_of
+    from raytracer.volume.tuning.knobs import settings_of, volume_knob_space
 
     rng = np.random.default_rng(seed)
-    space = knob_space()
+    space = volume_knob_space()
     rank_err, frame_err, share = [], [], []
     for cam in cameras:
         settings = None
@@ -245,7 +245,7 @@ def worker(args: argparse.Namespace) -> int:
     """Every rank of the MPI job: model error, the governed runs, recovery; rank 0 prints."""
     from raytracer.volume.distributed import load_everywhere, seed_orbit
     from raytracer.volume.mpi_runtime import install_excepthook, world
-    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.model_fit import volume_calibration_views
 
     install_excepthook()
     comm = world()
@@ -257,7 +257,7 @@ def worker(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"ranks": comm.Get_size(), "size": args.size, "volume": vol.name,
                            "held_out_volume": held.name, "frames": frames}
     t0 = time.perf_counter()
-    views = calibration_views(vol.radius, 8)
+    views = volume_calibration_views(vol.radius, 8)
     orbit = seed_orbit(vol.radius, frames)
     evaluation = seed_orbit(vol.radius, 12 if args.quick else 24, orbits=1.0, distance=2.6)
     tuned, tuned_bal, held_renderer, figures = model_errors(

@@ -7,8 +7,8 @@ from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, Stag
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.tuning.knobs import knob_space
-from raytracer.volume.tuning.model_fit import VolumeModel, calibration_views
+from raytracer.volume.tuning.knobs import volume_knob_space
+from raytracer.volume.tuning.model_fit import VolumeModel, volume_calibration_views
 from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
 
@@ -22,7 +22,7 @@ def test_probe_estimates_each_bricks_samples_and_rays(bonsai):
     vol, tf = bonsai
     part = kd_partition(vol.dims, 3, vol.spacing)
     grid = BlockGrid.for_volume(vol, tf)
-    cam = calibration_views(vol.radius, 1)[0]
+    cam = volume_calibration_views(vol.radius, 1)[0]
     thresholds = np.array([0.95, 1.0])
     w = probe_workload(grid, cam, 96, 64, brick_boxes(part), thresholds, rays=4096)
     for brick in part.bricks:
@@ -66,10 +66,10 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     vol, tf = bonsai
     renderer = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
-    tuned.calibrate(calibration_views(vol.radius, 3), frames=8)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
-    space = knob_space(tuned.losses)
+    space = volume_knob_space(tuned.losses)
     q = space.quality(space.grid())
     assert q.max() == 0.0 and q.min() < 0.0
     shares = []

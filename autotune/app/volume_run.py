@@ -194,7 +194,7 @@ class VolumeRun:
 
     def calibrate(self, first_camera: Any) -> None:
         """Fit the per-rank model on calibration views (collective); print how long it took."""
-        from raytracer.volume.tuning.model_fit import calibration_views
+        from raytracer.volume.tuning.model_fit import volume_calibration_views
         from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
         a = self.args
@@ -205,7 +205,7 @@ class VolumeRun:
                   f"({a.calibration_frames} frames + quality sweeps)...", file=sys.stderr,
                   flush=True)
         t0 = time.perf_counter()
-        self.tuned.calibrate(calibration_views(self.volume.radius, CALIBRATION_VIEWS),
+        self.tuned.calibrate(volume_calibration_views(self.volume.radius, CALIBRATION_VIEWS),
                              frames=a.calibration_frames)
         if a.target_share is not None:
             full = self.tuned.full_quality_seconds(first_camera)  # None on ranks >= 1

@@ -148,7 +148,7 @@ class RankTiming:
 
 
 @dataclass
-class FrameRecord:
+class DistributedFrameRecord:
     """Rank 0's record of one frame: settings, sizes, rank 0's frame time, every rank's phases."""
 
     frame: int
@@ -229,7 +229,7 @@ class FrameResult:
     and the frame's record on rank 0 (None on the others)."""
 
     image: np.ndarray | None
-    record: FrameRecord | None
+    record: DistributedFrameRecord | None
 
 
 class DistributedRenderer:
@@ -330,7 +330,7 @@ class DistributedRenderer:
         rw: int,
         rh: int,
         order: list[int],
-    ) -> FrameRecord | None:
+    ) -> DistributedFrameRecord | None:
         vec = _encode(mine)
         table = np.empty((self.size, vec.size), np.float64) if self.rank == 0 else None
         if self.size > 1:
@@ -342,7 +342,7 @@ class DistributedRenderer:
         names = [s.name for s in compositing.schedule(self.algorithm, self.size, rw * rh, self.k)]
         partners = compositing.stage_partners(self.algorithm, order, rw * rh, self.k)
         ranks = [_decode(r, table[r], names, partners[r]) for r in range(self.size)]
-        return FrameRecord(
+        return DistributedFrameRecord(
             self._frame, tuple(map(float, camera.eye)), settings, self.algorithm, width, height,
             rw, rh, order, 0.0, 0.0, ranks,
         )  # fmt: skip

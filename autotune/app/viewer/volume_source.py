@@ -127,7 +127,7 @@ class VolumeFrameLog:
 
 
 def frame_columns(record: Any) -> dict[str, float]:
-    """Rank 0's frame split into its phases (ms) from a ``FrameRecord``."""
+    """Rank 0's frame split into its phases (ms) from a ``DistributedFrameRecord``."""
     r0 = record.ranks[0]
     return {"render_ms": 1e3 * r0.render_seconds, "render_max_ms": 1e3 * record.render_max,
             "composite_ms": 1e3 * (r0.composite_seconds - r0.gather.seconds),
@@ -324,7 +324,7 @@ def run_volume(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere
     from raytracer.volume.mpi_runtime import agree
-    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.model_fit import volume_calibration_views
     from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     rank = comm.Get_rank()
@@ -348,7 +348,7 @@ def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
         if surface is not None:
             surface.close()
         raise
-    views = calibration_views(volume.radius, CALIBRATION_VIEWS)
+    views = volume_calibration_views(volume.radius, CALIBRATION_VIEWS)
     if rank != 0:
         return follow(tuned, views, args.calibration_frames)
     interrupts.phase = "idle"

@@ -7,13 +7,13 @@ Embedding it in your own distributed loop (run under ``mpiexec -n K python -m mp
 call is collective, rank 0 gets the frames; this example is run by the tests on 2 ranks)::
 
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
-    from raytracer.volume.tuning.model_fit import calibration_views
+    from raytracer.volume.tuning.model_fit import volume_calibration_views
     from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
     volume, tf = load_everywhere("marschner-lobb:32")     # same data on every rank
     renderer = DistributedRenderer(volume, tf)            # one k-d brick per rank
     tuned = TunedVolumeRenderer(renderer, 64, 64, target_seconds=0.05)
-    tuned.calibrate(calibration_views(volume.radius, 4), frames=8)   # views off the path
+    tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=8)   # views off the path
     for camera in seed_orbit(volume.radius, frames=4):
         frame = tuned.render(camera)                      # choose, render, composite, learn
         if frame is not None:                             # rank 0

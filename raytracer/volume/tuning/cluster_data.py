@@ -33,7 +33,12 @@ from numpy.typing import NDArray
 
 from models.cluster_model import features
 from models.perf_histogram import HistogramError, PathHistogram
-from raytracer.volume.distributed import DistributedRenderer, FrameRecord, FrameSettings, seed_orbit
+from raytracer.volume.distributed import (
+    DistributedFrameRecord,
+    DistributedRenderer,
+    FrameSettings,
+    seed_orbit,
+)
 from raytracer.volume.emulation import EmulatedRenderer, SlowLinks
 
 DATA_VERSION = 1
@@ -60,7 +65,7 @@ class TrainingDataError(ValueError):
 # ------------------------------------------------------------------------------ real runs
 
 
-def path_times(records: Sequence[FrameRecord]) -> NDArray[np.float64]:
+def path_times(records: Sequence[DistributedFrameRecord]) -> NDArray[np.float64]:
     """(frames, ranks) local render wall seconds of recorded frames (rank order)."""
     if not records:
         raise HistogramError("no frames recorded")

@@ -22,7 +22,7 @@ ERT = (0.95, 1.0, 3)
 BEST = FrameSettings(step=1.0 / RATES[1], image_scale=SCALES[1], ert_threshold=ERT[1])
 
 
-def knob_space(losses: QualityLosses | None = None) -> KnobSpace:
+def volume_knob_space(losses: QualityLosses | None = None) -> KnobSpace:
     """The volume renderer's knobs, worst look first; quality from measured losses if given."""
     knobs = [FloatKnob("sampling_rate", *RATES[:2], levels=RATES[2]),
              FloatKnob("image_scale", *SCALES[:2], levels=SCALES[2], weight=2.0),

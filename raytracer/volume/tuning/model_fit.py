@@ -2,7 +2,7 @@
 
 The per-rank model (seed 004: max over ranks of the local render + Σ compositing stages +
 gather + upscale) is calibrated by least squares on frames from views and volumes that the
-governed path does not use (:func:`calibration_views`); :class:`VolumeModel` prices every
+governed path does not use (:func:`volume_calibration_views`); :class:`VolumeModel` prices every
 candidate setting from the per-frame workload probe. Ranks that share a machine's cores are
 modelled as sharing them (:func:`shared_cores`).
 """
@@ -17,11 +17,11 @@ import numpy as np
 
 from models.volume_cost import ClusterFrameModel, RenderModel, StageWork, fit_compositing
 from raytracer.camera import Camera
-from raytracer.volume.distributed import DistributedRenderer, FrameRecord, FrameSettings
+from raytracer.volume.distributed import DistributedFrameRecord, DistributedRenderer, FrameSettings
 from raytracer.volume.tuning.workload_probe import RankWorkload
 
 
-def calibration_views(radius: float, count: int, seed: int = 7) -> list[Camera]:
+def volume_calibration_views(radius: float, count: int, seed: int = 7) -> list[Camera]:
     """Views from random directions above and below the orbit plane, 2.2-3.4 radii out: the
     governed path (seed 000's orbit in the XZ plane) shares none of them."""
     rng = np.random.default_rng(seed)
@@ -41,7 +41,7 @@ class CalibrationSample:
 
     workload: RankWorkload
     settings: FrameSettings
-    record: FrameRecord
+    record: DistributedFrameRecord
 
 
 class VolumeModel:
@@ -57,7 +57,7 @@ class VolumeModel:
         self.gather_bytes = 0.0
         self.spent = 0.0
 
-    def use_record(self, record: FrameRecord) -> None:
+    def use_record(self, record: DistributedFrameRecord) -> None:
         """Take the compositing work per stage (at scale 1) from the last frame's record."""
         self.stages, self.gather_bytes = stage_work(record)
 
@@ -82,7 +82,7 @@ class VolumeModel:
         return self.sections(knobs)["frame"]
 
 
-def stage_work(record: FrameRecord) -> tuple[list[list[StageWork]], float]:
+def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], float]:
     """Per stage and rank: partners, bytes and blended pixels normalised to scale 1."""
     area = (record.render_width * record.render_height) / float(record.width * record.height)
     n_stages = len(record.ranks[0].stages)

@@ -26,8 +26,8 @@ from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
+    DistributedFrameRecord,
     DistributedRenderer,
-    FrameRecord,
     FrameResult,
     FrameSettings,
 )
@@ -36,11 +36,11 @@ from raytracer.volume.tuning.knobs import (
     BEST,
     ERT,
     QualityLosses,
-    knob_space,
     knobs_of,
     one_setting,
     settings_of,
     to_display,
+    volume_knob_space,
 )
 from raytracer.volume.tuning.model_fit import (
     CalibrationSample,
@@ -67,7 +67,7 @@ class TunedVolumeFrame:
     measured: float  # rank 0's frame: probe + choice + render + composite + gather + upscale
     predicted: float
     corrected: float
-    record: FrameRecord
+    record: DistributedFrameRecord
     probe_seconds: float
     over_budget: bool = False
     sections: dict[str, float] = field(default_factory=dict)
@@ -156,7 +156,7 @@ class TunedVolumeRenderer(Governed):
         """Render ``frames`` calibration frames (random knobs on ``cameras``), fit the model,
         then measure the quality losses of each knob on the first camera."""
         rng = np.random.default_rng(seed)
-        space = knob_space()
+        space = volume_knob_space()
         samples: list[CalibrationSample] = []
         for i in range(frames):
             cam = cameras[i % len(cameras)]
@@ -183,7 +183,7 @@ class TunedVolumeRenderer(Governed):
     def measure_losses(self, camera: Camera) -> QualityLosses | None:
         """1 − SSIM of each knob's levels against the full-quality frame (collective)."""
         _, ref = self._frame(camera, BEST)
-        space = knob_space()
+        space = volume_knob_space()
         sweeps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for knob in space.knobs:
             values = np.unique(np.concatenate([knob.values[:: max(1, len(knob) // 5)],
@@ -229,7 +229,7 @@ class TunedVolumeRenderer(Governed):
     def _configure_loop(self) -> None:
         """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
         losses) and price (the model), or the fixed setting found by measurement."""
-        self.loop.configure(knob_space(self.losses), self._price)
+        self.loop.configure(volume_knob_space(self.losses), self._price)
         if self.fixed_settings is not None:
             self.loop.hold(knobs_of(self.fixed_settings))
 
@@ -245,7 +245,7 @@ class TunedVolumeRenderer(Governed):
         if self.rank != 0:
             self.fixed_settings = self._follow_until_done().settings
             return self.fixed_settings
-        order = quality_order(knob_space(self.losses))
+        order = quality_order(volume_knob_space(self.losses))
 
         def seconds_of(index: int) -> float:
             return self._frame(camera, settings_of(order[index]))[1].record.frame_seconds
