@@ -27,7 +27,7 @@ from autotune.app import options as opt
 from autotune.app.report import tracking_report
 from autotune.app.viewer import ViewerError
 from autotune.app.viewer.controls import CameraController
-from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, Sample
+from autotune.app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, PlotPoint
 from autotune.app.viewer.record import (
     Recorder,
     RecordError,
@@ -431,7 +431,7 @@ class Viewer:
         camera = self._camera(seconds)
         frame = self.source.render(camera)
         self.history.push(
-            Sample(self.source.target_seconds, frame.measured, frame.predicted, frame.corrected)
+            PlotPoint(self.source.target_seconds, frame.measured, frame.predicted, frame.corrected)
         )
         self.logs.append(frame.log)
 

@@ -32,7 +32,7 @@ SERIES_COLORS = {  # drawn in reverse order: the target line on top
 
 
 @dataclass(frozen=True)
-class Sample:
+class PlotPoint:
     """One frame's times in seconds, as plotted."""
 
     target: float
@@ -52,7 +52,7 @@ class FrameHistory:
     def __len__(self) -> int:
         return min(self._count, self.length)
 
-    def push(self, sample: Sample) -> None:
+    def push(self, sample: PlotPoint) -> None:
         self._data[self._count % self.length] = [getattr(sample, name) for name in SERIES]
         self._count += 1
 
