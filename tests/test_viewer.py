@@ -22,7 +22,7 @@ from autotune.app.viewer.overlay import (
     WHITE,
     FontAtlas,
     FrameHistory,
-    Sample,
+    PlotPoint,
     font_size_for,
     graph_scale,
     graph_vertices,
@@ -85,7 +85,7 @@ def _path_file(tmp_path: Path, frames: int, still: bool = False) -> Path:
 def test_history_keeps_the_last_frames_in_order_and_measures_model_error() -> None:
     history = FrameHistory(length=4)
     for i in range(6):
-        history.push(Sample(0.05, 0.01 * (i + 1), 0.01 * (i + 1) * 1.5, 0.01 * (i + 1)))
+        history.push(PlotPoint(0.05, 0.01 * (i + 1), 0.01 * (i + 1) * 1.5, 0.01 * (i + 1)))
     assert len(history) == 4
     assert np.allclose(history.series("measured"), [0.03, 0.04, 0.05, 0.06])
     assert history.relative_error("predicted") == pytest.approx(0.5)
@@ -96,7 +96,7 @@ def test_history_keeps_the_last_frames_in_order_and_measures_model_error() -> No
 def test_graph_geometry_stays_inside_its_panel() -> None:
     history = FrameHistory(length=10)
     for i in range(10):
-        history.push(Sample(0.05, 0.02 + 0.01 * i, 0.04, float("nan") if i == 3 else 0.05))
+        history.push(PlotPoint(0.05, 0.02 + 0.01 * i, 0.04, float("nan") if i == 3 else 0.05))
     rect = (10.0, 100.0, 200.0, 50.0)
     v = graph_vertices(history, rect, graph_scale(history), 2.0)
     assert v.shape[1] == 6 and np.isfinite(v).all()
