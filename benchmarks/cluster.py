@@ -407,10 +407,10 @@ def scores(pred: np.ndarray, meas: np.ndarray) -> dict[str, float]:
     return s
 
 
-def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any],
-                data: Any, terms: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """All figures (and what the plots need)."""
-    shm, slow = _term(terms["shm"]), _term(terms["slow"])
+def train_models(cfg: dict[str, Any], data: Any, shm: Any, slow: Any
+                 ) -> tuple[dict[str, Any], dict[str, Any], list, list]:
+    """Every variant of the cluster MLP, and the training figures; also the shared-memory and
+    slow-network histogram rows (the faster-network experiment needs them)."""
     f = cfg["frames"]
     train_src = {"measured", "generated"}
     rows = data.select(network="shm", mode="histogram", frames=f,
@@ -427,15 +427,19 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
                                              baseline="expected_max"),
               "slow_nn_term": train(slow_rows, slow), "slow_nn_no_term": train(slow_rows, None),
               "slow_nn_analytic": train(slow_rows, slow, baseline="expected_max")}
-    train_s = time.perf_counter() - t0
-    out: dict[str, Any] = {"training": {
+    training = {
         "rows": {"histogram": len(rows), "per_frame": len(pf_rows), "slow_network": len(slow_rows)},
         "lambda": {k: m.lam for k, m in models.items()},
         "validation_mse": {k: m.meta["validation_mse"] for k, m in models.items()},
-        "seconds": train_s}}
-    plots: dict[str, Any] = {"models": models}
+        "seconds": time.perf_counter() - t0}
+    return models, training, rows, slow_rows
 
-    # upgrade: current node only in training; real runs of the faster node to predict
+
+def upgrade_experiment(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any],
+                       data: Any, models: dict[str, Any], shm: Any
+                       ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Current node only in training; real runs of the faster node to predict."""
+    f = cfg["frames"]
     test = [(run, hists[f"t{run['size']}r{run['ranks']}"][0]) for run in real.values()
             if run["step"] == FASTER_STEP]
     test_rows = [_real_row(run, h) for run, h in test]
@@ -462,14 +466,18 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
     speed = np.mean([np.mean(hists[f"t{r['size']}r{r['ranks']}"][0].overall.mean)
                      / hists[f"m{r['size']}r{r['ranks']}"][0].overall.mean
                      for r, _ in test])
-    out["upgrade"] = {"what": f"trained on emulation rows from current-node histograms (step "
-                      f"{CURRENT_STEP:g}, 1 PoCL thread per rank) and generated ones; tested on "
-                      f"real runs of the faster node (step {FASTER_STEP:g}), whose mean local "
-                      f"render time is {speed:.2f}x the current node's",
-                      "scores": up}
-    plots["upgrade"] = {"rows": test_rows, "measured": meas, "preds": preds, "emulated": emu_pred}
+    figures = {"what": f"trained on emulation rows from current-node histograms (step "
+                       f"{CURRENT_STEP:g}, 1 compute unit per rank) and generated ones; tested "
+                       f"on real runs of the faster node (step {FASTER_STEP:g}), whose mean "
+                       f"local render time is {speed:.2f}x the current node's",
+               "scores": up}
+    return figures, {"rows": test_rows, "measured": meas, "preds": preds, "emulated": emu_pred}
 
-    # vectors vs histograms vs per-frame histograms: emulation against the real runs
+
+def emulation_vs_real(cfg: dict[str, Any], real: dict[str, Any], data: Any
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Vectors vs histograms vs per-frame histograms: emulation against the real runs."""
+    f = cfg["frames"]
     emu_by = {(r["hist"], r["mode"], r["ranks"]): r["frame_seconds"] for r in data.rows
               if r["network"] == "shm" and r["frames"] == f}
     comp: dict[str, Any] = {}
@@ -492,14 +500,17 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
         if same and len(same) < len(pairs):
             comp[f"{mode} (current node only)"] = scores(np.array([p[0] for p in same]),
                                                          np.array([p[1] for p in same]))
-    out["emulation_vs_real"] = {"what": "mean frame time of emulation runs (sleep + real "
-                                "compositing) against the real runs whose render times they "
-                                "emulate (current and faster node; per-frame emulation was run "
-                                "for the current node only)", "scores": comp}
-    plots["fig5"] = fig5
+    figures = {"what": "mean frame time of emulation runs (sleep + real compositing) against "
+                       "the real runs whose render times they emulate (current and faster "
+                       "node; per-frame emulation was run for the current node only)",
+               "scores": comp}
+    return figures, fig5
 
-    # faster network: trained on the slow network (MPICH through its network module),
-    # predicts the shared-memory runs of the same histograms by swapping the term
+
+def faster_network(rows: list, slow_rows: list, models: dict[str, Any], shm: Any,
+                   terms: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Trained on the slow network (MPICH through its network module), predicts the
+    shared-memory runs of the same histograms by swapping the term."""
     slow_keys = {(r["hist"], r["width"], r["ranks"]) for r in slow_rows}
     fast_rows = [r for r in rows if (r["hist"], r["width"], r["ranks"]) in slow_keys]
     fast_meas = np.array([r["frame_seconds"] for r in fast_rows])
@@ -509,14 +520,26 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
         "nn_term_kept_slow": predict_rows(models["slow_nn_term"], fast_rows),
         "nn_no_term (seed)": predict_rows(models["slow_nn_no_term"], fast_rows),
         "analytic_term": analytic(fast_rows, shm)}
-    out["faster_network"] = {
+    figures = {
         "what": "trained only on emulation runs over the slow network (every message delayed "
                 "by an emulated link of 2 ms + bytes / 100 MB/s), predicts the same "
                 "configurations on shared memory (its own term from the same microbenchmark)",
         "terms": {k: {kk: v[kk] for kk in ("latency", "bandwidth", "blend_rate")}
                   for k, v in terms.items()},
         "scores": {k: scores(v, fast_meas) for k, v in net_preds.items()}}
-    plots["network"] = {"rows": fast_rows, "measured": fast_meas, "preds": net_preds}
+    return figures, {"rows": fast_rows, "measured": fast_meas, "preds": net_preds}
+
+
+def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any],
+                data: Any, terms: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """All figures (and what the plots need)."""
+    shm, slow = _term(terms["shm"]), _term(terms["slow"])
+    models, training, rows, slow_rows = train_models(cfg, data, shm, slow)
+    out: dict[str, Any] = {"training": training}
+    plots: dict[str, Any] = {"models": models}
+    out["upgrade"], plots["upgrade"] = upgrade_experiment(cfg, real, hists, data, models, shm)
+    out["emulation_vs_real"], plots["fig5"] = emulation_vs_real(cfg, real, data)
+    out["faster_network"], plots["network"] = faster_network(rows, slow_rows, models, shm, terms)
     out["beyond_this_machine"] = beyond(cfg, hists, shm, models["nn_term"])
     return out, plots
 
