@@ -3,11 +3,11 @@
 No feedback. The model is calibrated here, from the device's microbenchmark parameters, on the
 calibration set of ``autotune calibrate`` (procedural spheres and city, the bunny mesh, at
 320x180 and 640x360 along the calibration orbit), and evaluated on a held-out set: the
-validation scenes (dragon, sibenik), or with ``--set test`` the test scenes (grass, terrain;
-only to report, see ``raytracer.tuning.scene_sets``), other resolutions (256x144, 480x270)
-and another camera path (an orbit that starts an eighth of a turn away, higher, turning the
-other way), with AO rays {0, 1, 4, 16} x shadows x Phong. Figures per phase and per frame:
-|predicted - measured| / measured.
+validation scenes (dragon, sibenik), or with ``--set test`` the test scenes (grass, terrain,
+aneurism; only to report, see ``raytracer.tuning.scene_sets``), other resolutions (256x144,
+480x270) and another camera path (an orbit that starts an eighth of a turn away, higher,
+turning the other way), with AO rays {0, 1, 4, 16} x shadows x Phong. Figures per phase and
+per frame: |predicted - measured| / measured.
 
 Columns: ``held_out`` (the headline: calibrated on the calibration set, evaluated on the held-out
 set), ``in_sample`` (the same fit on its own calibration frames, labelled so), ``transfer`` (a
@@ -291,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
                         "set's scenes); a calibration scene is refused")
     parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
                         help="evaluate on the validation scenes (dragon, sibenik: they choose "
-                             "changes) or the test scenes (grass, terrain: only to report)")
+                             "changes) or the test scenes (grass, terrain, aneurism: only to "
+                             "report)")
     parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
                         "quick 3)")
     parser.add_argument("--quick", action="store_true",

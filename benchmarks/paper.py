@@ -5,10 +5,10 @@ Controlled time: the frame the user waits for, probe + kernels + read-back, on t
 (``TunedFrame.measured``); the kernels' event time is reported beside it (``kernel_ms``). The
 scenes and the size (480x270) are not the calibration's (spheres, city, bunny at 320x180 /
 640x360), so every view is held out: the validation scenes (dragon, sibenik) by default, the
-test scenes (grass, terrain) with ``--set test``, only to report (``raytracer.tuning.scene_sets``
-says the rule). Per scene: an orbit-and-dolly animation and an abrupt 180° turn from an empty
-view to a view of the held-out path; the target is the frame time of 8 AO rays + shadows +
-Phong on the orbit's first view.
+test scenes (grass, terrain, aneurism) with ``--set test``, only to report
+(``raytracer.tuning.scene_sets`` says the rule). Per scene: an orbit-and-dolly animation and an
+abrupt 180° turn from an empty view to a view of the held-out path; the target is the frame
+time of 8 AO rays + shadows + Phong on the orbit's first view.
 
 Controllers, each given a fair chance:
 - feed-forward: the probe + model + slow feedback (the product);
@@ -390,7 +390,8 @@ def main(argv: list[str] | None = None) -> int:
                         "scenes); a calibration scene is refused")
     parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
                         help="evaluate on the validation scenes (dragon, sibenik: they choose "
-                             "changes) or the test scenes (grass, terrain: only to report)")
+                             "changes) or the test scenes (grass, terrain, aneurism: only to "
+                             "report)")
     parser.add_argument("--controller", choices=(*VARIANTS, "all"), default="all",
                         help="feedforward (per-phase feedback), feedforward-frame (the frame's "
                              "correction only), fixed, pi, or all")

@@ -375,6 +375,66 @@ def _terrain_scene(size: int = 128, seed: int = 5) -> Scene:
     return Scene("terrain", v, f, cam, np.array([6.0, 9.0, -4.0], np.float32))
 
 
+def _voxel_surface(occupied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The faces between occupied and empty voxels, two triangles each, wound outward; the
+    vertices are the voxel corners they use (integer grid coordinates, axes as given)."""
+    occupied = np.pad(occupied, 1).astype(np.int8)
+    shape = np.array(occupied.shape) + 1
+    faces, outward = [], []
+    for axis in range(3):
+        rest = [a for a in range(3) if a != axis]
+        change = np.diff(occupied, axis=axis)  # +1: full on the far side, so facing -axis
+        cells = np.nonzero(change)
+        corners = []
+        for du, dv in ((0, 0), (1, 0), (1, 1), (0, 1)):
+            p = np.stack(cells, 1)
+            p[:, axis] += 1
+            p[:, rest[0]] += du
+            p[:, rest[1]] += dv
+            corners.append(np.ravel_multi_index(p.T, shape))
+        quad = np.stack(corners, 1)
+        faces.append(np.concatenate([quad[:, [0, 1, 2]], quad[:, [0, 2, 3]]]))
+        normal = np.zeros((len(quad), 3))
+        normal[:, axis] = -change[cells]
+        outward += [normal, normal]
+    used, inverse = np.unique(np.concatenate(faces), return_inverse=True)
+    vertices = np.stack(np.unravel_index(used, shape), 1).astype(np.float64)
+    f = inverse.reshape(-1, 3)
+    tri = vertices[f]
+    wound = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    flip = (wound * np.concatenate(outward)).sum(axis=1) < 0
+    f[flip] = f[flip][:, ::-1]
+    return vertices, f
+
+
+def _smooth(vertices: np.ndarray, faces: np.ndarray, rounds: int) -> np.ndarray:
+    """Laplacian smoothing: each round moves every vertex halfway to its neighbours' mean (the
+    voxel staircase becomes a surface)."""
+    edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    count = np.bincount(edges[:, 0], minlength=len(vertices))[:, None]
+    for _ in range(rounds):
+        total = np.zeros_like(vertices)
+        np.add.at(total, edges[:, 0], vertices[edges[:, 1]])
+        vertices = 0.5 * vertices + 0.5 * total / np.maximum(count, 1)
+    return vertices
+
+
+def _aneurism_scene(stride: int = 4, level: float = 0.3) -> Scene:
+    """A scanned shape that no calibration or validation scene resembles: the vessel tree of
+    the shipped aneurism CT volume (rotational X-ray), the voxels above ``level`` after a max
+    over ``stride``³ blocks, their surface smoothed: thin branching tubes in open space."""
+    from raytracer.volume.volume_data import load_volume  # deferred: only this scene needs it
+
+    data = load_volume("aneurism").data  # (z, y, x)
+    z, y, x = (n // stride for n in data.shape)
+    blocks = data[: z * stride, : y * stride, : x * stride].reshape(z, stride, y, stride, x,
+                                                                    stride)
+    occupied = blocks.max(axis=(1, 3, 5)) > level * float(data.max())
+    vertices, faces = _voxel_surface(occupied.transpose(2, 1, 0))  # (x, y, z)
+    vertices = _smooth(vertices, faces, rounds=4) * stride  # in voxels of the volume
+    return scene_from_mesh("aneurism", *clean_mesh(vertices, faces, "aneurism CT surface"))
+
+
 def _sibenik_scene() -> Scene:
     v, f = _asset("sibenik")
     cam = Camera((-16.5, -11.0, 0.0), (0.0, -9.0, 0.0), fov_y=60.0)
@@ -394,6 +454,7 @@ SCENES: dict[str, Callable[[], Scene]] = {
     "city": _city_scene,
     "grass": _grass_scene,
     "terrain": _terrain_scene,
+    "aneurism": _aneurism_scene,
 }
 
 

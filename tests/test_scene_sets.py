@@ -24,7 +24,7 @@ from raytracer.tuning.scene_sets import (
 )
 
 W, H = 64, 36
-PROCEDURAL_TEST_SCENES = ("grass", "terrain")
+GENERATED_TEST_SCENES = ("grass", "terrain", "aneurism")  # built in code at every load
 
 
 def test_sets_are_disjoint_and_every_shipped_scene_is_in_one():
@@ -68,16 +68,16 @@ def test_benchmarks_refuse_a_scene_outside_the_evaluated_set(bench, argv, capsys
     assert "scene" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", PROCEDURAL_TEST_SCENES)
-def test_procedural_test_scenes_are_deterministic(name):
+@pytest.mark.parametrize("name", GENERATED_TEST_SCENES)
+def test_generated_test_scenes_are_deterministic(name):
     a, b = SCENES[name](), SCENES[name]()
     assert np.array_equal(a.vertices, b.vertices) and np.array_equal(a.faces, b.faces)
     assert a.camera == b.camera and np.array_equal(a.light, b.light)
     assert a.triangle_count > 10_000  # enough triangles for a deep BVH
 
 
-@pytest.mark.parametrize("name", PROCEDURAL_TEST_SCENES)
-def test_procedural_test_scenes_match_cpu_reference(tracers, name):
+@pytest.mark.parametrize("name", GENERATED_TEST_SCENES)
+def test_generated_test_scenes_match_cpu_reference(tracers, name):
     tracer = tracers(name)
     s, b = tracer.scene, tracer.bvh
     settings = RenderSettings(ao_rays=2, ao_radius=0.1, shadows=True, phong=True)
@@ -89,6 +89,20 @@ def test_procedural_test_scenes_match_cpu_reference(tracers, name):
     diff = np.abs(frame.image.astype(int) - ref.astype(int)).max(axis=2)
     assert (diff > 3).mean() < 0.005, f"{(diff > 3).mean():.4f} of pixels differ"
     assert frame.image[..., :3].std() > 5  # not a blank image
+
+
+def test_aneurism_surface_is_closed_and_wound_outward(scenes):
+    """The voxel surface encloses positive volume (outward winding, so its vertex normals point
+    out of the vessels), less than the voxels' own (smoothing shrinks it), not far less."""
+    scene = scenes("aneurism")
+    tri = scene.triangles().astype(np.float64)
+    volume = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum() / 6
+    edges = np.sort(np.concatenate([scene.faces[:, [0, 1]], scene.faces[:, [1, 2]],
+                                    scene.faces[:, [2, 0]]]), axis=1)
+    _, uses = np.unique(edges, axis=0, return_counts=True)
+    assert np.all(uses % 2 == 0)  # every edge shared by an even number of faces: closed
+    voxels = 5066 * 4**3  # the occupied 4³-blocks of the CT volume
+    assert 0.3 * voxels < volume < voxels
 
 
 def test_cpu_load_ends_by_itself_and_when_stopped():

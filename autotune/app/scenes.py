@@ -40,6 +40,7 @@ SCENE_NOTES = {
     "city": "procedural: a 48x48 grid of boxes (occlusion-heavy)",
     "grass": "procedural: a field of thin, tall, bent blades (a test scene)",
     "terrain": "procedural: a ridged heightfield seen at grazing angles (a test scene)",
+    "aneurism": "vessel tree: the surface of the aneurism CT volume (a test scene)",
 }
 
 

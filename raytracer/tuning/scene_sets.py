@@ -4,9 +4,10 @@ The rule: the model is fitted on the calibration scenes; model and controller ch
 by their figures on the validation scenes; the test scenes are touched only to report, never to
 choose a change (a change chosen by a test figure makes that scene a validation scene, and a new
 test scene must then be shipped). ``dragon-small`` is the dragon at another resolution, the same
-object, so it belongs to validation (the quick runs' stand-in). There is no shipped mesh scan
-besides the bunny, the dragon and sibenik, so both test scenes are procedural, of different
-character: thin blades that hide each other (grass) and one self-shadowing surface (terrain).
+object, so it belongs to validation (the quick runs' stand-in). No shipped mesh scan exists
+besides the bunny, the dragon and sibenik; the test scenes are two procedural ones of different
+character, thin blades that hide each other (grass) and one self-shadowing surface (terrain),
+and a scanned shape: the vessel tree of the shipped aneurism CT volume (aneurism).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from raytracer.tuning.calibration_fit import FULL_SCENES
 
 CALIBRATION_SCENES: tuple[str, ...] = FULL_SCENES  # the fit's own list (spheres, city, bunny)
 VALIDATION_SCENES: tuple[str, ...] = ("dragon", "sibenik")
-TEST_SCENES: tuple[str, ...] = ("grass", "terrain")
+TEST_SCENES: tuple[str, ...] = ("grass", "terrain", "aneurism")
 QUICK_STAND_INS = {"validation": ("dragon-small",), "test": ("grass",)}  # for --quick runs
 EVALUATION_SETS = ("validation", "test")
 
