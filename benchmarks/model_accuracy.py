@@ -2,10 +2,12 @@
 
 No feedback. The model is calibrated here, from the device's microbenchmark parameters, on the
 calibration set of ``autotune calibrate`` (procedural spheres and city, the bunny mesh, at
-320x180 and 640x360 along the calibration orbit), and evaluated on a held-out set: other meshes
-(dragon, sibenik), other resolutions (256x144, 480x270) and another camera path (an orbit that
-starts an eighth of a turn away, higher, turning the other way), with AO rays {0, 1, 4, 16} x
-shadows x Phong. Figures per phase and per frame: |predicted - measured| / measured.
+320x180 and 640x360 along the calibration orbit), and evaluated on a held-out set: the
+validation scenes (dragon, sibenik), or with ``--set test`` the test scenes (grass, terrain,
+aneurism; only to report, see ``raytracer.tuning.scene_sets``), other resolutions (256x144,
+480x270) and another camera path (an orbit that starts an eighth of a turn away, higher,
+turning the other way), with AO rays {0, 1, 4, 16} x shadows x Phong. Figures per phase and
+per frame: |predicted - measured| / measured.
 
 Columns: ``held_out`` (the headline: calibrated on the calibration set, evaluated on the held-out
 set), ``in_sample`` (the same fit on its own calibration frames, labelled so), ``transfer`` (a
@@ -57,10 +59,10 @@ from raytracer.tuning.calibration_fit import (
 )
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
+from raytracer.tuning.scene_sets import EVALUATION_SETS, evaluation_scenes, refusal, sets_record
 from raytracer.tuning.timers import default_timer
 from raytracer.tuning.tuned_renderer import RayTraceModel, device_model
 
-EVAL_SCENES = ("dragon", "sibenik")
 EVAL_SIZES = ((256, 144), (480, 270))
 AO_COUNTS = (0, 1, 4, 16)
 TRANSFER_SCENE = "city"
@@ -285,12 +287,17 @@ def goals(figures: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", action="append", help="held-out scene(s) (default: dragon, "
-                        "sibenik); a calibration scene is refused")
+    parser.add_argument("--scene", action="append", help="held-out scene(s) (default: the "
+                        "set's scenes); a calibration scene is refused")
+    parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
+                        help="evaluate on the validation scenes (dragon, sibenik: they choose "
+                             "changes) or the test scenes (grass, terrain, aneurism: only to "
+                             "report)")
     parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
                         "quick 3)")
     parser.add_argument("--quick", action="store_true",
-                        help="quick calibration set; dragon-small at 256x144, AO {0, 2, 8}")
+                        help="quick calibration set; one scene of the set (validation: "
+                             "dragon-small, test: grass) at 256x144, AO {0, 2, 8}")
     parser.add_argument("--device", help="one device (P:D, gpu, cpu, intel-cpu, pocl); default: "
                                          "one device of every OpenCL runtime that builds here")
     from autotune.app import options as opt
@@ -300,15 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the measurements, not after
-    cal_scenes = QUICK_SCENES if args.quick else FULL_SCENES
-    scenes = args.scene or (["dragon-small"] if args.quick else list(EVAL_SCENES))
-    overlap = sorted(set(scenes) & set(cal_scenes))
-    if overlap:
-        parser.error(f"{', '.join(overlap)} is a calibration scene; evaluate on another")
+    scenes = args.scene or list(evaluation_scenes(args.set, args.quick))
+    refused = refusal(scenes, args.set)
+    if refused:
+        parser.error(refused)
     with measured_run() as run:
         results = {info.runtime: measure_device(info, args, scenes)
                    for info in one_device_per_runtime(args.device)}
-    figures: dict = {"run": run.figures(),
+    figures: dict = {"run": run.figures(), "sets": sets_record(args.set, scenes),
                      "runtimes": {r: res["figures"] for r, res in results.items()}}
     figures["goals"] = mark_goals(goals(figures), figures["run"])
     emit(figures, args.json, title="model accuracy without feedback (held out), per runtime")

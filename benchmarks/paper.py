@@ -3,10 +3,12 @@ baselines.
 
 Controlled time: the frame the user waits for, probe + kernels + read-back, on the wall clock
 (``TunedFrame.measured``); the kernels' event time is reported beside it (``kernel_ms``). The
-scenes (dragon, sibenik) and the size (480x270) are not the calibration's (spheres, city, bunny
-at 320x180 / 640x360), so every view is held out. Per scene: an orbit-and-dolly animation and
-an abrupt 180° turn from an empty view to a view of the held-out path; the target is the
-frame time of 8 AO rays + shadows + Phong on the orbit's first view.
+scenes and the size (480x270) are not the calibration's (spheres, city, bunny at 320x180 /
+640x360), so every view is held out: the validation scenes (dragon, sibenik) by default, the
+test scenes (grass, terrain, aneurism) with ``--set test``, only to report
+(``raytracer.tuning.scene_sets`` says the rule). Per scene: an orbit-and-dolly animation and an
+abrupt 180° turn from an empty view to a view of the held-out path; the target is the frame
+time of 8 AO rays + shadows + Phong on the orbit's first view.
 
 Controllers, each given a fair chance:
 - feed-forward: the probe + model + slow feedback (the product);
@@ -18,12 +20,15 @@ Controllers, each given a fair chance:
 
 Also: PSNR / SSIM of chosen frames against the full-quality frame (64 AO rays + shadows +
 Phong) of the same view and seed, and a lasting 2x cost step (from one frame on, every kernel
-runs twice) under the feed-forward tuner: how many frames until it is back within 5 %.
+runs twice) under the feed-forward tuner: how many frames until it is back within 5 %; and a
+load that changes (a CPU-bound process started and stopped mid-path) under per-phase and under
+frame feedback: how many frames until back within 5 % after it starts and after it stops.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -43,9 +48,11 @@ from autotune.app.report import emit
 from autotune.app.run_record import RunRecord, stamp
 from autotune.atomic_files import check_output_dir, output_dir
 from autotune.image_quality import psnr, ssim
+from benchmarks.cpu_load import CpuLoad
 from raytracer.camera import Camera, turn_path
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
+from raytracer.tuning.scene_sets import EVALUATION_SETS, evaluation_scenes, refusal, sets_record
 from raytracer.tuning.tuned_renderer import TunedRenderer
 
 FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True)
@@ -53,7 +60,10 @@ PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
 PI_GAIN_GRID = tuple((kp, ki) for kp in (0.02, 0.05, 0.15) for ki in (0.05, 0.15, 0.4))
 CONTROLLED = "frame the user waits for: probe + kernels + read-back, wall clock"
 STEP_TOLERANCE = 0.05
-GOALS = {"mean": 0.03, "p95": 0.08, "model_feedback": 0.01, "after_turn": 0.10, "step": 5}
+GOALS = {"mean": 0.03, "p95": 0.08, "model_feedback": 0.01, "after_turn": 0.10, "step": 5,
+         "load": 5}
+LOAD_LIMIT_S = 30.0  # a load process ends by itself after this, whatever the benchmark does
+LOAD_FEEDBACKS = ("phase", "frame")
 # what each run is: (controller, feedback); "feedforward-frame" is feed-forward with the frame's
 # single correction only (no per-phase feedback), kept to compare the two
 VARIANTS = {"feedforward": ("feedforward", "phase"), "feedforward-frame": ("feedforward", "frame"),
@@ -175,14 +185,51 @@ def step_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, he
     err = np.array([abs(x.measured - x.target) / x.target for x in logs])
     model = np.array([abs(x.corrected - x.measured) / x.measured for x in logs])
     after = err[step_at:]
-    back = np.flatnonzero(after <= STEP_TOLERANCE)
-    learnt = np.flatnonzero(model[step_at:] <= STEP_TOLERANCE)
     return {"step_at": step_at, "frames": len(logs),
-            "frames_to_within_5pct_of_target": int(back[0]) if back.size else None,
-            "frames_to_model_within_5pct": int(learnt[0]) if learnt.size else None,
+            "frames_to_within_5pct_of_target": frames_to_within(after),
+            "frames_to_model_within_5pct": frames_to_within(model[step_at:]),
             "median_error_before_step": float(np.median(err[:step_at])),
             "median_error_from_5_frames_after": float(np.median(after[5:])) if after.size > 5
             else None,
+            "per_frame": logs_to_dicts(logs)}
+
+
+def frames_to_within(errors: np.ndarray, tolerance: float = STEP_TOLERANCE) -> int | None:
+    """Frames from the first of ``errors`` until one is within ``tolerance`` (None: never)."""
+    back = np.flatnonzero(errors <= tolerance)
+    return int(back[0]) if back.size else None
+
+
+def load_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, height: int,
+             target: float, feedback: str, processes: int) -> dict:
+    """Feed-forward with ``feedback`` while ``processes`` busy processes run from a quarter of
+    the path to five eighths of it: frames until back within 5 % after the load starts and
+    after it stops."""
+    renderer = TunedRenderer(scene, width, height, target, tracer=tracer, feedback=feedback)
+    start_at, stop_at = len(cameras) // 4, len(cameras) * 5 // 8
+    with CpuLoad(processes, LOAD_LIMIT_S) as load:
+        ended_early = []
+
+        def before(i: int) -> None:
+            if i == start_at:
+                load.start()
+            elif i == stop_at:
+                ended_early.append(load.ended)
+                load.stop()
+
+        logs = run_path(renderer, cameras, desc=f"{scene.name} load ({feedback} feedback)",
+                        before_frame=before)
+    err = np.array([abs(x.measured - x.target) / x.target for x in logs])
+    return {"feedback": feedback, "load_processes": processes, "load_from": start_at,
+            "load_until": stop_at, "frames": len(logs),
+            "load_ended_before_stop": bool(ended_early and ended_early[0]),
+            "frames_to_within_5pct_after_load_starts": frames_to_within(err[start_at:stop_at]),
+            "frames_to_within_5pct_after_load_stops": frames_to_within(err[stop_at:]),
+            "frames_outside_5pct_under_load": int((err[start_at:stop_at] > STEP_TOLERANCE).sum()),
+            "frames_outside_5pct_after_load": int((err[stop_at:] > STEP_TOLERANCE).sum()),
+            "median_error_before_load": float(np.median(err[:start_at])),
+            "median_error_under_load": float(np.median(err[start_at:stop_at])),
+            "median_error_after_load": float(np.median(err[stop_at:])),
             "per_frame": logs_to_dicts(logs)}
 
 
@@ -251,9 +298,28 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
     return result
 
 
-def goals(results: list[dict], step: dict | None) -> dict:
+def recovery_goal(value: int | None, goal: str, what: str) -> dict:
+    """A "frames until back within 5 %" figure against at most ``GOALS[goal]`` frames (None,
+    never back, does not meet it)."""
+    return {"value": value, "goal": f"<= {GOALS[goal]}",
+            "met": value is not None and value <= GOALS[goal], "what": what}
+
+
+def load_goals(load: dict[str, dict]) -> dict:
+    """Per feedback: frames until back within 5 % after the load starts and after it stops."""
+    out = {}
+    for feedback, run in load.items():
+        for edge in ("starts", "stops"):
+            out[f"load_{feedback}_feedback_recovery_after_{edge}_frames"] = recovery_goal(
+                run[f"frames_to_within_5pct_after_load_{edge}"], "load",
+                f"frames after a CPU-bound process {edge} until within 5 % of target "
+                f"({feedback} feedback)")
+    return out
+
+
+def goals(results: list[dict], step: dict | None, load: dict[str, dict] | None = None) -> dict:
     """Per scene and path, for the whole path and (turn paths) from the turn on: feed-forward's
-    tracking, its corrected model, and the baselines it must beat."""
+    tracking, its corrected model, and the baselines it must beat; the step and the load."""
     out: dict = {}
     for r in results:
         ff = r["controllers"].get("feedforward")
@@ -296,26 +362,48 @@ def goals(results: list[dict], step: dict | None) -> dict:
                     "met": v <= GOALS["after_turn"],
                     "what": "|frame - target| / target on the held-out view after the turn"}
     if step is not None:
-        v = step["frames_to_within_5pct_of_target"]
-        out["cost_step_recovery_frames"] = {
-            "value": v, "goal": f"<= {GOALS['step']}", "met": v is not None and v <= GOALS["step"],
-            "what": "frames after a lasting 2x kernel-cost step until within 5 % of target"}
-    return out
+        out["cost_step_recovery_frames"] = recovery_goal(
+            step["frames_to_within_5pct_of_target"], "step",
+            "frames after a lasting 2x kernel-cost step until within 5 % of target")
+    return {**out, **load_goals(load or {})}
+
+
+def load_runs(scene_name: str, tracer: Tracer, cameras: list[Camera], width: int, height: int,
+              target: float, per_frame: bool) -> dict[str, dict]:
+    """:func:`load_run` under each of :data:`LOAD_FEEDBACKS`, with half the CPUs (at least one)
+    kept busy; per-frame logs only if asked."""
+    processes = max(1, (os.cpu_count() or 2) // 2)
+    runs = {}
+    for feedback in LOAD_FEEDBACKS:
+        runs[feedback] = load_run(tracer.scene, tracer, cameras, width, height, target, feedback,
+                                  processes)
+        runs[feedback]["scene"] = scene_name
+        if not per_frame:
+            runs[feedback].pop("per_frame")
+    return runs
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench paper", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", action="append", help="scene(s) (default: dragon, sibenik)")
+    parser.add_argument("--scene", action="append", help="scene(s) (default: the set's "
+                        "scenes); a calibration scene is refused")
+    parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
+                        help="evaluate on the validation scenes (dragon, sibenik: they choose "
+                             "changes) or the test scenes (grass, terrain, aneurism: only to "
+                             "report)")
     parser.add_argument("--controller", choices=(*VARIANTS, "all"), default="all",
                         help="feedforward (per-phase feedback), feedforward-frame (the frame's "
                              "correction only), fixed, pi, or all")
-    parser.add_argument("--quick", action="store_true", help="dragon-small, 24 frames, 256x144")
+    parser.add_argument("--quick", action="store_true", help="one scene of the set "
+                        "(validation: dragon-small, test: grass), 24 frames, 256x144")
     parser.add_argument("--frames", type=int, help="frames of the orbit path (default 60)")
     parser.add_argument("--width", type=int)
     parser.add_argument("--height", type=int)
     parser.add_argument("--target-ms", type=float, help="default: the scene's reference time")
     parser.add_argument("--no-step", action="store_true", help="skip the 2x cost-step run")
+    parser.add_argument("--no-load", action="store_true",
+                        help="skip the runs under a CPU load that starts and stops mid-path")
     parser.add_argument("--device")
     from autotune.app import options as opt
 
@@ -323,7 +411,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    scenes = args.scene or (["dragon-small"] if args.quick else ["dragon", "sibenik"])
+    scenes = args.scene or list(evaluation_scenes(args.set, args.quick))
+    refused = refusal(scenes, args.set)
+    if refused:
+        parser.error(refused)
     frames = args.frames or (24 if args.quick else 60)
     width = args.width or (256 if args.quick else 480)
     height = args.height or (144 if args.quick else 270)
@@ -332,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         check_output_dir(args.plots, args.force)  # before the runs, not after
     run = RunRecord()
     gains, trained_on = pi_gains(width, height, args.device, max(frames // 2, 12))
-    results, step = [], None
+    results, step, load = [], None, None
     with (output_dir(args.plots, args.force) if args.plots else nullcontext()) as plots:
         for name in scenes:
             r = run_scene(name, controllers, frames, width, height, args.target_ms,
@@ -344,13 +435,17 @@ def main(argv: list[str] | None = None) -> int:
                 step["scene"] = name
                 if not args.per_frame:
                     step.pop("per_frame")
+            if load is None and not args.no_load and "feedforward" in controllers:
+                load = load_runs(name, tracer, orbit[: max(frames // 2, 24)], width, height,
+                                 target, args.per_frame)
             if not args.per_frame:
                 r.pop("per_frame")
             results.append(r)
     figures = {"controlled_time": CONTROLLED, "second_figure": "kernel_ms: the kernels' "
                "OpenCL event time",
                "pi_gains": {"kp": gains[0], "ki": gains[1], "tuned_on": trained_on},
-               "paper": results, "cost_step": step, "goals": goals(results, step)}
+               "sets": sets_record(args.set, scenes), "paper": results, "cost_step": step,
+               "changing_load": load, "goals": goals(results, step, load)}
     emit(stamp(figures, run), args.json, title="seed 002 experiment: tracking a target frame time")
     return 0
 

@@ -324,6 +324,117 @@ def _city_scene(blocks: int = 48, seed: int = 7) -> Scene:
     return Scene("city", v, f, cam, light)
 
 
+def _grass_scene(side: int = 56, segments: int = 4, seed: int = 11) -> Scene:
+    """A jittered field of thin, tall, bent blades on a ground plane: many sliver triangles
+    that partly hide each other, so shadow and AO rays scatter between them."""
+    rng = np.random.default_rng(seed)
+    n = side * side
+    base = np.stack(np.meshgrid(np.arange(side), np.arange(side), indexing="ij"), -1)
+    base = (base.reshape(n, 2) - side / 2 + rng.uniform(0.0, 1.0, (n, 2))) * 0.25
+    height = rng.uniform(0.8, 2.0, n)
+    width = rng.uniform(0.02, 0.05, n)
+    facing = rng.uniform(0.0, np.pi, n)
+    lean = rng.uniform(-0.35, 0.35, (n, 2))
+    t = np.linspace(0.0, 1.0, segments + 1)  # along the blade, base to tip
+    across = np.stack([np.cos(facing), np.zeros(n), np.sin(facing)], -1)  # (n, 3)
+    spine = np.zeros((n, segments + 1, 3))
+    spine[..., 0] = base[:, None, 0] + lean[:, None, 0] * height[:, None] * t**2
+    spine[..., 1] = height[:, None] * t
+    spine[..., 2] = base[:, None, 1] + lean[:, None, 1] * height[:, None] * t**2
+    half = (width[:, None] * (1.0 - 0.9 * t))[..., None] * across[:, None, :]
+    verts = np.stack([spine - half, spine + half], axis=2).reshape(n, 2 * (segments + 1), 3)
+    k = 2 * np.arange(segments)[:, None]
+    quad = np.concatenate([k + [0, 1, 3], k + [0, 3, 2]])  # two triangles per segment
+    faces = quad[None] + (2 * (segments + 1) * np.arange(n))[:, None, None]
+    v, f = _merge([_ground(side * 0.2), (verts.reshape(-1, 3), faces.reshape(-1, 3))])
+    cam = Camera((side * 0.11, 2.4, side * 0.13), (0.0, 0.5, 0.0), fov_y=50.0)
+    return Scene("grass", v, f, cam, np.array([-side * 0.1, 12.0, side * 0.05], np.float32))
+
+
+def _terrain_scene(size: int = 128, seed: int = 5) -> Scene:
+    """A heightfield of summed random waves (ridges and valleys) seen from low over it: one
+    continuous surface that shadows itself, seen mostly at grazing angles."""
+    rng = np.random.default_rng(seed)
+    x, z = np.meshgrid(np.linspace(-1.0, 1.0, size), np.linspace(-1.0, 1.0, size),
+                       indexing="ij")
+    y = np.zeros_like(x)
+    for octave in range(6):
+        freq, amp = 2.0 ** octave * 1.5, 0.5 ** octave
+        for _ in range(3):
+            angle, phase = rng.uniform(0.0, 2 * np.pi, 2)
+            y += amp / 3 * np.sin(freq * np.pi * (np.cos(angle) * x + np.sin(angle) * z)
+                                  + phase)
+    y = 0.3 * np.abs(y) ** 1.3  # sharp ridges
+    v = np.stack([x * 8.0, y * 8.0, z * 8.0], -1).reshape(-1, 3)
+    idx = np.arange(size * size).reshape(size, size)
+    a, b = idx[:-1, :-1].ravel(), idx[1:, :-1].ravel()
+    c, d = idx[1:, 1:].ravel(), idx[:-1, 1:].ravel()
+    f = np.concatenate([np.stack([a, c, b], -1), np.stack([a, d, c], -1)])
+    v, f = _merge([(v, f)])
+    cam = Camera((-7.5, 5.5, -6.5), (0.5, 0.5, 0.5), fov_y=50.0)
+    return Scene("terrain", v, f, cam, np.array([6.0, 9.0, -4.0], np.float32))
+
+
+def _voxel_surface(occupied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The faces between occupied and empty voxels, two triangles each, wound outward; the
+    vertices are the voxel corners they use (integer grid coordinates, axes as given)."""
+    occupied = np.pad(occupied, 1).astype(np.int8)
+    shape = np.array(occupied.shape) + 1
+    faces, outward = [], []
+    for axis in range(3):
+        rest = [a for a in range(3) if a != axis]
+        change = np.diff(occupied, axis=axis)  # +1: full on the far side, so facing -axis
+        cells = np.nonzero(change)
+        corners = []
+        for du, dv in ((0, 0), (1, 0), (1, 1), (0, 1)):
+            p = np.stack(cells, 1)
+            p[:, axis] += 1
+            p[:, rest[0]] += du
+            p[:, rest[1]] += dv
+            corners.append(np.ravel_multi_index(p.T, shape))
+        quad = np.stack(corners, 1)
+        faces.append(np.concatenate([quad[:, [0, 1, 2]], quad[:, [0, 2, 3]]]))
+        normal = np.zeros((len(quad), 3))
+        normal[:, axis] = -change[cells]
+        outward += [normal, normal]
+    used, inverse = np.unique(np.concatenate(faces), return_inverse=True)
+    vertices = np.stack(np.unravel_index(used, shape), 1).astype(np.float64)
+    f = inverse.reshape(-1, 3)
+    tri = vertices[f]
+    wound = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    flip = (wound * np.concatenate(outward)).sum(axis=1) < 0
+    f[flip] = f[flip][:, ::-1]
+    return vertices, f
+
+
+def _smooth(vertices: np.ndarray, faces: np.ndarray, rounds: int) -> np.ndarray:
+    """Laplacian smoothing: each round moves every vertex halfway to its neighbours' mean (the
+    voxel staircase becomes a surface)."""
+    edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
+    count = np.bincount(edges[:, 0], minlength=len(vertices))[:, None]
+    for _ in range(rounds):
+        total = np.zeros_like(vertices)
+        np.add.at(total, edges[:, 0], vertices[edges[:, 1]])
+        vertices = 0.5 * vertices + 0.5 * total / np.maximum(count, 1)
+    return vertices
+
+
+def _aneurism_scene(stride: int = 4, level: float = 0.3) -> Scene:
+    """A scanned shape that no calibration or validation scene resembles: the vessel tree of
+    the shipped aneurism CT volume (rotational X-ray), the voxels above ``level`` after a max
+    over ``stride``³ blocks, their surface smoothed: thin branching tubes in open space."""
+    from raytracer.volume.volume_data import load_volume  # deferred: only this scene needs it
+
+    data = load_volume("aneurism").data  # (z, y, x)
+    z, y, x = (n // stride for n in data.shape)
+    blocks = data[: z * stride, : y * stride, : x * stride].reshape(z, stride, y, stride, x,
+                                                                    stride)
+    occupied = blocks.max(axis=(1, 3, 5)) > level * float(data.max())
+    vertices, faces = _voxel_surface(occupied.transpose(2, 1, 0))  # (x, y, z)
+    vertices = _smooth(vertices, faces, rounds=4) * stride  # in voxels of the volume
+    return scene_from_mesh("aneurism", *clean_mesh(vertices, faces, "aneurism CT surface"))
+
+
 def _sibenik_scene() -> Scene:
     v, f = _asset("sibenik")
     cam = Camera((-16.5, -11.0, 0.0), (0.0, -9.0, 0.0), fov_y=60.0)
@@ -341,6 +452,9 @@ SCENES: dict[str, Callable[[], Scene]] = {
     "sibenik": _sibenik_scene,
     "spheres": _spheres_scene,
     "city": _city_scene,
+    "grass": _grass_scene,
+    "terrain": _terrain_scene,
+    "aneurism": _aneurism_scene,
 }
 
 

@@ -38,6 +38,9 @@ SCENE_NOTES = {
     "sibenik": "Sibenik cathedral interior (architecture, camera inside)",
     "spheres": "procedural: four spheres on a ground plane",
     "city": "procedural: a 48x48 grid of boxes (occlusion-heavy)",
+    "grass": "procedural: a field of thin, tall, bent blades (a test scene)",
+    "terrain": "procedural: a ridged heightfield seen at grazing angles (a test scene)",
+    "aneurism": "vessel tree: the surface of the aneurism CT volume (a test scene)",
 }
 
 

@@ -1,0 +1,143 @@
+"""Issue 19: the calibration / validation / test split, the test scenes, the changing load."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from benchmarks import model_accuracy, paper
+from benchmarks.cpu_load import CpuLoad
+from raytracer.cpu_render import render_cpu
+from raytracer.scene import SCENES
+from raytracer.tracer import RenderSettings, packed_normals
+from raytracer.tuning.scene_sets import (
+    CALIBRATION_SCENES,
+    TEST_SCENES,
+    VALIDATION_SCENES,
+    evaluation_scenes,
+    refusal,
+    scene_sets,
+    set_of,
+    sets_record,
+)
+
+W, H = 64, 36
+GENERATED_TEST_SCENES = ("grass", "terrain", "aneurism")  # built in code at every load
+
+
+def test_sets_are_disjoint_and_every_shipped_scene_is_in_one():
+    sets = scene_sets()
+    listed = [s for scenes in sets.values() for s in scenes]
+    assert len(listed) == len(set(listed))
+    assert sorted(listed) == sorted(SCENES)
+    assert set(CALIBRATION_SCENES) == {"spheres", "city", "bunny"}
+    assert not set(TEST_SCENES) & {*CALIBRATION_SCENES, *VALIDATION_SCENES, "dragon-small"}
+
+
+@pytest.mark.parametrize("name", sorted(s for v in scene_sets().values() for s in v))
+def test_every_listed_scene_loads(scenes, name):
+    scene = scenes(name)
+    assert scene.triangle_count > 0 and scene.diagonal > 0
+
+
+def test_evaluation_defaults_and_refusals():
+    assert evaluation_scenes("validation", quick=False) == VALIDATION_SCENES
+    assert evaluation_scenes("test", quick=False) == TEST_SCENES
+    assert set_of(evaluation_scenes("validation", quick=True)[0]) == "validation"
+    assert set_of(evaluation_scenes("test", quick=True)[0]) == "test"
+    with pytest.raises(ValueError, match="calibration"):
+        evaluation_scenes("calibration", quick=False)
+    assert "calibration scene" in refusal(["dragon", "bunny"], "validation")
+    assert "--set test" in refusal(["grass"], "validation")
+    assert "--set validation" in refusal(["sibenik"], "test")
+    assert refusal(["terrain", "grass"], "test") is None
+    assert refusal(["my_mesh.ply"], "test") is None  # a user's file belongs to no set
+    record = sets_record("test", ["terrain"])
+    assert record["evaluated"] == "test" and record["test"] == list(TEST_SCENES)
+
+
+@pytest.mark.parametrize("bench", [paper, model_accuracy])
+@pytest.mark.parametrize("argv", [["--scene", "bunny"], ["--scene", "city", "--set", "test"],
+                                  ["--scene", "grass"]])
+def test_benchmarks_refuse_a_scene_outside_the_evaluated_set(bench, argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main(argv)
+    assert exit_info.value.code == 2
+    assert "scene" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", GENERATED_TEST_SCENES)
+def test_generated_test_scenes_are_deterministic(name):
+    a, b = SCENES[name](), SCENES[name]()
+    assert np.array_equal(a.vertices, b.vertices) and np.array_equal(a.faces, b.faces)
+    assert a.camera == b.camera and np.array_equal(a.light, b.light)
+    assert a.triangle_count > 10_000  # enough triangles for a deep BVH
+
+
+@pytest.mark.parametrize("name", GENERATED_TEST_SCENES)
+def test_generated_test_scenes_match_cpu_reference(tracers, name):
+    tracer = tracers(name)
+    s, b = tracer.scene, tracer.bvh
+    settings = RenderSettings(ao_rays=2, ao_radius=0.1, shadows=True, phong=True)
+    frame = tracer.render(s.camera, W, H, settings, seed=3)
+    ref, *_ = render_cpu(b.nodes, b.node_ints, b.triangles, packed_normals(s, b),
+                         s.camera.basis(W, H), W, H, s.light, np.float32(s.diagonal),
+                         settings.ao_rays, settings.ao_radius * s.diagonal, settings.shadows,
+                         settings.phong, 3)
+    diff = np.abs(frame.image.astype(int) - ref.astype(int)).max(axis=2)
+    assert (diff > 3).mean() < 0.005, f"{(diff > 3).mean():.4f} of pixels differ"
+    assert frame.image[..., :3].std() > 5  # not a blank image
+
+
+def test_aneurism_surface_is_closed_and_wound_outward(scenes):
+    """The voxel surface encloses positive volume (outward winding, so its vertex normals point
+    out of the vessels), less than the voxels' own (smoothing shrinks it), not far less."""
+    scene = scenes("aneurism")
+    tri = scene.triangles().astype(np.float64)
+    volume = np.einsum("ij,ij->i", tri[:, 0], np.cross(tri[:, 1], tri[:, 2])).sum() / 6
+    edges = np.sort(np.concatenate([scene.faces[:, [0, 1]], scene.faces[:, [1, 2]],
+                                    scene.faces[:, [2, 0]]]), axis=1)
+    _, uses = np.unique(edges, axis=0, return_counts=True)
+    assert np.all(uses % 2 == 0)  # every edge shared by an even number of faces: closed
+    voxels = 5066 * 4**3  # the occupied 4³-blocks of the CT volume
+    assert 0.3 * voxels < volume < voxels
+
+
+def test_cpu_load_ends_by_itself_and_when_stopped():
+    by_itself = CpuLoad(limit_s=0.2)
+    by_itself.start()
+    for _ in range(600):  # its own limit ends it: no stop() here
+        if by_itself.ended:
+            break
+        time.sleep(0.1)
+    assert by_itself.ended
+    with CpuLoad(processes=2, limit_s=30.0) as stopped:
+        stopped.start()
+        assert stopped.running
+    assert stopped.ended
+    with pytest.raises(ValueError):
+        CpuLoad(processes=0)
+
+
+def _load_figures(after_start, after_stop) -> dict:
+    return {"frames_to_within_5pct_after_load_starts": after_start,
+            "frames_to_within_5pct_after_load_stops": after_stop}
+
+
+def test_paper_goals_judge_the_load_runs():
+    load = {"phase": _load_figures(3, 5), "frame": _load_figures(6, None)}
+    out = paper.goals([], None, load)
+    assert out["load_phase_feedback_recovery_after_starts_frames"]["met"]
+    assert out["load_phase_feedback_recovery_after_stops_frames"]["met"]
+    assert not out["load_frame_feedback_recovery_after_starts_frames"]["met"]
+    assert not out["load_frame_feedback_recovery_after_stops_frames"]["met"]  # never back
+    assert out["load_frame_feedback_recovery_after_starts_frames"]["value"] == 6
+    assert paper.goals([], None) == {}
+
+
+def test_frames_to_within():
+    assert paper.frames_to_within(np.array([0.3, 0.2, 0.04, 0.5])) == 2
+    assert paper.frames_to_within(np.array([0.3, 0.06])) is None
+    assert paper.frames_to_within(np.array([])) is None
