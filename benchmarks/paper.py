@@ -53,7 +53,7 @@ from raytracer.camera import Camera, turn_path
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 from raytracer.tuning.scene_sets import EVALUATION_SETS, evaluation_scenes, refusal, sets_record
-from raytracer.tuning.tuned_renderer import TunedRenderer
+from raytracer.tuning.tuned_renderer import TunedRenderer, knobs_of
 
 FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True)
 PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
@@ -71,7 +71,7 @@ VARIANTS = {"feedforward": ("feedforward", "phase"), "feedforward-frame": ("feed
 BASELINES = ("fixed", "pi")
 
 
-def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
+def heldout_turn_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
     """Look away from the scene from a point of the held-out path, then turn to the scene."""
     target = np.asarray(scene.camera.target, np.float64)
     eye = np.asarray(heldout_camera_path(scene, 5)[2].eye, np.float64)
@@ -129,8 +129,8 @@ def pi_gains(width: int, height: int, device: str | None, frames: int
                                     cameras[0])
     scores = {}
     for kp, ki in PI_GAIN_GRID:
-        renderer = TunedRenderer(scene, width, height, target, controller="pi", tracer=tracer)
-        renderer.tuner.controller.kp, renderer.tuner.controller.ki = kp, ki
+        renderer = TunedRenderer(scene, width, height, target, tracer=tracer)
+        renderer.use_controller("pi", (kp, ki))
         logs = run_path(renderer, cameras, desc=f"PI gains {kp}/{ki}")
         scores[kp, ki] = float(np.mean([abs(x.measured - x.target) / x.target for x in logs]))
     best = min(scores, key=scores.get)
@@ -240,7 +240,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
     scene = load_scene(scene_name)
     tracer = Tracer(scene, device=device)
     orbit = orbit_camera_path(scene, frames)
-    turn, turn_at = turn_camera_path(scene, max(frames // 2, 4))
+    turn, turn_at = heldout_turn_path(scene, max(frames // 2, 4))
     probe_renderer = TunedRenderer(scene, width, height, 1.0, tracer=tracer)
     target = (target_ms / 1e3 if target_ms
               else reference_frame_target(probe_renderer, orbit[0]))
@@ -269,11 +269,9 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                     "frames_spent": spent}
                 renderer = TunedRenderer(scene, width, height, target, controller=name,
                                          tracer=tracer)
-                renderer.tuner.controller.knobs = {"ao_rays": settings.ao_rays,
-                                                   "shadows": settings.shadows,
-                                                   "phong": settings.phong}
+                renderer.loop.hold(knobs_of(settings))
             elif name == "pi":
-                renderer.tuner.controller.kp, renderer.tuner.controller.ki = gains
+                renderer.use_controller("pi", gains)
             kept: dict[int, np.ndarray | None] = dict.fromkeys(keep_at[path_name])
             logs = run_path(renderer, cameras, desc=f"{scene_name} {name} {path_name}",
                             keep=kept)
