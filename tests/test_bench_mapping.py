@@ -64,3 +64,25 @@ def test_goals_follow_the_figures():
     g = goals(figures)
     assert not g["overflows_predicted_and_seen"]["met"]
     assert not g["mean_iteration_time_error"]["met"]
+
+
+def test_a_real_case_is_predicted_from_alone_figures_not_from_its_own_run(monkeypatch):
+    import autotune.app.pipeline as pipeline
+    from benchmarks.mapping import real_cases, run_case
+
+    name, m, work = real_cases()[0]  # probe -> tracer -> viewer
+    alone = {w: (20.0, 1.0) if w.kind == "probe" else (8.0, 1.0) for w in work.values()}
+    ran = {}
+
+    def fake_run(mapping, seconds, share=False, work=None):
+        ran.update(work=work, times={mod.name: mod.t_exec for mod in mapping.modules})
+        return {i.name: {"t_it_ms": 999.0, "t_cexec_ms": 999.0, "cpu_ms": 1.0,
+                         "windows_ms": [], "inputs": {}} for i in mapping.instances()}
+
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_run)
+    got = run_case(name, m, False, 1.0, work, alone)
+    assert ran["work"] == work and ran["times"] == {"probe": 20.0, "render": 8.0, "viewer": 4.0}
+    # the tracer waits for the probe, which shares its core with the viewer: never 999
+    assert got["modules"]["render"]["shared_t_it_ms"] == got["modules"]["probe"]["shared_t_it_ms"]
+    assert 20.0 < got["modules"]["probe"]["shared_t_it_ms"] < 40.0
+    assert got["real_work"] == {"probe": "probe", "render": "render"}
