@@ -1,5 +1,6 @@
 """The pipeline runtime that checks the mapping model for real (issue 22): its pure parts
-(cores per node, primed cycle edges, the emulated link) and one short MPI run."""
+(cores per node, primed cycle edges, the emulated link, real work in the spec) and short MPI
+runs, one of them with this project's real renderers."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from autotune.app.pipeline import run_pipeline
 from autotune.app.pipeline.shaper import Link
 from autotune.app.pipeline.spec import node_cores, primed_edges, run_spec
+from autotune.app.pipeline.work import Work
 from models.mapping import Connection, Mapping, MappingError, Module, Network, Node, Placement
 
 NET = (Network("slow", 10.0, 2.0),)
@@ -59,3 +61,36 @@ def test_a_ring_runs_and_every_message_is_accounted_for():
             assert edge["received"] >= edge["consumed"]
     # one message circulates: nobody is more than one message behind
     assert all(e["backlog_max"] <= 1 for r in got.values() for e in r["inputs"].values())
+
+
+def test_real_work_is_one_of_the_real_kinds():
+    with pytest.raises(ValueError, match="real work is one of probe, render, composite"):
+        Work("busy")
+    with pytest.raises(ValueError, match="0x90"):
+        Work("render", width=0)
+
+
+def test_the_spec_gives_real_work_to_the_named_module_only():
+    spec = run_spec(mapping((1,), False), 1.0, [0], work={"m1": Work("composite", width=8)})
+    assert [i["work"] for i in spec["instances"]] == [
+        None, {"kind": "composite", "scene": "dragon-small", "width": 8, "height": 90}, None]
+    with pytest.raises(MappingError, match="unknown module"):
+        run_spec(mapping((1,), False), 1.0, [0], work={"nope": Work("render")})
+
+
+def test_real_renderers_run_as_pipeline_ranks():
+    from raytracer.opencl_device import one_device_per_runtime
+
+    if not one_device_per_runtime():
+        pytest.skip("no OpenCL device builds here")
+    tiny = 0.01  # ms: the busy-work time the real work replaces
+    m = Mapping(NET, (Node("n0", 1),), (Module("probe", tiny, 1.0, (Placement("n0"),)),
+                                        Module("render", tiny, 1.0, (Placement("n0"),))),
+                (Connection("probe", ("render",)),))
+    work = {k: Work(k, width=64, height=36) for k in ("probe", "render")}
+    got = run_pipeline(m, 1.0, cores=[0], work=work)
+    for r in got.values():
+        assert r["iterations"] > 0 and r["t_cexec_ms"] > 10 * tiny and r["cpu_ms"] > 0
+    # the tracer renders once per probe message: it waits on its FIFO input
+    assert got["render"]["inputs"]["0"]["consumed"] > 0
+    assert got["render"]["inputs"]["0"]["consumed"] <= got["probe"]["sent"]["0"]

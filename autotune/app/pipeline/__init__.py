@@ -1,7 +1,8 @@
 """A real pipeline runtime to check the mapping model on (issue 22): every module instance is
 an MPI process (mpi4py; ``mpiexec`` spans machines when a user has them) pinned to its
 node's cores, with FIFO and greedy (latest-only) connections, busy-work modules of a set
-execution time and load, and an emulated link on every non-local connection
+execution time and load or modules doing this project's real work
+(:mod:`autotune.app.pipeline.work`), and an emulated link on every non-local connection
 (:mod:`autotune.app.pipeline.shaper`). On one machine each node of the mapping gets its own
 cores (one per CPU).
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.app.pipeline.spec import run_spec
+from autotune.app.pipeline.work import ONE_THREAD_ENV, Work
 from models.mapping import Mapping
 
 
@@ -22,19 +24,22 @@ class PipelineRunError(RuntimeError):
 
 
 def run_pipeline(mapping: Mapping, seconds: float, cores: list[int] | None = None,
-                 share: bool = False, timeout: float | None = None) -> dict[str, Any]:
+                 share: bool = False, timeout: float | None = None,
+                 work: dict[str, Work] | None = None) -> dict[str, Any]:
     """Run ``mapping`` for ``seconds`` and return what every instance measured (by name):
-    mean iteration time, compute time and CPU time per iteration in ms, per-window
-    iteration times, and per input edge the messages received, consumed and left over.
-    ``share`` lets nodes share cores (see :func:`autotune.app.pipeline.spec.node_cores`)."""
+    mean iteration time, compute time and CPU time (its process's) per iteration in ms,
+    per-window iteration times, and per input edge the messages received, consumed and left
+    over. ``share`` lets nodes share cores (see :func:`autotune.app.pipeline.spec.node_cores`);
+    the modules named in ``work`` do that real work, each on one thread."""
     from raytracer.volume.mpi_runtime import launch
 
-    spec = run_spec(mapping, seconds, cores, share)
+    spec = run_spec(mapping, seconds, cores, share, work)
     with tempfile.TemporaryDirectory(prefix="autotune-pipeline-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(spec))
         done = launch(["autotune.app.pipeline.worker", str(spec_path), str(out_path)],
-                      len(spec["instances"]), timeout=timeout or seconds + 60)
+                      len(spec["instances"]), timeout=timeout or seconds + 60,
+                      env=ONE_THREAD_ENV)
         if done.returncode or not out_path.exists():
             tail = "\n".join(f"{done.stdout}\n{done.stderr}".strip().splitlines()[-5:])
             raise PipelineRunError(f"pipeline run failed (exit {done.returncode}): {tail}")

@@ -6,8 +6,10 @@ message so synchronous cycles can start.
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from typing import Any
 
+from autotune.app.pipeline.work import Work
 from models.mapping import Mapping, MappingError
 from models.mapping.graph import strongly_connected
 
@@ -64,14 +66,21 @@ def primed_edges(mapping: Mapping) -> list[int]:
 
 
 def run_spec(mapping: Mapping, seconds: float, cores: list[int] | None = None,
-             share: bool = False) -> dict[str, Any]:
-    """The JSON the ranks read: rank k runs instance k (``share``: see :func:`node_cores`)."""
+             share: bool = False, work: dict[str, Work] | None = None) -> dict[str, Any]:
+    """The JSON the ranks read: rank k runs instance k (``share``: see :func:`node_cores`);
+    the modules named in ``work`` do that real work, the others busy work."""
     mapping.validate()
+    work = work or {}
+    unknown = sorted(set(work) - {m.name for m in mapping.modules})
+    if unknown:
+        raise MappingError(f"work given for unknown module(s): {', '.join(unknown)}")
     nets = {n.name: n for n in mapping.networks}
     return {
         "seconds": seconds,
         "instances": [{"name": i.name, "node": i.node, "cpu": i.cpu, "t_exec": i.t_exec,
-                       "load": i.load} for i in mapping.instances()],
+                       "load": i.load,
+                       "work": asdict(work[i.module]) if i.module in work else None}
+                      for i in mapping.instances()],
         "edges": [{"src": e.src, "dst": e.dst, "kind": e.kind, "volume": e.volume,
                    "bandwidth": nets[e.network].bandwidth if e.network else None,
                    "latency": nets[e.network].latency if e.network else 0.0}

@@ -4,12 +4,13 @@
 The FlowVR module loop: *wait* until every FIFO input holds a message (greedy inputs take
 their newest message, if any, without waiting), *compute* (busy work until the thread has
 used T_exec·LD of CPU time, so it stretches when the core is shared, then T_exec·(1 − LD)
-of sleep, the module's I/O), *put* one message of the connection's volume on every output.
-Waiting polls MPI every half millisecond and sleeps in between, so a waiting module leaves
-its core to the others. The process is pinned to its node's cores (one core when the
-mapping pins it). Each rank runs until the spec's duration is over, then tells its
-consumers how many messages it sent, reads what is still coming, and rank 0 writes what
-every rank measured.
+of sleep, the module's I/O; or one iteration of a real module's work, set up before the
+run starts: :mod:`autotune.app.pipeline.work`), *put* one message of the connection's
+volume on every output. Waiting polls MPI every half millisecond and sleeps in between, so
+a waiting module leaves its core to the others. The process is pinned to its node's cores
+(one core when the mapping pins it). Each rank runs until the spec's duration is over,
+then tells its consumers how many messages it sent, reads what is still coming, and rank 0
+writes what every rank measured.
 """
 
 from __future__ import annotations
@@ -23,17 +24,11 @@ from typing import Any
 import numpy as np
 
 from autotune.app.pipeline.shaper import Link
+from autotune.app.pipeline.work import Work, busy_step, real_step
 
 POLL = 0.0005  # s between polls while waiting
 FIN = 16384  # tag offset of the "sent N messages on edge k" notice
 WINDOW = 0.5  # s: T_it is also reported per window, to see oscillations
-
-
-def busy(cpu_seconds: float) -> None:
-    """Use ``cpu_seconds`` of this thread's CPU time (longer on a shared core)."""
-    end = time.thread_time() + cpu_seconds
-    while time.thread_time() < end:
-        pass
 
 
 class Rank:
@@ -132,6 +127,8 @@ def run(comm: Any, spec: dict[str, Any]) -> dict[str, Any]:
     me = r.me
     cores = spec["cores"][me["node"]]
     os.sched_setaffinity(0, [cores[me["cpu"]]] if me["cpu"] is not None else cores)
+    step = (real_step(Work(**me["work"])) if me["work"]
+            else busy_step(me["t_exec"], me["load"]))
     start = comm.bcast(time.monotonic() + 0.3 if comm.Get_rank() == 0 else None)
     deadline = start + spec["seconds"]
     warm = start + min(1.0, 0.25 * spec["seconds"])
@@ -142,17 +139,14 @@ def run(comm: Any, spec: dict[str, Any]) -> dict[str, Any]:
         r.put()
         r.outs = outs
     starts, computes, cpus = [], [], []
-    busy_s = me["t_exec"] * me["load"] * 1e-3
-    io_s = me["t_exec"] * (1 - me["load"]) * 1e-3
     while r.wait(deadline):
         t = time.monotonic()
-        c = time.thread_time()
-        busy(busy_s)
-        time.sleep(io_s)
+        c = time.process_time()
+        step()
         if t >= warm:
             starts.append(t)
             computes.append(time.monotonic() - t)
-            cpus.append(time.thread_time() - c)
+            cpus.append(time.process_time() - c)
         r.put()
     r.finish()
     gaps = np.diff(starts)
