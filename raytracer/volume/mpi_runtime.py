@@ -339,7 +339,9 @@ class _Monitor:
         sel = selectors.DefaultSelector()
         sel.register(self.server, selectors.EVENT_READ, None)
         while not self._stop.is_set():
-            for key, _ in sel.select(timeout=0.2):
+            events = sel.select(timeout=0.2)
+            seen = time.monotonic()  # one instant for the whole batch: its order is arbitrary
+            for key, _ in events:
                 if key.data is None:
                     try:
                         conn, _ = self.server.accept()
@@ -355,7 +357,7 @@ class _Monitor:
                 if chunk:
                     buf[0] += chunk
                     continue
-                when = time.monotonic()
+                when = seen
                 sel.unregister(conn)
                 conn.close()
                 with contextlib.suppress(ValueError):
