@@ -59,7 +59,7 @@ from raytracer.tuning.calibration_fit import (
 )
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
-from raytracer.tuning.scene_sets import EVALUATION_SETS, evaluation_scenes, refusal, sets_record
+from raytracer.tuning.scene_sets import evaluation_scenes, refusal, sets_record
 from raytracer.tuning.timers import default_timer
 from raytracer.tuning.tuned_renderer import RayTraceModel, device_model
 
@@ -287,12 +287,9 @@ def goals(figures: dict) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", action="append", help="held-out scene(s) (default: the "
-                        "set's scenes); a calibration scene is refused")
-    parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
-                        help="evaluate on the validation scenes (dragon, sibenik: they choose "
-                             "changes) or the test scenes (grass, terrain, aneurism: only to "
-                             "report)")
+    from autotune.app import options as opt
+
+    opt.add_evaluation_set(parser)
     parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
                         "quick 3)")
     parser.add_argument("--quick", action="store_true",
@@ -300,8 +297,6 @@ def main(argv: list[str] | None = None) -> int:
                              "dragon-small, test: grass) at 256x144, AO {0, 2, 8}")
     parser.add_argument("--device", help="one device (P:D, gpu, cpu, intel-cpu, pocl); default: "
                                          "one device of every OpenCL runtime that builds here")
-    from autotune.app import options as opt
-
     opt.add_plots(parser, "the PNG plots")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -52,7 +52,7 @@ from benchmarks.cpu_load import CpuLoad
 from raytracer.camera import Camera, turn_path
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
-from raytracer.tuning.scene_sets import EVALUATION_SETS, evaluation_scenes, refusal, sets_record
+from raytracer.tuning.scene_sets import evaluation_scenes, refusal, sets_record
 from raytracer.tuning.tuned_renderer import TunedRenderer, knobs_of
 
 FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True)
@@ -384,12 +384,9 @@ def load_runs(scene_name: str, tracer: Tracer, cameras: list[Camera], width: int
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench paper", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scene", action="append", help="scene(s) (default: the set's "
-                        "scenes); a calibration scene is refused")
-    parser.add_argument("--set", choices=EVALUATION_SETS, default="validation",
-                        help="evaluate on the validation scenes (dragon, sibenik: they choose "
-                             "changes) or the test scenes (grass, terrain, aneurism: only to "
-                             "report)")
+    from autotune.app import options as opt
+
+    opt.add_evaluation_set(parser)
     parser.add_argument("--controller", choices=(*VARIANTS, "all"), default="all",
                         help="feedforward (per-phase feedback), feedforward-frame (the frame's "
                              "correction only), fixed, pi, or all")
@@ -403,8 +400,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-load", action="store_true",
                         help="skip the runs under a CPU load that starts and stops mid-path")
     parser.add_argument("--device")
-    from autotune.app import options as opt
-
     opt.add_plots(parser)
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")

@@ -181,3 +181,15 @@ def add_plots(p: argparse.ArgumentParser, what: str = "PNG plots") -> None:
     p.add_argument("--force", action="store_true",
                    help="write --plots into a non-empty folder (same-named files are replaced, "
                         "nothing else is deleted)")
+
+
+def add_evaluation_set(p: argparse.ArgumentParser) -> None:
+    """``--scene`` and ``--set``: what a model benchmark evaluates on, under one rule (the
+    scene sets of :mod:`raytracer.tuning.scene_sets`; a calibration scene is refused)."""
+    from raytracer.tuning.scene_sets import EVALUATION_SETS
+
+    p.add_argument("--scene", action="append", help="scene(s) (default: the set's scenes); a "
+                   "calibration scene is refused")
+    p.add_argument("--set", choices=EVALUATION_SETS, default="validation",
+                   help="evaluate on the validation scenes (dragon, sibenik: they choose "
+                        "changes) or the test scenes (grass, terrain, aneurism: only to report)")
