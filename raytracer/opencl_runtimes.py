@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Mapping, MutableMapping
 from importlib import metadata
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def pip_runtime_libraries() -> dict[str, Path]:
     return found
 
 
-def existing_icds(environ: dict[str, str] | os._Environ[str] | None = None,
+def existing_icds(environ: Mapping[str, str] | None = None,
                   system: Path = SYSTEM_VENDORS) -> dict[str, str]:
     """``{file name: contents}`` of the ``.icd`` files the loader would read without us."""
     environ = os.environ if environ is None else environ
@@ -132,7 +133,7 @@ def register_pip_runtimes() -> str | None:
     return _registered
 
 
-def limit_cpu_threads(environ: dict[str, str] | os._Environ[str] | None = None) -> None:
+def limit_cpu_threads(environ: MutableMapping[str, str] | None = None) -> None:
     """Each pip CPU runtime's documented thread limit from ``$AUTOTUNE_COMPUTE_UNITS``.
 
     PoCL reads ``POCL_MAX_PTHREAD_COUNT``; Intel's runtime ``DPCPP_CPU_NUM_CUS`` ("the number
