@@ -12,8 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from autotune.knobs import KnobSpace
 
 
@@ -28,9 +26,9 @@ class Bisection:
 
 
 def quality_order(space: KnobSpace) -> list[dict[str, Any]]:
-    """Every setting of ``space``, worst look first (the order the controllers rank by)."""
-    quality = space.quality(space.grid())
-    return [space.at_index(int(i)) for i in np.argsort(quality, kind="stable")]
+    """Every setting of ``space`` as a settings dict, worst look first
+    (:meth:`~autotune.knobs.KnobSpace.quality_order`)."""
+    return [space.at_index(int(i)) for i in space.quality_order()]
 
 
 def bisect_by_measurement(count: int, seconds_of: Callable[[int], float], target: float,

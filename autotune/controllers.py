@@ -185,8 +185,7 @@ class PIController(Controller):
     def knobs_at(self, level: float) -> dict[str, Any]:
         """Settings for a quality level in [0, 1]: that share along the quality-ranked order."""
         if self._order is None:
-            grid = self.space.grid()
-            self._order = np.argsort(self.space.quality(grid), kind="stable")
+            self._order = self.space.quality_order()
         index = int(math.floor(level * (len(self._order) - 1) + 0.5))
         return self.space.at_index(int(self._order[index]))
 

@@ -174,6 +174,11 @@ class KnobSpace:
             return np.asarray(self._quality(candidates), dtype=float)
         return sum(k.weight * k.normalized(candidates[k.name]) for k in self.knobs)
 
+    def quality_order(self) -> np.ndarray:
+        """Positions in :meth:`grid`, worst look first (ties keep grid order): the order the
+        PI controller walks and the fixed baseline's bisection searches."""
+        return np.argsort(self.quality(self.grid()), kind="stable")
+
     def levels_of(self, knobs: Mapping[str, Any]) -> list[int]:
         """Level index of each knob in a settings dict."""
         return [k.index(knobs[k.name]) for k in self.knobs]
