@@ -109,6 +109,7 @@ def faults(mode: str) -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
     image = paint(rank, size, 64, 64)
     order = list(range(size))
+    comm.Barrier()  # every rank has started: the clock below times the fault, not start-up
     if mode == "kill" and rank == 1:
         time.sleep(0.5)  # let the others reach compositing
         fault_at()
