@@ -190,6 +190,8 @@ def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0) -> NDArra
     """
     w = np.atleast_2d(np.asarray(work, np.float64))
     ranks = w.shape[0]
+    if cores >= ranks * threads:  # every thread has its own core: nothing is shared
+        return w / threads
     order = np.argsort(w, axis=0, kind="stable")
     sorted_w = np.take_along_axis(w, order, axis=0)
     active = ranks - np.arange(ranks)  # ranks still busy while the k-th smallest finishes

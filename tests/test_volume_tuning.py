@@ -29,7 +29,7 @@ def test_probe_estimates_each_bricks_samples_and_rays(bonsai):
         estimates = []
         for j, ert in enumerate(thresholds):
             img = Raycaster(vol, tf, brick).render(cam, 96, 64, step=0.5, ert_threshold=ert)
-            est = w.samples(np.array([0.5]), np.array([j]), np.array([96 * 64]))[brick.index, 0]
+            est = w.samples(np.array([j]), np.array([96 * 64 / 0.5]))[brick.index, 0]
             estimates.append(est)
             # without termination the block grid sees exactly where samples are taken; with
             # it, the blocks' mean opacity only approximates where rays turn opaque (the
@@ -96,3 +96,45 @@ def test_distributed_embedding_example_runs_on_two_ranks():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = [x for x in done.stdout.splitlines() if x.endswith(tuple("0123456789"))]
     assert len(lines) == 4 and all(" ms, step " in x for x in lines)  # rank 0 only
+
+
+def test_priced_grid_follows_each_frames_workload(bonsai):
+    """The candidate geometry is cached for the grid the tuner prices every frame; the
+    workload is not: a new view's probe changes the prices of the same grid, and the prices
+    equal those of a fresh copy of the grid."""
+    vol, tf = bonsai
+    part = kd_partition(vol.dims, 2, vol.spacing)
+    grid = BlockGrid.for_volume(vol, tf)
+    thresholds = np.array([0.95, 0.975, 1.0])
+    render = tuple(RenderModel(2e-8, 1e-9, 1e-7, 1e-9, 1e-3) for _ in part.bricks)
+    model = VolumeModel(ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9),
+                                          GatherModel(1e-4, 1e-10)), 1e-9, 64, 64, thresholds)
+    model.stages = [[StageWork(1, 1, 64 * 64 * 8.0, 64 * 64 / 2.0) for _ in part.bricks]]
+    candidates = {"sampling_rate": np.array([0.5, 1.0, 2.0, 2.0]),
+                  "image_scale": np.array([1.0, 0.5, 1.0, 0.75]),
+                  "ert_threshold": np.array([1.0, 0.95, 0.975, 1.0])}
+    near, far = seed_orbit(vol.radius, 1, distance=1.6)[0], seed_orbit(vol.radius, 1)[0]
+    prices = []
+    for cam in (near, far):
+        model.workload = probe_workload(grid, cam, 64, 64, brick_boxes(part), thresholds)
+        cached = model(candidates)
+        np.testing.assert_allclose(cached, model({k: v.copy() for k, v in candidates.items()}))
+        prices.append(cached)
+    assert not np.allclose(prices[0], prices[1])
+
+
+def test_block_code_keeps_empty_blocks_and_faint_opacity():
+    """The one-byte block code: empty stays empty, a faint block keeps its opacity within a
+    few per cent, and a block's code lets through what its opacity does."""
+    values = np.zeros((8, 8, 8), np.float32)
+    values[:4, :4, :4] = 1.0  # one block of value 1, the rest 0
+    values[4:, 4:, 4:] = 0.5
+    alpha = np.zeros(256, np.float32)
+    alpha[255], alpha[128] = 0.6, 0.004
+    grid = BlockGrid.of(values, alpha, np.zeros(3), np.ones(3), block=4)
+    assert grid.nonempty.sum() == 2 and grid.code[0, 1, 0] == 0
+    assert grid.opacity[0, 0, 0] == pytest.approx(0.6, rel=0.01)
+    assert grid.opacity[1, 1, 1] == pytest.approx(0.004, rel=0.05)
+    passes = grid.transmittance(2.0)
+    assert passes[0] == 1.0
+    assert passes[grid.code[0, 0, 0]] == pytest.approx((1 - 0.6) ** 2, rel=0.02)
