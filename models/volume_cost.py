@@ -5,7 +5,12 @@ calibrated per rank by non-negative least squares from measured section timings:
 
 * local raycast: ``a·samples + e·skipped + b·rays + c·pixels + d`` (samples taken inside the
   rank's brick, lattice positions passed over in empty blocks, rays that enter the brick,
-  pixels of the full-size image the rank clears and hands on);
+  pixels of the full-size image the rank clears and hands on), where a sample or a skip costs
+  ``a`` or ``e`` when the data it reads stay in the core's cache and ``a'`` or ``e'`` when
+  they stream from memory, mixed by the brick's *streamed share* ``m = W / (W + L2)`` (``W``:
+  bytes of the brick's non-empty blocks): bonsai's 6 MB per brick and a 0.6 MB volume differ
+  by 2-3x per sample on the same machine, which one constant cannot carry from one volume to
+  another;
 * each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (seed 004's
   neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
 * the gather to rank 0: ``α_g + β_g·bytes``.
@@ -26,7 +31,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares, nnls
 
-RENDER_TERMS = ("samples", "skipped", "rays", "pixels", "const")
+#: Streamed shares of the calibration frames closer than this cannot tell the cached and the
+#: streamed cost apart: the fit then gives both the same value
+MIN_STREAMED_SPREAD = 0.1
 ROBUST_SCALE = 0.1  # residuals (relative) beyond ~10 % count linearly, not squared
 STAGE_TERMS = ("partners", "bytes", "pixels")
 GATHER_TERMS = ("const", "bytes")
@@ -76,32 +83,56 @@ def _check_coefficients(model: Any, what: str) -> None:
             raise VolumeModelError(f"{what}: {k} must be finite and >= 0, got {v}")
 
 
+def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
+    """Share of a brick's reads that stream from memory: ``W / (W + cache)``, 0 for no data."""
+    w = np.asarray(working_set_bytes, np.float64)
+    if not (math.isfinite(cache_bytes) and cache_bytes > 0):
+        raise VolumeModelError(f"cache size must be a finite number of bytes > 0, got "
+                               f"{cache_bytes}")
+    return w / (w + cache_bytes)
+
+
 @dataclass(frozen=True)
 class RenderModel:
-    """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s."""
+    """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s, with
+    ``a``, ``e`` mixed between their cached and streamed values by the streamed share."""
 
     per_sample: float
     per_skipped: float
     per_ray: float
     per_pixel: float
     constant: float
+    per_sample_streamed: float = 0.0
+    per_skipped_streamed: float = 0.0
     fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
 
     def __post_init__(self) -> None:
         _check_coefficients(self, "render model")
 
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                pixels: ArrayLike) -> NDArray:
-        return (self.per_sample * np.asarray(samples, np.float64)
-                + self.per_skipped * np.asarray(skipped, np.float64)
+                pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
+        m = np.asarray(streamed, np.float64)
+        return ((self.per_sample * (1 - m) + self.per_sample_streamed * m)
+                * np.asarray(samples, np.float64)
+                + (self.per_skipped * (1 - m) + self.per_skipped_streamed * m)
+                * np.asarray(skipped, np.float64)
                 + self.per_ray * np.asarray(rays, np.float64)
                 + self.per_pixel * np.asarray(pixels, np.float64) + self.constant)
 
     @classmethod
     def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
-            seconds: ArrayLike) -> RenderModel:
+            seconds: ArrayLike, streamed: ArrayLike = 0.0) -> RenderModel:
+        """Fit on timed frames; where their streamed shares barely differ (one volume), the
+        cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD)."""
         y = np.asarray(seconds, np.float64)
-        x = _design([samples, skipped, rays, pixels, 1.0], len(y))
+        m = np.broadcast_to(np.asarray(streamed, np.float64), y.shape)
+        s, k = np.asarray(samples, np.float64), np.asarray(skipped, np.float64)
+        if np.ptp(m) < MIN_STREAMED_SPREAD:
+            x = _design([s, k, rays, pixels, 1.0], len(y))
+            coef, err = _fit_nnls(x, y, "render model")
+            a, e, b, c, d = map(float, coef)
+            return cls(a, e, b, c, d, a, e, fit_error=err)
+        x = _design([s * (1 - m), k * (1 - m), rays, pixels, 1.0, s * m, k * m], len(y))
         coef, err = _fit_nnls(x, y, "render model")
         return cls(*map(float, coef), fit_error=err)
 
@@ -220,13 +251,14 @@ class ClusterFrameModel:
 
     def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                          pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
-                         gather_bytes: float, image_scale: ArrayLike = 1.0
-                         ) -> dict[str, NDArray]:
+                         gather_bytes: float, image_scale: ArrayLike = 1.0,
+                         streamed: ArrayLike = 0.0) -> dict[str, NDArray]:
         """Seconds per section for candidates.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
         (candidates,) rendered pixels; ``stages[s][r]``: rank r's work in stage s at scale 1;
-        ``image_scale``: (candidates,) — compositing bytes and pixels scale with its square.
+        ``image_scale``: (candidates,) — compositing bytes and pixels scale with its square;
+        ``streamed``: each rank's streamed share (a number for all, or one per rank).
         """
         samples = np.atleast_2d(np.asarray(samples, np.float64))
         skipped = np.atleast_2d(np.asarray(skipped, np.float64))
@@ -236,7 +268,8 @@ class ClusterFrameModel:
             raise VolumeModelError(f"expected ({self.ranks}, candidates) samples, skipped and "
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         area = np.broadcast_to(np.asarray(image_scale, np.float64) ** 2, samples.shape[1:])
-        work = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels)
+        share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))
+        work = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels, share[i])
                          for i, m in enumerate(self.render)])
         per_rank = shared_finish(work, self.cores, self.threads)
         out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank}

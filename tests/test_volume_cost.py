@@ -101,3 +101,26 @@ def test_ranks_sharing_cores_finish_by_processor_sharing():
     assert finish.max() == pytest.approx(work.sum() / 2 + 0.5)
     two_threads = shared_finish(np.array([[4.0]]), cores=2.0, threads=2.0)
     assert two_threads[0, 0] == pytest.approx(2.0)
+
+
+def test_render_fit_tells_cached_from_streamed_samples():
+    """Frames of two working sets (a streamed share of 0.1 and 0.8) recover a per-sample cost
+    that is 3x higher streamed than cached; one working set ties the two costs together."""
+    from models.volume_cost import streamed_share
+
+    rng = np.random.default_rng(1)
+    n = 40
+    samples, skipped = rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n)
+    rays, pixels = rng.uniform(1e3, 2e5, n), rng.choice([65536.0, 262144.0], n)
+    m = np.where(np.arange(n) % 2 == 0, 0.1, 0.8)
+    truth = RenderModel(1e-9, 2e-10, 5e-8, 1e-9, 1e-3, per_sample_streamed=3e-9,
+                        per_skipped_streamed=2e-10)
+    y = truth.predict(samples, skipped, rays, pixels, m)
+    fit = RenderModel.fit(samples, skipped, rays, pixels, y, m)
+    assert fit.per_sample == pytest.approx(1e-9, rel=0.05)
+    assert fit.per_sample_streamed == pytest.approx(3e-9, rel=0.05)
+    one = RenderModel.fit(samples, skipped, rays, pixels, y, 0.5)
+    assert one.per_sample == one.per_sample_streamed
+    assert streamed_share([0.0, 1 << 20], 1 << 20).tolist() == [0.0, 0.5]
+    with pytest.raises(VolumeModelError, match="cache size"):
+        streamed_share([1.0], 0.0)

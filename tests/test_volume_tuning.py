@@ -138,3 +138,24 @@ def test_block_code_keeps_empty_blocks_and_faint_opacity():
     passes = grid.transmittance(2.0)
     assert passes[0] == 1.0
     assert passes[grid.code[0, 0, 0]] == pytest.approx((1 - 0.6) ** 2, rel=0.02)
+
+
+def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
+    """Bytes of float voxels in each brick's non-empty blocks; the per-core cache from sysfs."""
+    from raytracer.volume.tuning.model_fit import DEFAULT_CORE_CACHE, core_cache_bytes
+
+    values = np.zeros((8, 8, 16), np.float32)
+    values[:4, :4, :4] = 1.0  # one non-empty block in the left half, none in the right
+    alpha = np.zeros(256, np.float32)
+    alpha[255] = 0.5
+    grid = BlockGrid.of(values, alpha, np.zeros(3), np.ones(3), block=4)
+    boxes = np.array([[[0, 0, 0], [8, 8, 8]], [[8, 0, 0], [16, 8, 8]]], np.float64)
+    assert grid.working_set_bytes(boxes).tolist() == [4**3 * 4, 0.0]
+    for index, (level, kind, size) in enumerate([(1, "Data", "48K"), (2, "Unified", "1024K"),
+                                                 (3, "Unified", "32768K")]):
+        d = tmp_path / f"index{index}"
+        d.mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (d / name).write_text(f"{text}\n")
+    assert core_cache_bytes(tmp_path) == 1 << 20
+    assert core_cache_bytes(tmp_path / "missing") == DEFAULT_CORE_CACHE

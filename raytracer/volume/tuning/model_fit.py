@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -42,6 +43,7 @@ class CalibrationSample:
     workload: RankWorkload
     settings: FrameSettings
     record: DistributedFrameRecord
+    streamed: np.ndarray  # (ranks,) each brick's streamed share (models.volume_cost)
 
 
 class VolumeModel:
@@ -56,6 +58,7 @@ class VolumeModel:
         self.stages: list[list[StageWork]] = []
         self.gather_bytes = 0.0
         self.spent = 0.0
+        self.streamed: np.ndarray | float = 0.0  # each rank's streamed share, per volume
         self._geometry_of: Mapping[str, np.ndarray] | None = None
         self._geometry_cache: tuple[np.ndarray, ...] = ()
 
@@ -85,7 +88,8 @@ class VolumeModel:
         skipped = w.skipped(idx, pixels_per_step)
         rays = w.ray_counts(pixels)
         out = self.model.predict_sections(samples, skipped, rays, pixels, self.stages,
-                                          self.gather_bytes, image_scale=scale)
+                                          self.gather_bytes, image_scale=scale,
+                                          streamed=self.streamed)
         finish = np.where(scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
         out["finish"] = finish
         out["frame"] = out["frame"] + finish + self.spent
@@ -115,7 +119,7 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
     upscale cost; ``cores``/``threads``: how the ranks share the machine's cores."""
     renders = []
     for r in range(ranks):
-        est_s, est_k, est_r, px, sec = [], [], [], [], []
+        est_s, est_k, est_r, px, sec, share = [], [], [], [], [], []
         for s in samples:
             rec = s.record
             pixels = rec.render_width * rec.render_height
@@ -125,9 +129,10 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
             est_k.append((w.span[idx, r] - w.length[idx, r]) / s.settings.step * pixels)
             est_r.append(w.rays[r] * pixels)
             px.append(pixels)
+            share.append(s.streamed[r])
             cpu = rec.ranks[r].cpu_seconds
             sec.append(cpu if cpu > 0 else rec.ranks[r].render_seconds)
-        renders.append(RenderModel.fit(est_s, est_k, est_r, px, sec))
+        renders.append(RenderModel.fit(est_s, est_k, est_r, px, sec, share))
     ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
     for s in samples:
         rec = s.record
@@ -147,6 +152,27 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
                              meta={"ranks": ranks, "frames": len(samples),
                                    "width": width, "height": height},
                              cores=cores, threads=threads), finish
+
+
+DEFAULT_CORE_CACHE = 1 << 20  # bytes: a per-core L2 where the OS does not say
+
+
+def core_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The largest per-core (level <= 2) data cache of this machine's CPU 0, from sysfs; 1 MiB
+    where the OS does not say."""
+    sizes = []
+    for index in sysfs.glob("index*"):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        if level <= 2 and kind in ("Data", "Unified") and size[:-1].isdigit():
+            unit = {"K": 1 << 10, "M": 1 << 20}.get(size[-1])
+            if unit:
+                sizes.append(int(size[:-1]) * unit)
+    return max(sizes, default=DEFAULT_CORE_CACHE)
 
 
 def shared_cores(renderer: DistributedRenderer) -> tuple[float, float]:

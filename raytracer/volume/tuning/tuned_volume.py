@@ -24,6 +24,7 @@ import numpy as np
 from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed
 from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
+from models.volume_cost import streamed_share
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -45,6 +46,7 @@ from raytracer.volume.tuning.knobs import (
 from raytracer.volume.tuning.model_fit import (
     CalibrationSample,
     VolumeModel,
+    core_cache_bytes,
     fit_volume_model,
     shared_cores,
 )
@@ -96,12 +98,22 @@ class TunedVolumeRenderer(Governed):
         self.grid: BlockGrid | None = None
         self.boxes = brick_boxes(renderer.partition)
         self.cores, self.threads = shared_cores(renderer)
+        self.cache_bytes = core_cache_bytes()
+        self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
         self.model: VolumeModel | None = None
         self.losses: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
         if self.rank == 0:
-            self.grid = BlockGrid.for_volume(renderer.volume, renderer.tf)
+            self._use_grid()
+
+    def _use_grid(self) -> None:
+        """Rank 0: the block grid of the current volume and each brick's streamed share."""
+        self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
+        self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
+                                       self.cache_bytes)
+        if self.model is not None:
+            self.model.streamed = self.streamed
 
     # ------------------------------------------------------------- the frame protocol
 
@@ -152,29 +164,38 @@ class TunedVolumeRenderer(Governed):
 
     # ------------------------------------------------------------------- calibration
 
-    def calibrate(self, cameras: Sequence[Camera], frames: int = 16, seed: int = 11) -> None:
-        """Render ``frames`` calibration frames (random knobs on ``cameras``), fit the model,
-        then measure the quality losses of each knob on the first camera."""
+    def calibrate(self, cameras: Sequence[Camera], frames: int = 16, seed: int = 11,
+                  also: Sequence[tuple[DistributedRenderer, Sequence[Camera]]] = ()) -> None:
+        """Render ``frames`` calibration frames (random knobs on ``cameras``) of this volume
+        and as many of each renderer in ``also`` (other volumes on the same ranks: their
+        working sets tell the model what the cache is worth), fit the model, then measure the
+        quality losses of each knob on the first camera of this volume."""
         rng = np.random.default_rng(seed)
         space = volume_knob_space()
         samples: list[CalibrationSample] = []
-        for i in range(frames):
-            cam = cameras[i % len(cameras)]
-            settings = workload = None
-            if self.rank == 0:
-                levels = [int(rng.integers(len(k))) for k in space.knobs]
-                settings = settings_of(space.at_levels(levels))
-                if i == 0:
-                    settings = BEST
-                workload, _ = self._probe(cam)
-            settings, res = self._frame(cam, settings)
-            if self.rank == 0:
-                samples.append(CalibrationSample(workload, settings, res.record))
+        home = self.renderer
+        for renderer, views in ((home, cameras), *also):
+            self.swap_renderer(renderer)
+            for i in range(frames):
+                cam = views[i % len(views)]
+                settings = workload = None
+                if self.rank == 0:
+                    levels = [int(rng.integers(len(k))) for k in space.knobs]
+                    settings = settings_of(space.at_levels(levels))
+                    if i == 0:
+                        settings = BEST
+                    workload, _ = self._probe(cam)
+                settings, res = self._frame(cam, settings)
+                if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
+                    samples.append(CalibrationSample(workload, settings, res.record,
+                                                     self.streamed))
+        self.swap_renderer(home)
         if self.rank == 0:
-            model, finish = fit_volume_model(samples[1:], self.renderer.size, self.width,
+            model, finish = fit_volume_model(samples, self.renderer.size, self.width,
                                              self.height, self.thresholds, self.cores,
                                              self.threads)
             self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
+            self.model.streamed = self.streamed
             self.model.use_record(samples[-1].record)
         self.losses = self.measure_losses(cameras[0])
         if self.rank == 0:
@@ -224,7 +245,7 @@ class TunedVolumeRenderer(Governed):
         self.renderer = renderer
         self.boxes = brick_boxes(renderer.partition)
         if self.rank == 0:
-            self.grid = BlockGrid.for_volume(renderer.volume, renderer.tf)
+            self._use_grid()
 
     def _configure_loop(self) -> None:
         """Rank 0, after calibration: the loop's knob space (ordered by the measured quality

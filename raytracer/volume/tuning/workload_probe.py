@@ -84,6 +84,18 @@ class BlockGrid:
         return np.where(self.code > 0, ((self.code.astype(np.float64) - 1) / OPACITY_LEVELS)
                         ** 2, 0.0)
 
+    def working_set_bytes(self, brick_boxes: NDArray) -> NDArray[np.float64]:
+        """(ranks,) bytes of float32 voxels in the non-empty blocks of each brick (world boxes
+        [lo, hi)): what a rank's samples read, to set against the cache it has."""
+        boxes = np.asarray(brick_boxes, np.float64)
+        lo = np.floor((boxes[:, 0] - self.origin) / self.spacing / self.block).astype(int)
+        hi = np.ceil((boxes[:, 1] - self.origin) / self.spacing / self.block).astype(int)
+        lo = np.maximum(lo, 0)
+        nonempty = self.nonempty
+        blocks = [nonempty[a[2]:b[2], a[1]:b[1], a[0]:b[0]].sum()
+                  for a, b in zip(lo, hi, strict=True)]
+        return np.asarray(blocks, np.float64) * self.block**3 * 4
+
     def transmittance(self, step_ratio: float) -> NDArray[np.float64]:
         """Per code: what one step of ``step_ratio`` reference steps lets through."""
         levels = np.arange(OPACITY_LEVELS + 2, dtype=np.float64)
