@@ -14,7 +14,7 @@ measured`` and seed 003's accuracy ``predicted / measured`` (mean and sd).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -109,6 +109,15 @@ def scores(predicted: np.ndarray, rows: PartRows) -> dict[str, dict[str, float]]
     out["frame"] = stats(frame_seconds(predicted, rows.measured),
                          frame_seconds(rows.measured, rows.measured))
     return out
+
+
+def group_scores(predicted: np.ndarray, rows: PartRows, groups: Sequence[str]
+                 ) -> dict[str, dict[str, float]]:
+    """Frame :func:`stats` per group of rows (``groups``: one label per row, e.g. its scene)."""
+    labels = np.asarray(groups)
+    frame, truth = frame_seconds(predicted, rows.measured), frame_seconds(rows.measured,
+                                                                          rows.measured)
+    return {g: stats(frame[labels == g], truth[labels == g]) for g in dict.fromkeys(groups)}
 
 
 @dataclass(frozen=True)

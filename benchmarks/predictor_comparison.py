@@ -24,14 +24,20 @@ Hong–Kim, mean frame error; and the hybrid no worse than the better of the two
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from benchmarks import raytrace_predictors, volume_predictors
-from benchmarks.part_predictors import PartRows, best_of, learned_and_hybrid, scores
+from benchmarks.part_predictors import (
+    PartRows,
+    best_of,
+    group_scores,
+    learned_and_hybrid,
+    scores,
+)
 from models.learned_comparators import APPROACHES
 
 SETS = ("cal", "val", "test")
@@ -40,14 +46,16 @@ VOLUME_FRAMES = {False: (32, 16, 16), True: (16, 8, 8)}  # calibration, validati
 CALIBRATION_VOLUME, HELD_OUT_VOLUME = "bonsai", "aneurism"
 
 
-def raytrace_samples(spec: str, quick: bool) -> dict[str, list]:
-    """Calibration, validation and test frames of the ray tracer (rendered, probed, timed)."""
+def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
+    """Calibration, validation and test frames of the ray tracer (rendered, probed, timed),
+    and what the timer counts."""
     from tqdm import tqdm
 
     from autotune.app.animation import heldout_camera_path
     from benchmarks.model_accuracy import EVAL_SIZES, eval_settings, measure
     from raytracer.tuning import calibration_fit as cf
     from raytracer.tuning.scene_sets import evaluation_scenes
+    from raytracer.tuning.timers import default_timer
 
     cal_scenes = cf.QUICK_SCENES if quick else cf.FULL_SCENES
     cal_sizes = cf.QUICK_SIZES if quick else cf.FULL_SIZES
@@ -61,9 +69,10 @@ def raytrace_samples(spec: str, quick: bool) -> dict[str, list]:
                                   cal_sizes, cf.CALIBRATION_SETTINGS, spec, bar)[1]
         for key, which in (("val", "validation"), ("test", "test")):
             for name in evaluation_scenes(which, quick):
-                out[key] += measure(name, lambda sc: heldout_camera_path(sc, frames), sizes,
-                                    eval_settings(quick), spec, bar)[1]
-    return out
+                tracer, found = measure(name, lambda sc: heldout_camera_path(sc, frames), sizes,
+                                        eval_settings(quick), spec, bar)
+                out[key] += found
+    return out, default_timer(tracer).describe()
 
 
 def hong_kim(info: Any, cal: list) -> tuple[Any, str]:
@@ -83,15 +92,23 @@ def hong_kim(info: Any, cal: list) -> tuple[Any, str]:
 
 def compare(sets: Mapping[str, PartRows], model: Mapping[str, np.ndarray],
             analytical: str, feature_sets: tuple[str, ...],
-            extra: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> dict[str, Any]:
+            extra: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+            groups: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Validation and test scores of the analytical model (``model`` per set), any ``extra``
-    predictions per set, and the learned approaches and hybrid chosen on validation."""
+    predictions per set, and the learned approaches and hybrid chosen on validation; with
+    ``groups`` (a label per row of the val and test sets) frame scores per label too."""
     choices = learned_and_hybrid(feature_sets, sets["cal"], sets["val"], sets["test"], model)
     preds = {analytical: model, **dict(extra or {})}
     preds.update({a: {"val": c.validation, "test": c.test} for a, c in choices.items()})
+    per_group = {}
+    if groups:
+        per_group = {"per_group": {
+            name: {a: group_scores(p[key], sets[key], groups[key]) for a, p in preds.items()}
+            for key, name in (("val", "validation"), ("test", "test"))}}
     return {
         "validation": {a: scores(p["val"], sets["val"]) for a, p in preds.items()},
         "test": {a: scores(p["test"], sets["test"]) for a, p in preds.items()},
+        **per_group,
         "chosen": {a: c.config.name for a, c in choices.items()},
         "validation_frame_error_per_config": {a: c.validation_errors
                                               for a, c in choices.items()},
@@ -109,7 +126,8 @@ def raytrace_figures(samples: Mapping[str, list], hk: Any, counts: Any, clock_hz
     unit = {k: rp.bsp_unit_seconds(samples[k], counts, clock_hz, lanes) for k in SETS}
     lambdas = rp.fit_lambdas(unit["cal"], sets["cal"].measured)
     bsp = {k: rp.bsp_seconds_of(unit[k], lambdas) for k in SETS}
-    out = compare(sets, model, "HK", rp.FEATURE_SETS, {"BSP": bsp})
+    scenes = {k: [s.scene for s in samples[k]] for k in SETS}
+    out = compare(sets, model, "HK", rp.FEATURE_SETS, {"BSP": bsp}, scenes)
     out["bsp_lambda"] = lambdas
     return out
 
@@ -122,13 +140,14 @@ def raytracer(spec: str | None, quick: bool) -> dict[str, Any]:
     if not infos:
         raise DeviceError("no OpenCL device builds here; `autotune devices` says why")
     info = infos[0]
-    samples = raytrace_samples(info.spec, quick)
+    samples, timer = raytrace_samples(info.spec, quick)
     hk, start = hong_kim(info, samples["cal"])
     out = raytrace_figures(samples, hk, hk.counts, info.clock_mhz * 1e6,
                            info.compute_units * info.simd_width)
     scenes = {k: sorted({s.scene for s in v}) for k, v in samples.items()}
     return {"device": info.name, "runtime": info.runtime, "hong_kim_start": start,
-            "scenes": scenes, **out}
+            "scenes": scenes, "measured": f"each phase's seconds: {timer}",
+            **out}
 
 
 def volume_figures(samples: Mapping[str, list]) -> dict[str, Any]:

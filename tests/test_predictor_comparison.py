@@ -17,6 +17,7 @@ from benchmarks.part_predictors import (
     choose,
     configs,
     frame_seconds,
+    group_scores,
     predict_parts,
     scores,
 )
@@ -166,8 +167,10 @@ def test_compare_scores_every_approach_and_the_goals_follow_the_test_figures():
     sets = {"cal": linear_rows(rng, 30), "val": linear_rows(rng, 10),
             "test": linear_rows(rng, 10)}
     model = {k: 1.3 * v.measured for k, v in sets.items()}
-    out = pc.compare(sets, model, "HK", ("good", "noise"))
+    labels = {k: ["p", "q"] * 5 for k in ("val", "test")}
+    out = pc.compare(sets, model, "HK", ("good", "noise"), groups=labels)
     assert set(out["test"]) == {"HK", "LR", "SVR", "RF", "hybrid"}
+    assert set(out["per_group"]["test"]["HK"]) == {"p", "q"}
     assert out["best_learned"] in ("LR", "SVR", "RF")
     assert out["test"]["HK"]["frame"]["accuracy_mean"] == pytest.approx(1.3)
     goals = pc.goals({"raytracer": out})
@@ -178,3 +181,11 @@ def test_compare_scores_every_approach_and_the_goals_follow_the_test_figures():
                                                     ["mean_error"]))
     lines = pc.table_lines({"raytracer": out, "volume": out})
     assert any(line.startswith("  HK") for line in lines) and len(lines) == 4 * 7
+
+
+def test_group_scores_split_the_frames_by_label():
+    rows = PartRows(("a",), np.array([[1.0], [1.0], [2.0]]), {})
+    out = group_scores(np.array([[1.0], [3.0], [2.0]]), rows, ["x", "x", "y"])
+    assert list(out) == ["x", "y"]
+    assert out["x"]["mean_error"] == 1.0 and out["x"]["n"] == 2
+    assert out["y"]["mean_error"] == 0.0
