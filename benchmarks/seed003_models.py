@@ -20,6 +20,13 @@ Approaches, all predicting seconds per launch:
   log2 a held-out size sits exactly on the threshold between its neighbours, so RF predicts a
   neighbour's time; LR and SVR extrapolate the log-log trend.
 
+The same comparison on this project's own work (``benchmarks.predictor_comparison``; ``--part
+own`` runs it alone, ``--part seed003`` leaves it out): the ray tracer's phases and frames
+(Hong–Kim vs BSP vs LR / SVR / RF and the hybrid on the probe's workload, the knobs and the
+device profile) and the volume renderer's per-rank render time (seed 004's linear model vs the
+learned ones), fitted on calibration scenes / views, chosen on validation ones, reported on
+both and on the test ones. Its goals join the goals block; its figures are ``own_work``.
+
 MSA keeps the seed's 4096 work-items; its block (the seed's 128) is swept like the others'.
 
 The 13 features: the device's compute units, clock (MHz) and bandwidth (GB/s, from that
@@ -653,7 +660,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench models", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="three sizes per kernel, two blocks (a smoke run, well under 1 min)")
+                        help="three sizes per kernel, two blocks; the own-work comparison on "
+                             "fewer scenes and frames (a smoke run)")
     parser.add_argument("--device", help="one device (P:D, cpu, intel-cpu, ...); default: one "
                                          "device of every OpenCL runtime that builds here")
     parser.add_argument("--split", choices=("auto", "device", "size"), default="auto",
@@ -662,37 +670,50 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-launch-s", type=opt.finite_positive,
                         help="stop growing a kernel's size where a launch would take longer "
                              f"(default {FULL.max_launch_s}, quick {QUICK.max_launch_s})")
+    parser.add_argument("--part", choices=("all", "seed003", "own"), default="all",
+                        help="seed 003's kernels, the comparison on the project's own renderers "
+                             "(benchmarks.predictor_comparison), or both (default)")
     opt.add_plots(parser, "the Q-Q and accuracy box plots")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.plots:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
+    from benchmarks import predictor_comparison
     from raytracer.opencl_device import DeviceError, one_device_per_runtime
 
-    sweep = QUICK if args.quick else FULL
-    if args.max_launch_s:
-        sweep = replace(sweep, max_launch_s=args.max_launch_s)
-    specs = [info.spec for info in one_device_per_runtime(args.device)]
-    if not specs:
-        raise DeviceError("no OpenCL device builds here; `autotune devices` says why")
-    split = args.split if args.split != "auto" else ("device" if len(specs) > 1 else "size")
-    if split == "device" and len(specs) < 2:
-        parser.error("--split device needs two or more devices that build here")
-    runs, facts, profiles, reached = measure(specs, sweep)
-    figures, preds = evaluate(runs, facts, profiles, split)
-    figures["largest_size"] = reached
-    figures["sweep"] = asdict(sweep)
-    if args.plots:
-        write_plots(runs, facts, preds, split, args.plots, args.force)
+    figures: dict[str, Any] = {}
+    if args.part != "own":
+        sweep = QUICK if args.quick else FULL
+        if args.max_launch_s:
+            sweep = replace(sweep, max_launch_s=args.max_launch_s)
+        specs = [info.spec for info in one_device_per_runtime(args.device)]
+        if not specs:
+            raise DeviceError("no OpenCL device builds here; `autotune devices` says why")
+        split = args.split if args.split != "auto" else ("device" if len(specs) > 1 else "size")
+        if split == "device" and len(specs) < 2:
+            parser.error("--split device needs two or more devices that build here")
+        runs, facts, profiles, reached = measure(specs, sweep)
+        figures, preds = evaluate(runs, facts, profiles, split)
+        figures["largest_size"] = reached
+        figures["sweep"] = asdict(sweep)
+        if args.plots:
+            write_plots(runs, facts, preds, split, args.plots, args.force)
+    if args.part != "seed003":
+        figures["own_work"] = predictor_comparison.run(args.device, args.quick)
+        figures.setdefault("goals", {}).update(predictor_comparison.goals(figures["own_work"]))
     stamp(figures, run)
     if args.json:
         emit(figures, True)
         return 0
-    print("\n".join(table_lines(figures)))
+    if args.part != "own":
+        print("\n".join(table_lines(figures)))
+    if args.part != "seed003":
+        print("\n".join(predictor_comparison.table_lines(figures["own_work"])))
     shown = {k: v for k, v in figures.items()
-             if k not in ("runs", "table_v", "table_v_mmsc", "table_vi")}
-    emit(shown, False, "seed 003: BSP, Hong-Kim, LR, SVR, RF on the devices here")
+             if k not in ("runs", "table_v", "table_v_mmsc", "table_vi", "own_work")}
+    emit(shown, False, "seed 003: BSP, Hong-Kim, LR, SVR, RF on the devices here and on the "
+                       "project's own renderers")
     return 0
 
 

@@ -1,9 +1,11 @@
 """Seed 003's learned comparators: LR, linear SVR and a random forest on log2 features.
 
 As the seed: every feature and the time are taken in log2 (a feature must be > 0), a model is
-fitted on the log2 time and predicts ``2 ** prediction``; SVR with a linear kernel; the forest
-with 50 trees and 5 features tried per split (the seed's mtry; R's default would be 500 and
-p / 3). scikit-learn is imported when a model is made, so ``import models`` stays light.
+fitted on the log2 time and predicts ``2 ** prediction`` (``log2=False`` fits raw features and
+seconds instead, so that a benchmark can choose between the two on validation data); SVR
+with a linear kernel; the forest with 50 trees and 5 features tried per split (the seed's mtry,
+all features where there are fewer; R's default would be 500 and p / 3). scikit-learn is
+imported when a model is made, so ``import models`` stays light.
 
 Metrics: accuracy is ``predicted / measured`` per sample (the seed's). The seed gives no
 formula for NMSE; here it is the normalized mean squared error of Cox et al.,
@@ -24,16 +26,13 @@ SEED_FEATURES = (
     "grid_size", "threads", "achieved_occupancy",
 )
 APPROACHES = ("LR", "SVR", "RF")
+MTRY = 5  # features the forest tries per split (all of them where there are fewer)
 MIN_ROWS = 3  # below this no approach is fitted: too few rows is an error, not a guess
 
 
 def log2_features(x: Any) -> np.ndarray:
     """log2 of a feature matrix; a feature that is NaN, infinite or <= 0 is an error."""
-    x = np.asarray(x, dtype=float)
-    if x.ndim != 2:
-        raise ValueError(f"features must be a 2-D matrix (rows x features), got shape {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise ValueError("a feature is NaN or infinite")
+    x = finite_features(x)
     if np.any(x <= 0):
         raise ValueError("a feature is <= 0: log2 space needs positive numbers (add 1 to counts)")
     return np.log2(x)
@@ -52,21 +51,36 @@ def make_regressor(approach: str, seed: int = 0) -> Any:
     if approach == "SVR":
         return make_pipeline(StandardScaler(), SVR(kernel="linear"))
     if approach == "RF":
-        return RandomForestRegressor(n_estimators=50, max_features=5, random_state=seed)
+        return RandomForestRegressor(n_estimators=50, max_features=MTRY, random_state=seed)
     raise ValueError(f"unknown approach {approach!r}; one of {APPROACHES}")
 
 
-class LogRegressor:
-    """One approach fitted on log2 features and log2 seconds; predicts seconds."""
+def finite_features(x: Any) -> np.ndarray:
+    """A feature matrix as floats; one that is not 2-D or holds NaN or infinity is an error."""
+    x = np.asarray(x, dtype=float)
+    if x.ndim != 2:
+        raise ValueError(f"features must be a 2-D matrix (rows x features), got shape {x.shape}")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("a feature is NaN or infinite")
+    return x
 
-    def __init__(self, approach: str, seed: int = 0) -> None:
+
+class LogRegressor:
+    """One approach fitted on log2 features and log2 seconds (raw ones with ``log2=False``);
+    predicts seconds."""
+
+    def __init__(self, approach: str, seed: int = 0, log2: bool = True) -> None:
         self.approach = approach
         self.model = make_regressor(approach, seed)
+        self.log2 = log2
         self.columns: int | None = None
 
+    def _x(self, features: Any) -> np.ndarray:
+        return log2_features(features) if self.log2 else finite_features(features)
+
     def fit(self, features: Any, seconds: Any) -> LogRegressor:
-        """Fit on rows of positive features and their measured seconds."""
-        x = log2_features(features)
+        """Fit on rows of features (positive ones in log2) and their measured seconds."""
+        x = self._x(features)
         y = np.asarray(seconds, dtype=float).reshape(-1)
         if len(y) != len(x):
             raise ValueError(f"{len(x)} feature rows but {len(y)} times")
@@ -74,7 +88,9 @@ class LogRegressor:
             raise ValueError(f"{self.approach} needs at least {MIN_ROWS} rows, got {len(y)}")
         if not (np.all(np.isfinite(y)) and np.all(y > 0)):
             raise ValueError("measured times must be finite and > 0")
-        self.model.fit(x, np.log2(y))
+        if self.approach == "RF":
+            self.model.set_params(max_features=min(MTRY, x.shape[1]))
+        self.model.fit(x, np.log2(y) if self.log2 else y)
         self.columns = x.shape[1]
         return self
 
@@ -82,10 +98,11 @@ class LogRegressor:
         """Predicted seconds per row."""
         if self.columns is None:
             raise ValueError(f"{self.approach} is not fitted yet")
-        x = log2_features(features)
+        x = self._x(features)
         if x.shape[1] != self.columns:
             raise ValueError(f"fitted on {self.columns} features, got {x.shape[1]}")
-        return 2.0 ** self.model.predict(x)
+        out = self.model.predict(x)
+        return 2.0 ** out if self.log2 else out
 
 
 def accuracy(predicted: Any, measured: Any) -> np.ndarray:

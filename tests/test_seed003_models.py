@@ -99,3 +99,22 @@ def test_bad_features_and_too_few_rows_are_errors():
         LogRegressor("RF").predict([[1.0]])
     with pytest.raises(ValueError, match="unknown approach"):
         LogRegressor("GBM")
+
+
+def test_raw_features_fit_a_linear_time_that_log2_space_cannot_take():
+    """log2=False fits features and seconds as they are: a linear cost with a zero feature."""
+    rng = np.random.default_rng(5)
+    x = np.column_stack([rng.uniform(0, 100, 200), rng.uniform(1, 10, 200)])
+    y = 1e-3 * x[:, 0] + 2e-3 * x[:, 1] + 1e-3
+    fitted = LogRegressor("LR", log2=False).fit(x, y)
+    assert np.allclose(fitted.predict([[0.0, 5.0]]), [0.011])
+    with pytest.raises(ValueError, match="<= 0"):
+        LogRegressor("LR").fit(x * 0, y)
+
+
+def test_a_forest_on_fewer_features_than_its_mtry_tries_them_all():
+    rng = np.random.default_rng(6)
+    x = rng.uniform(1, 10, (50, 2))
+    fitted = LogRegressor("RF").fit(x, x[:, 0])
+    assert fitted.model.max_features == 2
+    assert np.all(np.isfinite(fitted.predict(x)))

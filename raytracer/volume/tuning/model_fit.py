@@ -112,27 +112,33 @@ def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], f
     return stages, gather
 
 
+def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.ndarray
+                ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+    """One rank's render-model rows: per frame the probe's samples, skipped lattice positions
+    and rays at the frame's knobs, its rendered pixels, and the measured CPU seconds of the
+    render (wall seconds where no CPU time was taken)."""
+    est_s, est_k, est_r, px, sec = [], [], [], [], []
+    for s in samples:
+        rec = s.record
+        pixels = rec.render_width * rec.render_height
+        idx = int(np.abs(thresholds - s.settings.ert_threshold).argmin())
+        w = s.workload
+        est_s.append(w.length[idx, rank] / s.settings.step * pixels)
+        est_k.append((w.span[idx, rank] - w.length[idx, rank]) / s.settings.step * pixels)
+        est_r.append(w.rays[rank] * pixels)
+        px.append(pixels)
+        cpu = rec.ranks[rank].cpu_seconds
+        sec.append(cpu if cpu > 0 else rec.ranks[rank].render_seconds)
+    return est_s, est_k, est_r, px, sec
+
+
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,
                      thresholds: np.ndarray, cores: float = math.inf,
                      threads: float = 1.0) -> tuple[ClusterFrameModel, float]:
     """Per-rank render models (CPU seconds of work), the joint compositing model and the
     upscale cost; ``cores``/``threads``: how the ranks share the machine's cores."""
-    renders = []
-    for r in range(ranks):
-        est_s, est_k, est_r, px, sec, share = [], [], [], [], [], []
-        for s in samples:
-            rec = s.record
-            pixels = rec.render_width * rec.render_height
-            idx = int(np.abs(thresholds - s.settings.ert_threshold).argmin())
-            w = s.workload
-            est_s.append(w.length[idx, r] / s.settings.step * pixels)
-            est_k.append((w.span[idx, r] - w.length[idx, r]) / s.settings.step * pixels)
-            est_r.append(w.rays[r] * pixels)
-            px.append(pixels)
-            share.append(s.streamed[r])
-            cpu = rec.ranks[r].cpu_seconds
-            sec.append(cpu if cpu > 0 else rec.ranks[r].render_seconds)
-        renders.append(RenderModel.fit(est_s, est_k, est_r, px, sec, share))
+    renders = [RenderModel.fit(*render_rows(samples, r, thresholds),
+                               [s.streamed[r] for s in samples]) for r in range(ranks)]
     ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
     for s in samples:
         rec = s.record
