@@ -219,15 +219,17 @@ class TunedVolumeRenderer(Governed):
                 sweeps[knob.name] = (values, np.maximum.accumulate(np.asarray(losses)[::-1])[::-1])
         return QualityLosses(sweeps) if self.rank == 0 else None
 
-    def full_quality_seconds(self, camera: Camera) -> float | None:
-        """Rank 0's frame time at the best settings on ``camera``, the second of two (the
-        first warms up); None on the other ranks (collective)."""
-        seconds = None
-        for _ in range(2):
+    def full_quality_seconds(self, camera: Camera, warmup: int = 2, repeats: int = 3
+                             ) -> float | None:
+        """Rank 0's frame time at the best settings on ``camera``: the median of ``repeats``
+        frames after ``warmup`` (a volume's first frames on a device are up to 2.5x slower:
+        measured on tooth after a swap); None on the other ranks (collective)."""
+        times = []
+        for i in range(warmup + repeats):
             _, res = self._frame(camera, BEST)
-            if self.rank == 0:
-                seconds = res.record.frame_seconds
-        return seconds
+            if self.rank == 0 and i >= warmup:
+                times.append(res.record.frame_seconds)
+        return float(np.median(times)) if self.rank == 0 else None
 
     # -------------------------------------------------------------------- settings
 
