@@ -12,9 +12,10 @@ every rank's OpenCL device on one compute unit (``AUTOTUNE_COMPUTE_UNITS=1``):
   step 3 (the *faster node*: a third of the samples). Per frame: every rank's local render
   seconds and rank 0's frame time. These are the targets of every prediction.
 - ``node``: the cheap measurement of a node on its own: one process renders each brick of a
-  P-rank partition in turn (no compositing, no other rank), on an orbit NODE_ELEVATION radii
-  above the real runs' plane (another camera path), for both steps. The features of every
-  test row come from these histograms, never from the real run being predicted.
+  P-rank partition in turn (no compositing, no other rank), on the seed's orbit turned by
+  NODE_PHASE of a view step (another camera path: none of the real runs' views), both steps.
+  The features of every test row come from these histograms, never from the real run being
+  predicted.
 - ``emulate``: emulation runs (raytracer/volume/emulation.py) over image size x rank count
   (1..32) x histogram (the current node's, measured in its real runs, and generated: x0.7
   and x0.5, x0.6 with --quick; perturbed) x mode (one histogram, per-frame histograms,
@@ -156,14 +157,14 @@ def worker_node(plan_path: str, out: str) -> None:
 
     plan = json.loads(Path(plan_path).read_text())
     volume, tf = load_everywhere(plan["volume"], None, world())
-    cams = seed_orbit(volume.radius, plan["frames"], elevation=plan["elevation"])
+    cams = seed_orbit(volume.radius, plan["frames"], phase=plan["phase"])
     done: dict[str, Any] = json.loads(Path(out).read_text()) if Path(out).exists() else {}
     for ranks in sorted({r["ranks"] for r in plan["runs"]}):
         runs = [r for r in plan["runs"] if r["ranks"] == ranks]
         got = run_node(volume, tf, ranks, sorted({r["size"] for r in runs}),
                        sorted({r["step"] for r in runs}), cams)
         for run in runs:
-            done[run["key"]] = {**run, "frames": plan["frames"], "elevation": plan["elevation"],
+            done[run["key"]] = {**run, "frames": plan["frames"], "phase": plan["phase"],
                                 "render_seconds": got[(run["step"], run["size"])].tolist(),
                                 "load_avg": os.getloadavg()[0]}
         write_json(out, done, indent=None)
@@ -282,18 +283,18 @@ def real_runs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
     return _measure("real", runs, cfg, work / "real_runs.json", None)
 
 
-NODE_ELEVATION = 0.6  # node runs orbit 0.6 radii above the real runs' plane: another path
+NODE_PHASE = 0.5  # node runs take the views halfway between the real runs' views: another path
 
 
 def node_runs(cfg: dict[str, Any], work: Path) -> dict[str, Any]:
     """Every node run of the plan (one process renders each brick of a P-rank partition in
     turn, on another camera path than the real runs; resumable)."""
-    runs = [{"key": f"node:s{step:g}:{size}:{ranks}:f{cfg['frames']}:e{NODE_ELEVATION:g}",
+    runs = [{"key": f"node:s{step:g}:{size}:{ranks}:f{cfg['frames']}:p{NODE_PHASE:g}",
              "step": step, "size": size, "ranks": ranks}
             for step in (CURRENT_STEP, FASTER_STEP) for size in cfg["sizes"]
             for ranks in cfg["real_ranks"]]
     return _measure("node", runs, cfg, work / "node_runs.json", 1,
-                    {"elevation": NODE_ELEVATION})
+                    {"phase": NODE_PHASE})
 
 
 def _hist(run: dict[str, Any], volume: str) -> Any:
@@ -511,6 +512,16 @@ def split_scores(preds: dict[str, np.ndarray], meas: np.ndarray, rows: list[dict
             for part, idx in by_cores(rows, cores).items() if len(idx) >= 2}
 
 
+def row_table(rows: list[dict[str, Any]], meas: np.ndarray, preds: dict[str, np.ndarray]
+              ) -> list[dict[str, Any]]:
+    """Each test row in ms: the run predicted, the run its features came from, the features'
+    mean render time, the measured frame time and every prediction."""
+    return [{"target_run": r["target_run"], "feature_run": r["feature_run"],
+             "feature_mean_render_ms": 1e3 * r["features"][1], "measured_ms": 1e3 * float(m),
+             **{k: 1e3 * float(v[i]) for k, v in preds.items()}}
+            for i, (r, m) in enumerate(zip(rows, meas, strict=True))]
+
+
 def train_models(cfg: dict[str, Any], data: Any, shm: Any, slow: Any
                  ) -> tuple[dict[str, Any], dict[str, Any], list]:
     """Every variant of the cluster MLP, the training figures, and the shared-memory
@@ -560,10 +571,11 @@ def upgrade_experiment(cfg: dict[str, Any], real: dict[str, Any], hists: dict[st
                        f"{CURRENT_STEP:g}, 1 compute unit per rank) and generated ones; tested "
                        f"on real runs of the faster node (step {FASTER_STEP:g}, never seen in "
                        "training), each row's features from a node run of the faster node (one "
-                       "process renders each brick in turn, on an orbit "
-                       f"{NODE_ELEVATION:g} radii above the real runs' plane), whose mean local "
+                       "process renders each brick in turn, on the seed's orbit turned by "
+                       f"{NODE_PHASE:g} of a view step), whose mean local "
                        f"render time is {speed:.2f}x the current node's node runs",
-               "scores": split_scores(preds, meas, rows, cores)}
+               "scores": split_scores(preds, meas, rows, cores),
+               "rows": row_table(rows, meas, preds)}
     return figures, {"rows": rows, "measured": meas, "preds": preds}
 
 
@@ -621,7 +633,8 @@ def faster_network(real: dict[str, Any], hists: dict[str, Any], models: dict[str
                 "histograms (the targets and the shared-memory network were not seen)",
         "terms": {k: {kk: v[kk] for kk in ("latency", "bandwidth", "blend_rate")}
                   for k, v in terms.items()},
-        "scores": out}
+        "scores": out,
+        "rows": {k: row_table(v["rows"], v["measured"], v["preds"]) for k, v in plots.items()}}
     return figures, plots
 
 
@@ -922,7 +935,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["goals"] = goals(figures)
     figures["data"] = data_note
     stamp(figures, run)
-    figures["config"] = {**cfg, "cores": cores, "node_run_elevation": NODE_ELEVATION}
+    figures["config"] = {**cfg, "cores": cores, "node_run_phase": NODE_PHASE}
     figures["notes"] = {
         "time": "rank 0's frame time (frame start to the final composited image), mean over the "
                 f"path of {cfg['frames']} frames (seed 000's two-turn orbit), one warm-up frame",
@@ -931,8 +944,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{os.getloadavg()[0]:.1f} at its end; "
                           + _loads([*real.values(), *node.values()], data),
         "no_leak": "a test row's features come from a node run (one process renders each "
-                   "brick of the partition in turn, on an orbit "
-                   f"{NODE_ELEVATION:g} radii above the real runs' plane), never from the "
+                   "brick of the partition in turn, on the seed's orbit turned by "
+                   f"{NODE_PHASE:g} of a view step: none of the real runs' views), never from the "
                    "real run it predicts; its target is that real run's mean frame time",
         "oversubscribed": f"accuracy goals use the real runs with at most one rank per core "
                           f"({cores} cores); runs with more ranks share cores (their render "

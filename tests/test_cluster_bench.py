@@ -58,6 +58,13 @@ def test_upgrade_rows_take_features_from_node_runs_and_targets_from_real_runs(tm
         assert row["frame_seconds"] == pytest.approx(np.mean(target["frame_seconds"]))
 
 
+def test_a_half_step_phase_takes_the_views_between_the_seeds_views():
+    base, shifted = seed_orbit(10.0, 8), seed_orbit(10.0, 8, phase=0.5)
+    angle = [np.arctan2(c.eye[0], c.eye[2]) for c in base + shifted]
+    assert np.allclose(np.diff(np.unwrap(angle[:8])), np.pi / 2)
+    assert np.allclose(np.unwrap(angle[8:]) - np.unwrap(angle[:8]), np.pi / 4)
+
+
 def test_the_predicted_runs_own_times_do_not_move_its_features(tmp_path):
     real, node = synthetic_runs(1)
     before = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "t")
@@ -110,7 +117,7 @@ def test_accuracy_goals_read_only_the_one_rank_per_core_rows(good):
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():
     volume, tf = load_everywhere("bonsai")
-    cams = seed_orbit(volume.radius, 3, elevation=0.6)
+    cams = seed_orbit(volume.radius, 3, phase=0.5)
     got = run_node(volume, tf, 3, [32], [1.0, 3.0], cams)
     assert set(got) == {(1.0, 32), (3.0, 32)}
     for times in got.values():
