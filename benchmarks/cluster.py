@@ -309,9 +309,11 @@ def _hist(run: dict[str, Any], volume: str) -> Any:
 
 
 #: histogram ids: "m" the current node from its real runs (training and emulation fidelity),
-#: "c" / "t" the current / faster node from their node runs (features of the test rows)
-KINDS = {("real", CURRENT_STEP): ("m", "measured"), ("node", CURRENT_STEP): ("c", "node-run"),
-         ("node", FASTER_STEP): ("t", "test-node")}
+#: "nc" / "nt" the current / faster node from their node runs (features of the test rows);
+#: the ids and the source differ from the real-run "t" histograms of data written before
+#: issue 20, so a reused data folder never serves an emulation of those
+KINDS = {("real", CURRENT_STEP): ("m", "measured"),
+         ("node", CURRENT_STEP): ("nc", "node-run"), ("node", FASTER_STEP): ("nt", "node-run")}
 
 
 def histograms(cfg: dict[str, Any], real: dict[str, Any], node: dict[str, Any], work: Path
@@ -368,7 +370,7 @@ def emulation_plan(cfg: dict[str, Any], use: dict[tuple[str, int, int], str]) ->
                                            "histogram", f, "slow"))
         for ranks in cfg["real_ranks"]:
             out.append(EmulationConfig(f"m{size}r{ranks}", size, size, ranks, "vector", f))
-            out.append(EmulationConfig(f"t{size}r{ranks}", size, size, ranks, "histogram", f))
+            out.append(EmulationConfig(f"nt{size}r{ranks}", size, size, ranks, "histogram", f))
     return out
 
 
@@ -555,18 +557,18 @@ def upgrade_experiment(cfg: dict[str, Any], real: dict[str, Any], hists: dict[st
                        ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Trained on the current node only; predicts the faster node's real runs from the
     histograms of its node runs (another camera path, one process, no compositing)."""
-    rows = held_out_rows(real, hists, FASTER_STEP, "t")
+    rows = held_out_rows(real, hists, FASTER_STEP, "nt")
     meas = np.array([r["frame_seconds"] for r in rows])
     preds = {k: predict_rows(models[k], rows)
              for k in ("nn_term", "nn_no_term", "nn_analytic", "nn_term_per_frame",
                        "nn_analytic_per_frame")}
     preds["analytic_term"] = analytic(rows, shm)
     emu = {r["hist"]: r["frame_seconds"] for r in data.select(
-        source="test-node", mode="histogram", frames=cfg["frames"], network="shm")}
+        source="node-run", mode="histogram", frames=cfg["frames"], network="shm")}
     preds["emulation_of_node_run_histograms"] = np.array(
-        [emu.get(f"t{r['width']}r{r['ranks']}", np.nan) for r in rows])
-    speed = np.mean([hists[f"t{r['width']}r{r['ranks']}"][0].overall.mean
-                     / hists[f"c{r['width']}r{r['ranks']}"][0].overall.mean for r in rows])
+        [emu.get(f"nt{r['width']}r{r['ranks']}", np.nan) for r in rows])
+    speed = np.mean([hists[f"nt{r['width']}r{r['ranks']}"][0].overall.mean
+                     / hists[f"nc{r['width']}r{r['ranks']}"][0].overall.mean for r in rows])
     figures = {"what": f"trained on emulation rows from current-node histograms (step "
                        f"{CURRENT_STEP:g}, 1 compute unit per rank) and generated ones; tested "
                        f"on real runs of the faster node (step {FASTER_STEP:g}, never seen in "
@@ -612,8 +614,8 @@ def faster_network(real: dict[str, Any], hists: dict[str, Any], models: dict[str
     faster network) from node-run histograms, the compositing term swapped to shared memory's."""
     out: dict[str, Any] = {}
     plots: dict[str, Any] = {}
-    for name, step, kind in (("faster_node", FASTER_STEP, "t"),
-                             ("current_node", CURRENT_STEP, "c")):
+    for name, step, kind in (("faster_node", FASTER_STEP, "nt"),
+                             ("current_node", CURRENT_STEP, "nc")):
         rows = held_out_rows(real, hists, step, kind)
         meas = np.array([r["frame_seconds"] for r in rows])
         preds = {
@@ -916,7 +918,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="autotune-cluster-") as tmp:
         stamp_name = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
         work = args.data or (Path(tmp) if args.quick else Path(f"autotune-cluster-{stamp_name}"))
-        data_note = (f"reused from {work} (measured where and when it was written)"
+        data_note = (f"reused from {work} (measured where and when it was written; runs "
+                     "the plan needs and the folder lacks are measured now and added)"
                      if args.data else f"measured afresh into {work}"
                      + (" (temporary)" if args.quick else ""))
         print(f"bench cluster: data {data_note}", file=sys.stderr, flush=True)

@@ -45,7 +45,7 @@ def synthetic_runs(seed: int) -> tuple[dict, dict]:
 def test_upgrade_rows_take_features_from_node_runs_and_targets_from_real_runs(tmp_path):
     real, node = synthetic_runs(0)
     hists, _ = histograms(CFG, real, node, tmp_path)
-    rows = held_out_rows(real, hists, FASTER_STEP, "t")
+    rows = held_out_rows(real, hists, FASTER_STEP, "nt")
     assert len(rows) == len(CFG["real_ranks"])
     for row in rows:
         target = real[row["target_run"]]
@@ -67,10 +67,10 @@ def test_a_half_step_phase_takes_the_views_between_the_seeds_views():
 
 def test_the_predicted_runs_own_times_do_not_move_its_features(tmp_path):
     real, node = synthetic_runs(1)
-    before = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "t")
+    before = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "nt")
     for run in real.values():
         run["render_seconds"] = (np.asarray(run["render_seconds"]) * 3).tolist()
-    after = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "t")
+    after = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "nt")
     assert [r["features"] for r in before] == [r["features"] for r in after]
 
 
