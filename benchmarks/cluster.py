@@ -917,7 +917,8 @@ def main(argv: list[str] | None = None) -> int:
     run = RunRecord()
     with tempfile.TemporaryDirectory(prefix="autotune-cluster-") as tmp:
         stamp_name = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        work = args.data or (Path(tmp) if args.quick else Path(f"autotune-cluster-{stamp_name}"))
+        work = (args.data or (Path(tmp) if args.quick else Path(f"autotune-cluster-{stamp_name}"))
+                ).resolve()  # absolute: the MPI parts run in the repository root
         data_note = (f"reused from {work} (measured where and when it was written; runs "
                      "the plan needs and the folder lacks are measured now and added)"
                      if args.data else f"measured afresh into {work}"
