@@ -69,12 +69,14 @@ def seed_orbit(
     distance: float = 2.8,
     elevation: float = 0.0,
     fov_y: float = 45.0,
+    phase: float = 0.0,
 ) -> list[Camera]:
     """Seed 000's camera path: ``frames`` views over ``orbits`` turns in the XZ plane.
 
     The eye circles the origin (where volumes are centred) at ``distance`` x ``radius``
     (2.8 half-diagonals keep the whole volume in a 45-degree view), ``elevation`` x radius
-    above the plane, looking at the origin.
+    above the plane, looking at the origin; ``phase`` turns every view on by that fraction of
+    the step between views (0.5: the views halfway between those of phase 0).
     """
     if frames < 1 or not (radius > 0 and distance > 0):
         raise ValueError(
@@ -83,7 +85,7 @@ def seed_orbit(
     r = distance * radius
     cams = []
     for i in range(frames):
-        angle = 2.0 * math.pi * orbits * i / frames
+        angle = 2.0 * math.pi * orbits * (i + phase) / frames
         eye = (r * math.sin(angle), elevation * radius, r * math.cos(angle))
         cams.append(Camera(eye, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), fov_y))
     return cams

@@ -3,6 +3,9 @@
 - :func:`run_real` renders a camera path on a communicator and returns every rank's local
   render seconds per frame (the (frames, ranks) table a
   :class:`~models.perf_histogram.PathHistogram` is made of) and rank 0's frame times.
+- :func:`run_node` is the cheap measurement of a node on its own: one process renders every
+  brick of a P-rank partition in turn, frame by frame, on a camera path of the caller's
+  choice (the same table, without compositing or any other rank).
 - :func:`emulation_times` draws the (frames, ranks) sleep times of an emulation run from a
   histogram: from the one histogram of the whole path (the seed), from each frame's own
   histogram (``per-frame``: a distribution of distributions), or each rank's average time in
@@ -135,6 +138,34 @@ def run_real(comm: Any, volume: Any, tf: Any, width: int, height: int, frames: i
     recs = [r for r in records if r is not None]
     return RealRun(path_times(recs), np.array([r.frame_seconds for r in recs]),
                    np.array([r.ranks[0].composite_seconds for r in recs]))
+
+
+def run_node(volume: Any, tf: Any, ranks: int, sizes: Sequence[int], steps: Sequence[float],
+             cameras: Sequence[Any], warmup: int = 1) -> dict[tuple[float, int], NDArray]:
+    """One process renders each of the ``ranks`` bricks of the k-d partition (as a
+    :class:`~raytracer.volume.distributed.DistributedRenderer` of that many ranks splits it)
+    in turn, for every camera: the (frames, ranks) local render wall seconds for each
+    (step, square image size), with ``warmup`` untimed frames first."""
+    from raytracer.volume.partition import kd_partition
+    from raytracer.volume.raycaster import Raycaster
+
+    bricks = kd_partition(volume.dims, ranks, volume.spacing).bricks
+    casters = [Raycaster(volume, tf, brick) for brick in bricks]
+    out = {}
+    for step in steps:
+        for size in sizes:
+            for cam in cameras[:warmup]:
+                for caster in casters:
+                    caster.render(cam, size, size, step)
+            out[(step, size)] = np.array([[_timed_render(c, cam, size, step) for c in casters]
+                                          for cam in cameras], np.float64)
+    return out
+
+
+def _timed_render(caster: Any, camera: Any, size: int, step: float) -> float:
+    t = time.perf_counter()
+    caster.render(camera, size, size, step)
+    return time.perf_counter() - t
 
 
 # ---------------------------------------------------------------------------- emulation

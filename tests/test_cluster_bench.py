@@ -1,0 +1,125 @@
+"""``autotune bench cluster``'s protocol without MPI (issue 20): a test row's features come from
+a node run, never from the real run it predicts; accuracy goals read only the rows with one
+rank per core; a node run times every brick of the partition on one process."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.cluster import (
+    CURRENT_STEP,
+    FASTER_STEP,
+    LeakError,
+    by_cores,
+    goals,
+    held_out_row,
+    held_out_rows,
+    histograms,
+)
+from models.perf_histogram import PathHistogram
+from raytracer.volume.distributed import load_everywhere, seed_orbit
+from raytracer.volume.tuning.cluster_data import run_node
+
+CFG = {"volume": "synthetic", "sizes": [64], "real_ranks": [1, 2, 4], "emu_ranks": [1, 2, 4],
+       "scales": [0.7]}
+
+
+def synthetic_runs(seed: int) -> tuple[dict, dict]:
+    """Real runs (render times around 10 ms) and node runs (around 50 ms) of both nodes:
+    whichever feeds a histogram shows in its mean."""
+    rng = np.random.default_rng(seed)
+    real, node = {}, {}
+    for step in (CURRENT_STEP, FASTER_STEP):
+        for ranks in CFG["real_ranks"]:
+            key = f"s{step:g}:64:{ranks}:f6"
+            real[key] = {"key": key, "step": step, "size": 64, "ranks": ranks,
+                         "render_seconds": rng.uniform(0.009, 0.011, (6, ranks)).tolist(),
+                         "frame_seconds": rng.uniform(0.012, 0.014, 6).tolist()}
+            nkey = "node:" + key
+            node[nkey] = {"key": nkey, "step": step, "size": 64, "ranks": ranks,
+                          "render_seconds": rng.uniform(0.045, 0.055, (6, ranks)).tolist()}
+    return real, node
+
+
+def test_upgrade_rows_take_features_from_node_runs_and_targets_from_real_runs(tmp_path):
+    real, node = synthetic_runs(0)
+    hists, _ = histograms(CFG, real, node, tmp_path)
+    rows = held_out_rows(real, hists, FASTER_STEP, "nt")
+    assert len(rows) == len(CFG["real_ranks"])
+    for row in rows:
+        target = real[row["target_run"]]
+        source = node[row["feature_run"]]
+        assert target["step"] == source["step"] == FASTER_STEP
+        assert (source["size"], source["ranks"]) == (target["size"], target["ranks"])
+        assert row["features"] == pytest.approx(
+            PathHistogram.of(source["render_seconds"]).overall.features())
+        assert row["features"][1] > 0.04  # the node run's times, not the real run's (~10 ms)
+        assert row["frame_seconds"] == pytest.approx(np.mean(target["frame_seconds"]))
+
+
+def test_a_half_step_phase_takes_the_views_between_the_seeds_views():
+    base, shifted = seed_orbit(10.0, 8), seed_orbit(10.0, 8, phase=0.5)
+    angle = [np.arctan2(c.eye[0], c.eye[2]) for c in base + shifted]
+    assert np.allclose(np.diff(np.unwrap(angle[:8])), np.pi / 2)
+    assert np.allclose(np.unwrap(angle[8:]) - np.unwrap(angle[:8]), np.pi / 4)
+
+
+def test_the_predicted_runs_own_times_do_not_move_its_features(tmp_path):
+    real, node = synthetic_runs(1)
+    before = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "nt")
+    for run in real.values():
+        run["render_seconds"] = (np.asarray(run["render_seconds"]) * 3).tolist()
+    after = held_out_rows(real, histograms(CFG, real, node, tmp_path)[0], FASTER_STEP, "nt")
+    assert [r["features"] for r in before] == [r["features"] for r in after]
+
+
+def test_no_histogram_of_a_faster_node_real_run_exists(tmp_path):
+    real, node = synthetic_runs(2)
+    hists, _ = histograms(CFG, real, node, tmp_path)
+    faster = {k for k, r in real.items() if r["step"] == FASTER_STEP}
+    assert not faster & {h.meta.get("run") for h, _ in hists.values()}
+
+
+def test_a_row_whose_features_come_from_its_own_run_is_refused():
+    real, _ = synthetic_runs(3)
+    run = next(iter(real.values()))
+    own = PathHistogram.of(run["render_seconds"], {"run": run["key"]})
+    with pytest.raises(LeakError, match=run["key"]):
+        held_out_row(run, own)
+
+
+def test_rows_split_by_cores():
+    rows = [{"ranks": r} for r in (1, 2, 3, 4, 2)]
+    got = by_cores(rows, 2)
+    assert got["one_rank_per_core"].tolist() == [0, 1, 4]
+    assert got["oversubscribed"].tolist() == [2, 3]
+
+
+def fig(good: str) -> dict:
+    """Experiment figures whose ``good`` part scores R² 0.99 and the other part 0.5."""
+    def part(name: str) -> dict:
+        r2 = 0.99 if name == good else 0.5
+        return {k: {"r2": r2, "mean_signed_rel_error": 0.0}
+                for k in ("nn_term", "nn_analytic", "analytic_term", "nn_term_swapped",
+                          "nn_analytic_swapped", "nn_no_term (seed)")}
+    split = {p: part(p) for p in ("one_rank_per_core", "oversubscribed")}
+    return {"upgrade": {"scores": split}, "emulation_vs_real": {"scores": {}},
+            "faster_network": {"scores": {"faster_node": split, "current_node": split}}}
+
+
+@pytest.mark.parametrize("good", ["one_rank_per_core", "oversubscribed"])
+def test_accuracy_goals_read_only_the_one_rank_per_core_rows(good):
+    got = goals(fig(good))
+    for name in ("upgrade_r2_nn_term", "faster_network_r2_nn_term_swapped"):
+        assert got[name]["met"] is (good == "one_rank_per_core"), name
+
+
+def test_a_node_run_times_every_brick_of_the_partition_in_one_process():
+    volume, tf = load_everywhere("bonsai")
+    cams = seed_orbit(volume.radius, 3, phase=0.5)
+    got = run_node(volume, tf, 3, [32], [1.0, 3.0], cams)
+    assert set(got) == {(1.0, 32), (3.0, 32)}
+    for times in got.values():
+        assert times.shape == (3, 3)
+        assert np.all(times > 0)
