@@ -1,6 +1,6 @@
 """The tracer's four phases on the CPU (numba), with per-pixel work counters.
 
-Two users: the probe traces a low-resolution view to measure the workload, and the tests
+Two users: the probe traces tiles of the view to measure the workload, and the tests
 render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
 and ``traversal.trace`` walks the same 4-wide BVH as ``kernels/traverse.cl``, so the per-pixel
@@ -40,18 +40,19 @@ def _normalize(x, y, z):
 
 @nb.njit(cache=True)
 def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays, ao_radius,
-           shadows, phong, seed, counters, last_node, prim_out):
-    """All phases for one pixel; returns linear RGB."""
+           shadows, phong, seed, counters, last_node, prim_out, row, col):
+    """All phases for frame pixel (x, y); returns linear RGB. Its counters, last node and
+    triangle go to [row, col] of the output arrays."""
     ex, ey, ez = basis[0, 0], basis[0, 1], basis[0, 2]
     dx, dy, dz = _normalize(basis[1, 0] + (x + 0.5) * basis[2, 0] + (y + 0.5) * basis[3, 0],
                             basis[1, 1] + (x + 0.5) * basis[2, 1] + (y + 0.5) * basis[3, 1],
                             basis[1, 2] + (x + 0.5) * basis[2, 2] + (y + 0.5) * basis[3, 2])
     t, prim, u, v, steps, tests, last = trace(nodes, ints, tris, ex, ey, ez, dx, dy, dz,
                                               np.inf, False)
-    counters[y, x, PRIMARY, 0] = steps
-    counters[y, x, PRIMARY, 1] = tests
-    last_node[y, x] = last
-    prim_out[y, x] = prim
+    counters[row, col, PRIMARY, 0] = steps
+    counters[row, col, PRIMARY, 1] = tests
+    last_node[row, col] = last
+    prim_out[row, col] = prim
     if prim < 0:
         s = 0.5 * (1.0 - dy)
         return (0.55 * (1 - s) + 0.9 * s, 0.65 * (1 - s) + 0.9 * s, 0.8 * (1 - s) + 0.92 * s)
@@ -71,8 +72,8 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
         else:
             _, p2, _, _, s2, k2, _ = trace(nodes, ints, tris, ox, oy, oz, lx / dist, ly / dist,
                                            lz / dist, dist * (1.0 - SHADOW_EPS), True)
-            counters[y, x, SHADOW, 0] = s2
-            counters[y, x, SHADOW, 1] = k2
+            counters[row, col, SHADOW, 0] = s2
+            counters[row, col, SHADOW, 1] = k2
             if p2 >= 0:
                 vis = 0.0
     open_ = 1.0
@@ -109,8 +110,8 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
             tests_ao += k3
             if p3 >= 0:
                 blocked += 1
-        counters[y, x, AO, 0] = steps_ao
-        counters[y, x, AO, 1] = tests_ao
+        counters[row, col, AO, 0] = steps_ao
+        counters[row, col, AO, 1] = tests_ao
         open_ = 1.0 - blocked / rays
     w = 1.0 - u - v
     nx = normals[prim, 0] * w + normals[prim, 4] * u + normals[prim, 8] * v
@@ -144,9 +145,32 @@ def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, a
     for y in nb.prange(height):
         for x in range(width):
             r, g, b = _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale,
-                             ao_rays, ao_radius, shadows, phong, seed, counters, last_node, prim)
+                             ao_rays, ao_radius, shadows, phong, seed, counters, last_node, prim,
+                             y, x)
             image[y, x, 0] = np.uint8(min(max(r, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
             image[y, x, 1] = np.uint8(min(max(g, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
             image[y, x, 2] = np.uint8(min(max(b, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
             image[y, x, 3] = 255
     return image, counters, last_node, prim
+
+
+@nb.njit(cache=True, parallel=True, nogil=True)
+def trace_tiles(nodes, ints, tris, normals, basis, width, corners, rows, cols, light, scale,
+                ao_rays, ao_radius, seed):
+    """Trace ``rows`` x ``cols`` frame-resolution tiles whose top-left pixels (x, y) are
+    ``corners`` (N, 2), in a frame ``width`` pixels wide, with shadows. Returns counters
+    (N, rows, cols, 3, 2), last inner node (N, rows, cols) and primary triangle (N, rows, cols),
+    as :func:`render_cpu` gives them for those pixels (a tile past the frame's edge traces the
+    camera's rays there)."""
+    n = corners.shape[0]
+    counters = np.zeros((n * rows, cols, 3, 2), np.int32)
+    last_node = np.zeros((n * rows, cols), np.int32)
+    prim = np.full((n * rows, cols), -1, np.int32)
+    for t in nb.prange(n):
+        for dy in range(rows):
+            for dx in range(cols):
+                _pixel(nodes, ints, tris, normals, basis, corners[t, 0] + dx, corners[t, 1] + dy,
+                       width, light, scale, ao_rays, ao_radius, True, False, seed, counters,
+                       last_node, prim, t * rows + dy, dx)
+    return (counters.reshape(n, rows, cols, 3, 2), last_node.reshape(n, rows, cols),
+            prim.reshape(n, rows, cols))
