@@ -7,7 +7,7 @@ import pytest
 
 from raytracer.camera import Camera
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.probe import Probe, coherence
+from raytracer.tuning.probe import Probe
 
 
 def test_workload_matches_full_resolution_counters(tracers):
@@ -46,14 +46,6 @@ def test_async_measure_equals_sync(tracers):
         assert future.result(timeout=60) == probe.measure(tracer.scene.camera, 160, 90)
     finally:
         probe.close()
-
-
-def test_coherence_counts_shared_last_nodes():
-    last = np.array([[1, 1, 2, 3], [1, 4, 5, 6]])
-    hit = np.ones_like(last, bool)
-    # tile 2x2 (left): nodes 1,1,1,4 -> 3 of 4 share; right: 2,3,5,6 -> none share
-    assert coherence(last, hit, 2) == pytest.approx(3 / 8)
-    assert coherence(last, np.zeros_like(hit), 2) == 0.0
 
 
 def test_bad_probe_settings(tracers):

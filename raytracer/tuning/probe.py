@@ -25,20 +25,6 @@ from raytracer.phases import TILE
 from raytracer.scene import Scene
 
 
-def coherence(last_node: np.ndarray, hit: np.ndarray, tile: int) -> float:
-    """Seed 002 §4.2's ``m`` as printed: share of hit rays whose last BVH node is shared by
-    another hit ray of the same ``tile`` x ``tile`` screen tile. It depends on the resolution it
-    is measured at, so the probe now reports :func:`adjacent_coherence` instead."""
-    h, w = last_node.shape
-    ys, xs = np.nonzero(hit)
-    if ys.size == 0:
-        return 0.0
-    tile_id = (ys // tile) * ((w + tile - 1) // tile) + xs // tile
-    keys = tile_id.astype(np.int64) * (int(last_node.max()) + 1) + last_node[ys, xs]
-    _, counts = np.unique(keys, return_counts=True)
-    return float(counts[counts > 1].sum()) / ys.size
-
-
 def adjacent_coherence(last_node: np.ndarray, hit: np.ndarray) -> float:
     """The model's ``m``: the probability that the rays of two adjacent frame pixels end in
     the same BVH leaf (they then share its cache lines).
@@ -68,15 +54,15 @@ class Probe:
     """
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
-                 tile: int = 4, ao_radius: float = 0.1, min_pixels: int = 160 * 90,
+                 ao_radius: float = 0.1, min_pixels: int = 160 * 90,
                  simd_width: int | None = None) -> None:
-        if factor < 1 or ao_samples < 1 or tile < 1:
-            raise ValueError(f"probe factor, ao_samples and tile must be >= 1, "
-                             f"got {factor}, {ao_samples}, {tile}")
+        if factor < 1 or ao_samples < 1:
+            raise ValueError(f"probe factor and ao_samples must be >= 1, "
+                             f"got {factor}, {ao_samples}")
         if simd_width is not None and simd_width < 1:
             raise ValueError(f"probe simd_width must be >= 1, got {simd_width}")
         self.scene, self.bvh = scene, bvh
-        self.factor, self.ao_samples, self.tile = factor, ao_samples, tile
+        self.factor, self.ao_samples = factor, ao_samples
         self.ao_radius = ao_radius
         self.min_pixels = min_pixels
         self._simd_width = simd_width
