@@ -736,7 +736,7 @@ def beyond(cfg: dict[str, Any], hists: dict[str, Any], shm: Any, nn: Any) -> dic
                 "frame_ms_ib": 1e3 * (render + float(ib.seconds(px, ranks))),
                 "nn_extrapolated_ms": 1e3 * float(nn.predict(x, px, ranks)[0])})
     return {"assumptions": [
-        "one rank per node, each with this machine's single-thread PoCL speed",
+        "one rank per node, each with this machine's single-thread speed on its OpenCL runtime",
         f"local render time of a rank = the 1-rank mean at {size}² scaled by pixels and by 1/P "
         "(perfect strong scaling of the bricks), with the spread (shape) of the "
         f"{max(cfg['real_ranks'])}-rank histogram",
