@@ -163,10 +163,12 @@ class Tuner:
             decision = Decision(knobs, nan, nan, False, 0, 0.0)
         if decision.over_budget:
             trouble = "over-budget"
+            priced = (f" ({decision.corrected * 1e3:.3g} ms predicted)"
+                      if math.isfinite(decision.corrected) else "")  # PI predicts nothing
             self._warn(
                 trouble,
                 f"no setting fits the {self.target_seconds * 1e3:.3g} ms target; "
-                f"using the cheapest ({decision.corrected * 1e3:.3g} ms predicted)",
+                f"using the cheapest{priced}",
             )
         record = FrameRecord(
             dict(decision.knobs),

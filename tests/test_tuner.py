@@ -194,3 +194,13 @@ def test_history_is_bounded() -> None:
     assert len(tuner.history) == 4
     with pytest.raises(ValueError, match="history_limit"):
         Tuner(SPACE, model, 0.010, history_limit=0)
+
+
+def test_pi_over_budget_warning_quotes_no_prediction() -> None:
+    """PI has no model: its over-budget warning names the target, not a 'nan ms' prediction."""
+    tuner = Tuner(SPACE, model, 0.001, controller="pi")
+    with pytest.warns(AutotuneWarning, match="no setting fits") as caught:
+        for _ in range(40):
+            tuner.choose()
+            tuner.observe(0.010)
+    assert "nan" not in str(caught[0].message) and "cheapest" in str(caught[0].message)
