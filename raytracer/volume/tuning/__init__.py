@@ -13,7 +13,10 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
     volume, tf = load_everywhere("marschner-lobb:32")     # same data on every rank
     renderer = DistributedRenderer(volume, tf)            # one k-d brick per rank
     tuned = TunedVolumeRenderer(renderer, 64, 64, target_seconds=0.05)
-    tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=8)   # views off the path
+    small, small_tf = load_everywhere("marschner-lobb:16")  # another working set beside it
+    tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=8,   # views off the path
+                    also=[(DistributedRenderer(small, small_tf),
+                           volume_calibration_views(small.radius, 4))])
     for camera in seed_orbit(volume.radius, frames=4):
         frame = tuned.render(camera)                      # choose, render, composite, learn
         if frame is not None:                             # rank 0
