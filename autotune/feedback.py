@@ -21,6 +21,12 @@ than ``shift`` (log units, above the frame noise). Then the correction jumps by 
 and the start-up averaging restarts, so the tuner is back on target ``persist`` + 1 frames
 after the change instead of the ~1/gain frames an integrator needs. A spike is one frame, so
 it never triggers a jump; a jump lands on the new level, so it cannot oscillate.
+
+Scope: a correction is learnt at some size of the prediction (the running log-mean of the
+predicted seconds it was fed). :meth:`BiasCorrection.learnt_near` says whether a new
+prediction is within a factor of that size; a renderer whose workload jumps far outside it (an
+empty view turning into a full one) restarts the correction instead of carrying a bias learnt
+on a different workload (:meth:`PartCorrections.rescope`).
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ class BiasCorrection:
         self.rejected = 0
         self._streak = 0  # signed count of consecutive same-sign outliers
         self.observed = 0  # frames folded in so far
+        self.log_scale = 0.0  # running log-mean of the predicted seconds learnt on
+        self._scaled = 0  # frames in log_scale
 
     @property
     def correction(self) -> float:
@@ -63,6 +71,9 @@ class BiasCorrection:
         """Fold one frame's measured/predicted ratio in; returns the new correction."""
         if not (predicted > 0 and measured > 0 and math.isfinite(predicted * measured)):
             return self.correction
+        self._scaled += 1
+        self.log_scale += (max(self.gain, 1.0 / self._scaled)
+                           * (math.log(predicted) - self.log_scale))
         innovation = math.log(measured / predicted) - self.log_correction
         self._recent.append(innovation)
         if self.observed and self._lasting_change():
@@ -84,11 +95,30 @@ class BiasCorrection:
         self.observed += 1
         return self.correction
 
+    def learnt_near(self, predicted: float, factor: float) -> bool:
+        """Whether ``predicted`` seconds are within ``factor`` of the size this correction was
+        learnt at (True before any frame: nothing learnt, nothing to distrust)."""
+        if self._scaled == 0 or not predicted > 0:
+            return True
+        return abs(math.log(predicted) - self.log_scale) <= math.log(factor)
+
+    def restart(self) -> None:
+        """Forget what was learnt: correction 1, start-up averaging from the next frame."""
+        self.log_correction = self.log_scale = 0.0
+        self.observed = self._scaled = self._streak = 0
+        self._recent.clear()
+
     def _lasting_change(self) -> bool:
         """``persist`` innovations in a row, same sign, each beyond ``shift``."""
         r = self._recent
         return (len(r) == self.persist and all(abs(x) > self.shift for x in r)
                 and (all(x > 0 for x in r) or all(x < 0 for x in r)))
+
+
+#: How far (a factor of the predicted seconds) a part's workload may move from where its
+#: correction was learnt before the correction is restarted: the orbits' view-to-view changes
+#: stay well inside it, an empty view turning into a full one does not
+REGIME_FACTOR = 3.0
 
 
 class PartCorrections:
@@ -109,6 +139,17 @@ class PartCorrections:
     def factors(self) -> dict[str, float]:
         """``{part: correction}``: what each part's prediction is multiplied by."""
         return {p: b.correction for p, b in self._bias.items()}
+
+    def rescope(self, predicted: dict[str, float], factor: float = REGIME_FACTOR) -> list[str]:
+        """Restart the parts whose ``predicted`` seconds (the coming frame's, before it is
+        rendered) are more than ``factor`` away from the size their correction was learnt at;
+        returns their names. A bias learnt on an empty view's miss rays says nothing about a
+        view full of geometry."""
+        far = [p for p, b in self._bias.items()
+               if predicted.get(p, 0.0) > 0 and not b.learnt_near(predicted[p], factor)]
+        for p in far:
+            self._bias[p].restart()
+        return far
 
     def update(self, predicted: dict[str, float], measured: dict[str, float]) -> None:
         """Fold one frame in: each part's measured over predicted seconds (parts that ran)."""

@@ -173,3 +173,22 @@ def test_part_corrections_follow_each_part_alone():
     assert parts.factors()["shadow"] == pytest.approx(f["shadow"])  # a part that did not run
     with pytest.raises(ValueError, match="at least one part"):
         PartCorrections(())
+
+
+def test_a_part_far_from_where_it_was_learnt_restarts():
+    """A correction learnt on 1 ms of a phase (an empty view's miss rays) is not carried to
+    10 ms of it (a full view): rescope restarts it; a part within the factor, or one that
+    never learnt, keeps what it has."""
+    from autotune import PartCorrections
+
+    parts = PartCorrections(("primary", "shade", "ao"))
+    for _ in range(20):
+        parts.update({"primary": 0.001, "shade": 0.002}, {"primary": 0.0005, "shade": 0.004})
+    assert parts.factors()["primary"] == pytest.approx(0.5, rel=0.01)
+    restarted = parts.rescope({"primary": 0.010, "shade": 0.004, "ao": 0.050}, factor=3.0)
+    assert restarted == ["primary"]
+    f = parts.factors()
+    assert f["primary"] == 1.0 and f["shade"] == pytest.approx(2.0, rel=0.01) and f["ao"] == 1.0
+    parts.update({"primary": 0.010}, {"primary": 0.012})  # learns afresh at the new size
+    assert parts.factors()["primary"] == pytest.approx(1.2, rel=0.01)
+    assert parts.rescope({"primary": 0.011}) == []

@@ -247,6 +247,9 @@ class TunedRenderer(Governed):
         """
         started_frame = time.perf_counter()
         self._workload, probe_seconds = self._measure(camera)
+        if self.feedback == "phase":  # a phase far from where its correction was learnt
+            self.phase_corrections.rescope(self.model.phase_seconds(self._workload,
+                                                                    self._settings))
         self._spent = time.perf_counter() - started_frame
         decision = self.loop.choose()
         k = decision.knobs
