@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from raytracer.camera import Camera
+from raytracer.opencl_device import DeviceInfo
 from raytracer.volume import (
     Brick,
     Raycaster,
@@ -17,6 +18,7 @@ from raytracer.volume import (
     load_volume,
     render_reference,
 )
+from raytracer.volume.raycaster import work_group_shape
 
 W, H = 48, 40
 
@@ -139,3 +141,16 @@ def test_bad_knobs_and_bricks_are_errors(ml):
             rc.render(**args)
     with pytest.raises(VolumeError, match="does not fit"):
         Raycaster(vol, tf, Brick(0, (0, 0, 0), (24, 10, 10)))
+
+
+@pytest.mark.parametrize(("kind", "simd", "shape"), [
+    ("CPU", 16, (16, 4)),  # Intel's CPU runtime: lanes along x only
+    ("CPU", 32, (32, 2)),
+    ("CPU", 8, (8, 8)),
+    ("CPU", 1, (8, 8)),    # PoCL: one work-item at a time
+    ("CPU", 128, (8, 8)),  # wider than a work-group: keep the tile
+    ("GPU", 32, (8, 8)),   # warps are filled from the linear id: the tile fills them
+])
+def test_work_group_fills_the_simd_lanes(kind, simd, shape):
+    info = DeviceInfo(0, 0, "p", "d", kind, 2, 2600, 1024, "1.0", simd)
+    assert work_group_shape(info) == shape

@@ -24,6 +24,8 @@ from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
 TILE = 8
+#: Work-items per work-group: an 8x8 tile, or a strip as wide as a CPU runtime's SIMD width.
+GROUP_ITEMS = TILE * TILE
 #: Voxels per side of an empty-space block: 4 evaluates a third fewer samples than 8 on
 #: bonsai (only 30 % of the samples in non-empty 8³ blocks have opacity) and, with jumps over
 #: whole empty cubes of blocks, costs less per frame (measured); 2 gains nothing more.
@@ -71,6 +73,15 @@ def build_options(info: DeviceInfo) -> list[str]:
     """``-DINLINE_MATH`` on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
     rtmath.cl; 1.6x per frame here); none elsewhere. No fast-math: the image is exact."""
     return ["-DINLINE_MATH"] if info.is_pocl else []
+
+
+def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
+    """Work-group (x, y) for ``info``: 8x8, but on a CPU whose SIMD width exceeds 8 a strip that
+    wide. Intel's CPU runtime packs work-items into SIMD lanes along x only, so 8x8 groups
+    leave its 16 lanes half empty: 16x4 is 1.45x faster per frame on bonsai (measured)."""
+    if info.kind == "CPU" and TILE < info.simd_width <= GROUP_ITEMS:
+        return info.simd_width, GROUP_ITEMS // info.simd_width
+    return TILE, TILE
 
 
 def _runtime(device: str | None) -> _Runtime:
@@ -136,6 +147,7 @@ class Raycaster:
         self.lut_size = int(lut_size)
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
+        self.group = work_group_shape(rt.info)
         self._kernel = cl.Kernel(rt.program, "raycast")
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
@@ -190,9 +202,10 @@ class Raycaster:
         eye, top_left, du, dv = camera.basis(width, height)
         spacing = np.asarray(self.volume.spacing, np.float64)
         dt = np.float32(step * spacing.min())
-        gsize = (math.ceil(width / TILE) * TILE, math.ceil(height / TILE) * TILE)
+        gx, gy = self.group
+        gsize = (math.ceil(width / gx) * gx, math.ceil(height / gy) * gy)
         event = self._kernel(
-            self.queue, gsize, (TILE, TILE), self._data, _i4(self.brick.ghost_lo),
+            self.queue, gsize, self.group, self._data, _i4(self.brick.ghost_lo),
             _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
             self._dist, _i4(self._borg), _i4(self.empty.shape[::-1]),
             np.int32(self.block.bit_length() - 1),
