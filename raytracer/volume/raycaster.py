@@ -1,9 +1,11 @@
 """OpenCL ray caster of one brick (or the whole volume): PyOpenCL host for kernels/raycast.cl.
 
-The brick's normalized voxels (with their ghost layer) and the empty-space flags are uploaded
-once; each ``render`` takes the tuner's knobs (sample step, early-termination threshold, image
-size) and returns a full-size premultiplied RGBA float image in which pixels whose rays miss
-the brick are 0, with the kernel time from profiling events and cheap sample counters.
+The brick's voxels (with their ghost layer) and the empty-space flags are uploaded once: 8-bit
+volumes as byte cells (:func:`cell_words`), normalised in the kernel bit for bit as
+``Volume.normalized``; any other as normalized float32. Each ``render`` takes the tuner's
+knobs (sample step, early-termination threshold, image size) and returns a full-size
+premultiplied RGBA float image in which pixels whose rays miss the brick are 0, with the
+kernel time from profiling events and cheap sample counters.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class _Runtime:
     info: DeviceInfo
     context: cl.Context
     queue: cl.CommandQueue
-    program: cl.Program
+    programs: dict[tuple[str, ...], cl.Program]  # by build options
 
 
 _RUNTIMES: dict[str, _Runtime] = {}
@@ -85,20 +87,45 @@ def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
 
 
 def _runtime(device: str | None) -> _Runtime:
-    """One context, queue and built program per device spec, shared by all Raycasters of a
-    process (tests and benchmarks make many bricks; PoCL builds take a second each)."""
+    """One context and queue per device spec, shared by all Raycasters of a process (tests and
+    benchmarks make many bricks)."""
     key = device or ""
     if key not in _RUNTIMES:
         info, dev = choose_device(device)
         context = cl.Context([dev])
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        _RUNTIMES[key] = _Runtime(info, context, queue, {})
+    return _RUNTIMES[key]
+
+
+def _program(rt: _Runtime, options: tuple[str, ...]) -> cl.Program:
+    """The kernel built with ``options``, once per runtime (PoCL builds take a second each)."""
+    if options not in rt.programs:
         try:
-            program = build_quietly(cl.Program(context, kernel_source()), build_options(info))
+            rt.programs[options] = build_quietly(cl.Program(rt.context, kernel_source()),
+                                                 list(options))
         except cl.RuntimeError as exc:
             raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast.cl failed:"
                               f"\n{exc}") from None
-        _RUNTIMES[key] = _Runtime(info, context, queue, program)
-    return _RUNTIMES[key]
+    return rt.programs[options]
+
+
+def voxel_options(byte_cells: bool, count: int) -> tuple[str, ...]:
+    """Build options for a brick's voxels: ``-DBYTE_CELLS`` for :func:`cell_words`, and the
+    index type: 32-bit below 2³² voxels (a 64-bit index halves the lanes of each gather)."""
+    index = "uint" if count < 2**32 else "ulong"
+    return ("-DBYTE_CELLS",) * byte_cells + (f"-DVOXEL_INDEX={index}",)
+
+
+def cell_words(levels: np.ndarray) -> np.ndarray:
+    """uint32 [z, y, x] of uint8 ``levels[z, y, x]``: the bytes of voxels (x, y), (x+1, y),
+    (x, y+1), (x+1, y+1) of each z, low byte first (0 past the last column or row), so a
+    trilinear sample reads 2 words instead of 8 voxels."""
+    words = np.ascontiguousarray(levels, dtype=np.uint32)
+    words[:, :, :-1] |= levels[:, :, 1:].astype(np.uint32) << 8
+    words[:, :-1, :] |= levels[:, 1:, :].astype(np.uint32) << 16
+    words[:, :-1, :-1] |= levels[:, 1:, 1:].astype(np.uint32) << 24
+    return words
 
 
 def owned_box(brick: Brick, dims: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
@@ -148,17 +175,23 @@ class Raycaster:
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
         self.group = work_group_shape(rt.info)
-        self._kernel = cl.Kernel(rt.program, "raycast")
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
         if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
             raise VolumeError(f"brick {self.brick} does not fit volume dims {dims}")
-        data = np.ascontiguousarray(
-            volume.normalized[glo[2]:ghi[2], glo[1]:ghi[1], glo[0]:ghi[0]])
-        self._gdim = data.shape[::-1]
-        self._mins, self._maxs = minmax_grid(data, glo, self.block)
+        box = np.s_[glo[2]:ghi[2], glo[1]:ghi[1], glo[0]:ghi[0]]
+        normalized = volume.normalized[box]
+        self._gdim = normalized.shape[::-1]
+        self._mins, self._maxs = minmax_grid(normalized, glo, self.block)
         self._borg = tuple(g // self.block for g in glo)
         self._blo, self._bhi = owned_box(self.brick, dims)
+        levels = volume.byte_levels
+        #: "bytes" (cell_words of the byte levels) or "float" (normalized values)
+        self.voxels = "float" if levels is None else "bytes"
+        data = (np.ascontiguousarray(normalized) if levels is None
+                else cell_words(levels[box]))
+        options = tuple(build_options(rt.info)) + voxel_options(levels is not None, data.size)
+        self._kernel = cl.Kernel(_program(rt, options), "raycast")
         mf = cl.mem_flags
         self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
         self.set_transfer_function(tf)
@@ -205,7 +238,8 @@ class Raycaster:
         gx, gy = self.group
         gsize = (math.ceil(width / gx) * gx, math.ceil(height / gy) * gy)
         event = self._kernel(
-            self.queue, gsize, self.group, self._data, _i4(self.brick.ghost_lo),
+            self.queue, gsize, self.group, self._data, self.volume.value_scale,
+            _i4(self.brick.ghost_lo),
             _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
             self._dist, _i4(self._borg), _i4(self.empty.shape[::-1]),
             np.int32(self.block.bit_length() - 1),
