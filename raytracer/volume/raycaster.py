@@ -207,7 +207,7 @@ class Raycaster:
         self.empty = empty_blocks(self._mins, self._maxs, tf.lut(self.lut_size)[:, 3])
         self.distance = empty_distance(self.empty)
         self._dist = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
-                               hostbuf=np.ascontiguousarray(self.distance))
+                               hostbuf=self.distance.astype(np.int32))  # int: see raycast.cl
         self._lut_step = None
 
     def _lut(self, step: float) -> cl.Buffer:
