@@ -112,9 +112,8 @@ class Volume:
         if hi - lo > 255:
             return None
         offset = self.data - np.float32(lo)
-        if not np.array_equal(offset, np.rint(offset)):
-            return None
-        return offset.astype(np.uint8)
+        levels = offset.astype(np.uint8)  # truncates: equal to offset only where it is whole
+        return levels if np.array_equal(levels, offset) else None
 
 
 def _index() -> dict:
