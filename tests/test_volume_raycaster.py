@@ -19,7 +19,7 @@ from raytracer.volume import (
     load_volume,
     render_reference,
 )
-from raytracer.volume.raycaster import cell_words, work_group_shape
+from raytracer.volume.raycaster import cell_words, voxel_options, work_group_shape
 
 W, H = 48, 40
 
@@ -184,3 +184,9 @@ def test_byte_cells_render_the_float_voxels_image_bit_for_bit(neghip):
             x, y = a.render(cam, W, H, 0.7, 0.95), b.render(cam, W, H, 0.7, 0.95)
             np.testing.assert_array_equal(x.rgba, y.rgba)
             assert (x.samples, x.skipped, x.rays) == (y.samples, y.skipped, y.rays)
+
+
+def test_voxel_options_pick_cells_and_a_32_bit_index_while_it_reaches():
+    assert voxel_options(True, 256**3) == ("-DBYTE_CELLS", "-DVOXEL_INDEX=uint")
+    assert voxel_options(False, 2**32 - 1) == ("-DVOXEL_INDEX=uint",)
+    assert voxel_options(False, 2**32) == ("-DVOXEL_INDEX=ulong",)
