@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from raytracer.volume import (
+    Volume,
     VolumeError,
     load_volume,
     marschner_lobb_value,
@@ -187,3 +188,22 @@ def test_generated_field_is_deterministic_and_sparse():
     np.testing.assert_array_equal(a.data, b.data)
     empty_share = float((a.normalized < 0.02).mean())
     assert 0.2 < empty_share < 0.95
+
+
+@pytest.mark.parametrize(("values", "is_bytes"), [
+    (np.arange(256), True),           # 8-bit scan
+    (np.arange(256) + 1000.0, True),  # any 256 whole levels above the minimum
+    (np.arange(256) - 0.5, True),     # whole steps from a fractional minimum
+    (np.arange(257), False),          # 257 levels
+    (np.arange(256) * 0.5, False),    # half steps
+])
+def test_byte_levels_times_value_scale_is_normalized_bit_for_bit(values, is_bytes):
+    data = np.resize(np.asarray(values, np.float32), (4, 8, 9))
+    data.flat[:len(values)] = values  # every level present: the range is the values'
+    vol = Volume(data)
+    levels = vol.byte_levels
+    assert (levels is not None) == is_bytes
+    if is_bytes:
+        assert levels.dtype == np.uint8
+        np.testing.assert_array_equal(levels.astype(np.float32) * vol.value_scale,
+                                      vol.normalized)

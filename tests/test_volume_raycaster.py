@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 
 from raytracer.camera import Camera
+from raytracer.opencl_device import DeviceInfo
 from raytracer.volume import (
     Brick,
     Raycaster,
     TransferFunction,
+    Volume,
     VolumeError,
     composite_over,
     default_for,
@@ -17,6 +19,7 @@ from raytracer.volume import (
     load_volume,
     render_reference,
 )
+from raytracer.volume.raycaster import cell_words, voxel_options, work_group_shape
 
 W, H = 48, 40
 
@@ -139,3 +142,51 @@ def test_bad_knobs_and_bricks_are_errors(ml):
             rc.render(**args)
     with pytest.raises(VolumeError, match="does not fit"):
         Raycaster(vol, tf, Brick(0, (0, 0, 0), (24, 10, 10)))
+
+
+@pytest.mark.parametrize(("kind", "simd", "shape"), [
+    ("CPU", 16, (16, 4)),  # Intel's CPU runtime: lanes along x only
+    ("CPU", 32, (32, 2)),
+    ("CPU", 8, (8, 8)),
+    ("CPU", 1, (8, 8)),    # PoCL: one work-item at a time
+    ("CPU", 128, (8, 8)),  # wider than a work-group: keep the tile
+    ("GPU", 32, (8, 8)),   # warps are filled from the linear id: the tile fills them
+])
+def test_work_group_fills_the_simd_lanes(kind, simd, shape):
+    info = DeviceInfo(0, 0, "p", "d", kind, 2, 2600, 1024, "1.0", simd)
+    assert work_group_shape(info) == shape
+
+
+def test_cell_words_hold_each_cells_2x2_corners():
+    levels = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)  # [z, y, x]
+    words = cell_words(levels)
+    assert words.dtype == np.uint32 and words.shape == levels.shape
+    byte = [(words >> (8 * i)) & 0xFF for i in range(4)]
+    np.testing.assert_array_equal(byte[0], levels)
+    np.testing.assert_array_equal(byte[1][:, :, :-1], levels[:, :, 1:])
+    np.testing.assert_array_equal(byte[2][:, :-1, :], levels[:, 1:, :])
+    np.testing.assert_array_equal(byte[3][:, :-1, :-1], levels[:, 1:, 1:])
+    assert not byte[1][:, :, -1].any() and not byte[2][:, -1, :].any()
+
+
+def test_byte_cells_render_the_float_voxels_image_bit_for_bit(neghip):
+    """neghip is 8-bit: byte cells. Halved, its values are not whole: float voxels, with the
+    same normalized values (halving both the offsets and the range is exact)."""
+    vol, tf = neghip
+    halved = Volume(vol.data * np.float32(0.5), vol.spacing)
+    np.testing.assert_array_equal(halved.normalized, vol.normalized)
+    cells, floats = Raycaster(vol, tf), Raycaster(halved, tf)
+    assert (cells.voxels, floats.voxels) == ("bytes", "float")
+    part = kd_partition(vol.dims, 3, vol.spacing)
+    bricks = [(Raycaster(vol, tf, b), Raycaster(halved, tf, b)) for b in part.bricks]
+    for cam in _views(vol):
+        for a, b in [(cells, floats), *bricks]:
+            x, y = a.render(cam, W, H, 0.7, 0.95), b.render(cam, W, H, 0.7, 0.95)
+            np.testing.assert_array_equal(x.rgba, y.rgba)
+            assert (x.samples, x.skipped, x.rays) == (y.samples, y.skipped, y.rays)
+
+
+def test_voxel_options_pick_cells_and_a_32_bit_index_while_it_reaches():
+    assert voxel_options(True, 256**3) == ("-DBYTE_CELLS", "-DVOXEL_INDEX=uint")
+    assert voxel_options(False, 2**32 - 1) == ("-DVOXEL_INDEX=uint",)
+    assert voxel_options(False, 2**32) == ("-DVOXEL_INDEX=ulong",)

@@ -94,7 +94,26 @@ class Volume:
         lo, hi = self.value_range
         if (lo, hi) == (0.0, 1.0):  # already normalized (the generated field): no copy
             return self.data
-        return ((self.data - np.float32(lo)) * np.float32(1.0 / (hi - lo))).astype(np.float32)
+        return ((self.data - np.float32(lo)) * self.value_scale).astype(np.float32)
+
+    @property
+    def value_scale(self) -> np.float32:
+        """The float32 factor ``normalized`` applies to ``data - min``: 1 / (max - min)."""
+        lo, hi = self.value_range
+        return np.float32(1.0 / (hi - lo))
+
+    @cached_property
+    def byte_levels(self) -> np.ndarray | None:
+        """uint8 ``data - min`` where every voxel is a whole number 0..255 above the minimum
+        (8-bit scans), else None. ``levels * value_scale`` in float32 is ``normalized`` bit for
+        bit (``data - min`` is exact for such data), so a renderer may keep bytes and normalise
+        as it reads."""
+        lo, hi = self.value_range
+        if hi - lo > 255:
+            return None
+        offset = self.data - np.float32(lo)
+        levels = offset.astype(np.uint8)  # truncates: equal to offset only where it is whole
+        return levels if np.array_equal(levels, offset) else None
 
 
 def _index() -> dict:

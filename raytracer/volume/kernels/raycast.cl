@@ -16,12 +16,20 @@
 // -DINLINE_MATH on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
 // rtmath.cl): 1.6x per frame here. OpenCL builtins stay on every other driver.
 //
+// Voxels: with -DBYTE_CELLS (8-bit volumes) each uint holds the bytes of the 2x2 cell corners
+// (x, y) (x+1, y) (x, y+1) (x+1, y+1) of one z, so a trilinear sample loads 2 words, not 8
+// floats; byte * vscale is the host's normalized value bit for bit. Otherwise the voxels are
+// normalized floats (vscale unused). VOXEL_INDEX (uint below 2^32 voxels, else ulong) indexes
+// them: a 64-bit index halves the lanes of each gather on a SIMD CPU.
+//
 // Empty-space skipping: each block (of 4^3 voxels by default) carries r, the half-width of the
 // largest cube of (2r - 1)^3 blocks around it that the transfer function shows nothing in
 // (0: the block is not empty). A sample in a block with r > 0 jumps to the first lattice sample
 // past that cube's exit (clipped to the owned box, less a rounding tolerance; a sample that
 // lands short is re-checked), so no sample with non-zero opacity is ever skipped and the image
 // is unchanged. One lookup per block a ray enters; none while it stays in a non-empty block.
+// r is stored as an int: x86 has no byte gather, and int lookups take 9 % less per frame than
+// bytes on Intel's CPU runtime (measured).
 
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -36,6 +44,12 @@
 #define IMIN(a, b) ((a) < (b) ? (a) : (b)) /* integer min/max: plain code on every driver */
 #define IMAX(a, b) ((a) > (b) ? (a) : (b))
 #define CLAMP01(x) FMIN(FMAX(x, 0.0f), 1.0f)
+#ifdef BYTE_CELLS
+typedef uint voxel_t;
+#define LEVEL(w, byte) ((float)(((w) >> (8 * (byte))) & 0xffu) * vscale)
+#else
+typedef float voxel_t;
+#endif
 
 // Exit parameter of a ray (origin o, inverse direction inv) from [lo, hi] along one axis.
 inline float exit_t(float o, float d, float inv, float lo, float hi)
@@ -44,8 +58,9 @@ inline float exit_t(float o, float d, float inv, float lo, float hi)
 }
 
 __kernel void raycast(
-    __global const float* data, int4 gorg, int4 gdim, int4 vdim, float4 blo, float4 bhi,
-    __global const uchar* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,
+    __global const voxel_t* data, float vscale, int4 gorg, int4 gdim, int4 vdim,
+    float4 blo, float4 bhi,
+    __global const int* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,
     __global const float4* lut, int lut_n,
     float4 eye, float4 top_left, float4 du, float4 dv, float4 vox_origin, float4 inv_spacing,
     int width, int height, float dt, float ert,
@@ -82,7 +97,7 @@ __kernel void raycast(
         int k_end = (int)CEIL((tb1 - t0) / dt) + 1;
         int k = IMAX((int)FLOOR((tb0 - t0) / dt) - 1, 0);
         int cxm = vdim.x - 2, cym = vdim.y - 2, czm = vdim.z - 2;
-        size_t sy = (size_t)gdim.x, sz = (size_t)gdim.x * (size_t)gdim.y;
+        VOXEL_INDEX sy = (VOXEL_INDEX)gdim.x, sz = (VOXEL_INDEX)gdim.x * (VOXEL_INDEX)gdim.y;
         float lscale = (float)(lut_n - 1);
         float inv_dt = 1.0f / dt;
         int lbx = -1, lby = -1, lbz = -1; // the block last found not empty
@@ -118,11 +133,18 @@ __kernel void raycast(
             float gx = CLAMP01(px - (float)cx);
             float gy = CLAMP01(py - (float)cy);
             float gz = CLAMP01(pz - (float)cz);
-            size_t i000 = (size_t)(cz - gorg.z) * sz + (size_t)(cy - gorg.y) * sy + (size_t)(cx - gorg.x);
+            VOXEL_INDEX i000 = (VOXEL_INDEX)(cz - gorg.z) * sz + (VOXEL_INDEX)(cy - gorg.y) * sy
+                               + (VOXEL_INDEX)(cx - gorg.x);
+#ifdef BYTE_CELLS
+            uint w0 = data[i000], w1 = data[i000 + sz];
+            float v000 = LEVEL(w0, 0), v100 = LEVEL(w0, 1), v010 = LEVEL(w0, 2), v110 = LEVEL(w0, 3);
+            float v001 = LEVEL(w1, 0), v101 = LEVEL(w1, 1), v011 = LEVEL(w1, 2), v111 = LEVEL(w1, 3);
+#else
             float v000 = data[i000], v100 = data[i000 + 1];
             float v010 = data[i000 + sy], v110 = data[i000 + sy + 1];
             float v001 = data[i000 + sz], v101 = data[i000 + sz + 1];
             float v011 = data[i000 + sz + sy], v111 = data[i000 + sz + sy + 1];
+#endif
             float c00 = v000 + gx * (v100 - v000);
             float c10 = v010 + gx * (v110 - v010);
             float c01 = v001 + gx * (v101 - v001);

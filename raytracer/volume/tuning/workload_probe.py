@@ -85,8 +85,9 @@ class BlockGrid:
                         ** 2, 0.0)
 
     def working_set_bytes(self, brick_boxes: NDArray) -> NDArray[np.float64]:
-        """(ranks,) bytes of float32 voxels in the non-empty blocks of each brick (world boxes
-        [lo, hi)): what a rank's samples read, to set against the cache it has."""
+        """(ranks,) bytes of 4-byte voxels (float32, or the ray caster's byte cells) in the
+        non-empty blocks of each brick (world boxes [lo, hi)): what a rank's samples read, to
+        set against the cache it has."""
         boxes = np.asarray(brick_boxes, np.float64)
         lo = np.floor((boxes[:, 0] - self.origin) / self.spacing / self.block).astype(int)
         hi = np.ceil((boxes[:, 1] - self.origin) / self.spacing / self.block).astype(int)
