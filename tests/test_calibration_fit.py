@@ -129,3 +129,18 @@ def test_a_device_figure_that_trades_against_a_scale_is_reported_with_its_produc
         sd = traded[f"product_relative_sd {device}*{scale}"]
         own = fitted.calibration.uncertainty[device]
         assert 0 < sd < own  # the product is pinned better than the figure alone
+
+
+def test_device_bounds_exponentiate_back_inside_the_plausible_range():
+    """A fit that stops at a device figure's bound writes a value that loads back: for every
+    free figure, measured at either edge of its range, exp(bound) stays inside the range."""
+    import math
+
+    from models.device_profile import plausible_range
+    from raytracer.tuning.calibration_fit import FREE_PARAMETERS, device_bounds
+
+    for key in FREE_PARAMETERS:
+        lo, hi = plausible_range(key)
+        for measured in (lo, hi):
+            low, high = device_bounds(key, measured)
+            assert lo <= math.exp(low) <= math.exp(high) <= hi, (key, measured)

@@ -65,6 +65,7 @@ IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside 
 UNDETERMINED = 0.5  # relative standard error beyond which a device figure is held where fitted
 NO_EFFECT = 1e-6  # a log-parameter whose column is below this share of the scales' does nothing
 FIT_RANGE = 1000.0  # each free device parameter stays within this factor of its measured value
+BOUND_MARGIN = 1e-9  # log units kept inside a device figure's plausible range
 CONFOUNDED = 0.9  # |correlation| with a phase scale beyond which the pair is reported as one
 RENDERER = "raytracer"  # the key of the ray tracer's application calibration
 # per-phase terms stay inside what AppCalibration accepts
@@ -272,14 +273,21 @@ class _Problem:
         return fitted, held
 
     def bounds(self, p: _Parameter, start: dict[str, float]) -> tuple[float, float]:
-        if p.kind == "device":  # within FIT_RANGE of the measurement, and loadable afterwards
-            measured = math.log(getattr(self.base, p.key))
-            low, high = (math.log(v) for v in plausible_range(p.key))
-            return (max(measured - math.log(FIT_RANGE), low),
-                    min(measured + math.log(FIT_RANGE), high))
+        if p.kind == "device":
+            return device_bounds(p.key, getattr(self.base, p.key))
         if p.kind == "scale":
             return SCALE_BOUNDS
         return TERM_BOUNDS[p.kind]
+
+
+def device_bounds(key: str, measured: float) -> tuple[float, float]:
+    """Log-space bounds of a fitted device figure: within FIT_RANGE of its measured value and
+    a hair inside its plausible range (exp(log(1e5)) is 100000.00000000001: a fit that stops
+    at the edge would write a profile that does not load back)."""
+    low, high = (math.log(v) for v in plausible_range(key))
+    centre = math.log(measured)
+    return (max(centre - math.log(FIT_RANGE), low + BOUND_MARGIN),
+            min(centre + math.log(FIT_RANGE), high - BOUND_MARGIN))
 
 
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
