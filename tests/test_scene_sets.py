@@ -141,3 +141,20 @@ def test_frames_to_within():
     assert paper.frames_to_within(np.array([0.3, 0.2, 0.04, 0.5])) == 2
     assert paper.frames_to_within(np.array([0.3, 0.06])) is None
     assert paper.frames_to_within(np.array([])) is None
+
+
+def test_paper_goals_judge_a_scenes_first_frame_on_its_orbit_only():
+    """A fresh renderer's first orbit frame is the scene's first frame (goal 15 %); the turn
+    path's first frame is an empty view and judges nothing."""
+    def figures(first: float) -> dict:
+        return {"mean_abs_error_vs_target": 0.02, "p95_abs_error_vs_target": 0.05,
+                "mean_model_feedback_error": 0.01, "error_first_frame": first}
+
+    results = [{"scene": "grass", "controllers": {"feedforward": {
+        "orbit": figures(0.12), "turn": figures(0.9)}}}]
+    out = paper.goals(results, None)
+    assert out["grass_first_frame_of_scene"]["value"] == 0.12
+    assert out["grass_first_frame_of_scene"]["met"]
+    assert not any("turn_first_frame_of_scene" in k for k in out)
+    results[0]["controllers"]["feedforward"]["orbit"]["error_first_frame"] = 0.2
+    assert not paper.goals(results, None)["grass_first_frame_of_scene"]["met"]

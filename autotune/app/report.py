@@ -85,6 +85,7 @@ def tracking_figures(logs: Sequence[Any], turn_at: int | None = None) -> dict[st
         "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
         "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
         "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
+        "error_first_frame": float(track[0]),  # a fresh renderer's: the scene's first frame
     }
     if turn_at is not None and turn_at < len(logs):
         out["error_first_frame_after_turn"] = float(track[turn_at])
@@ -97,6 +98,7 @@ TRACKING = (  # (figure, label, format): a line for each figure present, in this
     ("frames_over_budget", "frames over budget (>5%)", "{} of {frames}"),
     ("mean_model_error", "mean model error", "{:.1%}"),
     ("mean_model_feedback_error", "mean model + feedback error", "{:.1%}"),
+    ("error_first_frame", "first frame |frame - target| / target", "{:.1%}"),
     ("mean_ao_rays", "mean AO rays chosen", "{:.1f}"),
     ("mean_sampling_rate", "mean sampling rate chosen", "{:.2f} samples/voxel"),
     ("mean_image_scale", "mean image scale chosen", "{:.2f}"),
