@@ -26,6 +26,8 @@ own`` runs it alone, ``--part seed003`` leaves it out): the ray tracer's phases 
 device profile) and the volume renderer's per-rank render time (seed 004's linear model vs the
 learned ones), fitted on calibration scenes / views, chosen on validation ones, reported on
 both and on the test ones. Its goals join the goals block; its figures are ``own_work``.
+Then the online learned predictor on the ray tracer itself, with no model and no calibration,
+on the test scenes (``benchmarks.online_predictor``; ``--part online``): ``online_learned``.
 
 MSA keeps the seed's 4096 work-items; its block (the seed's 128) is swept like the others'.
 
@@ -670,20 +672,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-launch-s", type=opt.finite_positive,
                         help="stop growing a kernel's size where a launch would take longer "
                              f"(default {FULL.max_launch_s}, quick {QUICK.max_launch_s})")
-    parser.add_argument("--part", choices=("all", "seed003", "own"), default="all",
+    parser.add_argument("--part", choices=("all", "seed003", "own", "online"), default="all",
                         help="seed 003's kernels, the comparison on the project's own renderers "
-                             "(benchmarks.predictor_comparison), or both (default)")
+                             "(benchmarks.predictor_comparison), the online learned predictor "
+                             "on the ray tracer (benchmarks.online_predictor), or all (default)")
     opt.add_plots(parser, "the Q-Q and accuracy box plots")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
     if args.plots:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
-    from benchmarks import predictor_comparison
+    from benchmarks import online_predictor, predictor_comparison
     from raytracer.opencl_device import DeviceError, one_device_per_runtime
+    from raytracer.tuning.scene_sets import TEST_SCENES
 
     figures: dict[str, Any] = {}
-    if args.part != "own":
+    if args.part in ("all", "seed003"):
         sweep = QUICK if args.quick else FULL
         if args.max_launch_s:
             sweep = replace(sweep, max_launch_s=args.max_launch_s)
@@ -699,19 +703,25 @@ def main(argv: list[str] | None = None) -> int:
         figures["sweep"] = asdict(sweep)
         if args.plots:
             write_plots(runs, facts, preds, split, args.plots, args.force)
-    if args.part != "seed003":
+    if args.part in ("all", "own"):
         figures["own_work"] = predictor_comparison.run(args.device, args.quick)
         figures.setdefault("goals", {}).update(predictor_comparison.goals(figures["own_work"]))
+    if args.part in ("all", "online"):
+        scenes = TEST_SCENES[:1] if args.quick else TEST_SCENES
+        figures["online_learned"] = online_predictor.run(scenes, args.quick, args.device)
+        figures.setdefault("goals", {}).update(online_predictor.goals(figures["online_learned"]))
     stamp(figures, run)
     if args.json:
         emit(figures, True)
         return 0
-    if args.part != "own":
+    if args.part in ("all", "seed003"):
         print("\n".join(table_lines(figures)))
-    if args.part != "seed003":
+    if args.part in ("all", "own"):
         print("\n".join(predictor_comparison.table_lines(figures["own_work"])))
-    shown = {k: v for k, v in figures.items()
-             if k not in ("runs", "table_v", "table_v_mmsc", "table_vi", "own_work")}
+    if args.part in ("all", "online"):
+        print("\n".join(online_predictor.table_lines(figures["online_learned"])))
+    shown = {k: v for k, v in figures.items() if k not in (
+        "runs", "table_v", "table_v_mmsc", "table_vi", "own_work", "online_learned")}
     emit(shown, False, "seed 003: BSP, Hong-Kim, LR, SVR, RF on the devices here and on the "
                        "project's own renderers")
     return 0
