@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from autotune.app.animation import heldout_camera_path
 from autotune.app.report import emit, pyplot, summary_stats
-from autotune.app.run_record import mark_goals, measured_run
+from autotune.app.run_record import at_most, mark_goals, measured_run
 from autotune.atomic_files import check_output_dir, output_dir, save_figure
 from models.app_calibration import builtin_calibrations
 from models.device_profile import builtin_profiles
@@ -137,25 +137,19 @@ def device_goals(figures: dict) -> dict:
     """One device's goals: held-out frame mean and p95, each phase; quick calibration time."""
     held = figures["all"]["held_out"]
     out = {
-        "held_out_mean_frame_error": {
-            "value": held["frame"]["mean"], "goal": f"<= {GOALS['frame_mean']}",
-            "met": held["frame"]["mean"] <= GOALS["frame_mean"],
-            "what": "mean |predicted - measured| / measured frame, held-out scenes/sizes/path"},
-        "held_out_p95_frame_error": {
-            "value": held["frame"]["p95"], "goal": f"<= {GOALS['frame_p95']}",
-            "met": held["frame"]["p95"] <= GOALS["frame_p95"],
-            "what": "p95 of the same"},
+        "held_out_mean_frame_error": at_most(
+            held["frame"]["mean"], GOALS["frame_mean"],
+            "mean |predicted - measured| / measured frame, held-out scenes/sizes/path"),
+        "held_out_p95_frame_error": at_most(held["frame"]["p95"], GOALS["frame_p95"],
+                                            "p95 of the same"),
     }
     for phase, st in held["phases"].items():
-        out[f"held_out_mean_{phase}_error"] = {
-            "value": st["mean"], "goal": f"<= {GOALS['phase_mean']}",
-            "met": st["mean"] <= GOALS["phase_mean"],
-            "what": f"mean relative error of the {phase} phase, held out"}
+        out[f"held_out_mean_{phase}_error"] = at_most(
+            st["mean"], GOALS["phase_mean"], f"mean relative error of the {phase} phase, held out")
     quick = figures["runtime_transfer"]["quick_calibration"]
-    out["quick_calibration_seconds"] = {
-        "value": quick["seconds"], "goal": f"<= {GOALS['quick_calibration_s']}",
-        "met": quick["seconds"] <= GOALS["quick_calibration_s"],
-        "what": "seconds of `autotune calibrate --quick` (microbenchmarks + frames + fit)"}
+    out["quick_calibration_seconds"] = at_most(
+        quick["seconds"], GOALS["quick_calibration_s"],
+        "seconds of `autotune calibrate --quick` (microbenchmarks + frames + fit)")
     return out
 
 

@@ -45,7 +45,7 @@ from autotune.app.animation import (
     summarize,
 )
 from autotune.app.report import emit
-from autotune.app.run_record import RunRecord, stamp
+from autotune.app.run_record import RunRecord, at_most, stamp
 from autotune.atomic_files import check_output_dir, output_dir
 from autotune.image_quality import psnr, ssim
 from benchmarks.cpu_load import CpuLoad
@@ -330,19 +330,14 @@ def goals(results: list[dict], step: dict | None, load: dict[str, dict] | None =
                               " (from the turn on: the sky half cannot spend the budget)"))
             for suffix, f, span in spans:
                 key = f"{r['scene']}_{path}{suffix}"
-                out[f"{key}_mean_error"] = {
-                    "value": f["mean_abs_error_vs_target"], "goal": f"<= {GOALS['mean']}",
-                    "met": f["mean_abs_error_vs_target"] <= GOALS["mean"],
-                    "what": f"mean |frame - target| / target, frame incl. probe{span}"}
-                out[f"{key}_p95_error"] = {
-                    "value": f["p95_abs_error_vs_target"], "goal": f"<= {GOALS['p95']}",
-                    "met": f["p95_abs_error_vs_target"] <= GOALS["p95"],
-                    "what": f"p95 of the same{span}"}
-                out[f"{key}_model_feedback_error"] = {
-                    "value": f["mean_model_feedback_error"],
-                    "goal": f"<= {GOALS['model_feedback']}",
-                    "met": f["mean_model_feedback_error"] <= GOALS["model_feedback"],
-                    "what": f"mean |corrected prediction - frame| / frame{span}"}
+                out[f"{key}_mean_error"] = at_most(
+                    f["mean_abs_error_vs_target"], GOALS["mean"],
+                    f"mean |frame - target| / target, frame incl. probe{span}")
+                out[f"{key}_p95_error"] = at_most(f["p95_abs_error_vs_target"], GOALS["p95"],
+                                                  f"p95 of the same{span}")
+                out[f"{key}_model_feedback_error"] = at_most(
+                    f["mean_model_feedback_error"], GOALS["model_feedback"],
+                    f"mean |corrected prediction - frame| / frame{span}")
                 others = {c: (r["controllers"][c][path].get("from_the_turn_on")
                               if suffix else r["controllers"][c][path])
                           ["mean_abs_error_vs_target"] for c in r["controllers"]
@@ -354,18 +349,14 @@ def goals(results: list[dict], step: dict | None, load: dict[str, dict] | None =
                         "met": all(f["mean_abs_error_vs_target"] < v for v in others.values()),
                         "what": f"fixed tuned by measurement, PI with gains tuned elsewhere{span}"}
             if path == "orbit":  # every path starts a fresh renderer: the scene's first frame
-                v = whole["error_first_frame"]
-                out[f"{r['scene']}_first_frame_of_scene"] = {
-                    "value": v, "goal": f"<= {GOALS['new_scene']}",
-                    "met": v <= GOALS["new_scene"],
-                    "what": "|frame - target| / target of a fresh renderer's first frame on the "
-                            "scene (the orbit's first view): the calibrated model, no feedback"}
+                out[f"{r['scene']}_first_frame_of_scene"] = at_most(
+                    whole["error_first_frame"], GOALS["new_scene"],
+                    "|frame - target| / target of a fresh renderer's first frame on the scene "
+                    "(the orbit's first view): the calibrated model, no feedback")
             if "error_first_frame_after_turn" in whole:
-                v = whole["error_first_frame_after_turn"]
-                out[f"{r['scene']}_{path}_first_frame_after_turn"] = {
-                    "value": v, "goal": f"<= {GOALS['after_turn']}",
-                    "met": v <= GOALS["after_turn"],
-                    "what": "|frame - target| / target on the held-out view after the turn"}
+                out[f"{r['scene']}_{path}_first_frame_after_turn"] = at_most(
+                    whole["error_first_frame_after_turn"], GOALS["after_turn"],
+                    "|frame - target| / target on the held-out view after the turn")
     if step is not None:
         out["cost_step_recovery_frames"] = recovery_goal(
             step["frames_to_within_5pct_of_target"], "step",

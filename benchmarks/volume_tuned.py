@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.app.run_record import at_most
+
 MARK = "RESULT "
 TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 CALIBRATION_VOLUME = "bonsai"  # the governed volume, calibrated on
@@ -359,10 +361,6 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures: model errors on the test volumes, governed
     errors on held-out views (bonsai's orbit) and on a test volume; an oversubscribed run
     (more ranks than cores) has its own, looser governed goal."""
-    def goal(value: float, limit: float, what: str) -> dict[str, Any]:
-        return {"value": value, "goal": f"<= {limit}", "met": bool(value <= limit),
-                "what": what}
-
     test = f["model_error"]["test"]
     ff = f["governed"]["feedforward"]["summary"]
     on_test = f["governed_test_volume"]["summary"]
@@ -372,25 +370,25 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for part in ("imbalanced", "balanced"):
         value = float(np.mean([v[part]["rank_render_error"]["mean"] for v in test.values()]))
-        out[f"model_error_{part}"] = goal(
+        out[f"model_error_{part}"] = at_most(
             value, 0.05, f"mean |predicted - measured| / measured per-rank render time, test "
             f"volumes {', '.join(test)} (orbit, random knobs), "
             f"{'cell-count' if part == 'imbalanced' else 'cost-balanced'} partition, model "
             f"fitted on {CALIBRATION_VOLUME}")
-    out["governed_mean_error"] = goal(ff["mean_error"], mean_limit,
+    out["governed_mean_error"] = at_most(ff["mean_error"], mean_limit,
                                       f"mean |frame - target| / target, {CALIBRATION_VOLUME}'s "
                                       f"double orbit (held-out views), {rows}")
-    out["governed_p95_error"] = goal(ff["p95_error"], 0.08, "p95 of the same")
-    out["governed_test_volume_mean_error"] = goal(
+    out["governed_p95_error"] = at_most(ff["p95_error"], 0.08, "p95 of the same")
+    out["governed_test_volume_mean_error"] = at_most(
         on_test["mean_error"], mean_limit,
         f"the same on {f['governed_test_volume']['volume']}, a volume the model never saw")
-    out["governed_test_volume_p95_error"] = goal(on_test["p95_error"], 0.08, "p95 of the same")
+    out["governed_test_volume_p95_error"] = at_most(on_test["p95_error"], 0.08, "p95 of the same")
     fixed, pi = (f["governed"][k]["summary"]["mean_error"] for k in ("fixed", "pi"))
     out["beats_baselines"] = {"value": ff["mean_error"], "goal": "< fixed and < pi",
                               "met": bool(ff["mean_error"] < min(fixed, pi)),
                               "what": f"feed-forward mean error below both fair baselines' "
                                       f"(fixed {fixed:.3f}, PI {pi:.3f})"}
-    out["controller_cost"] = goal(f["controller_cost"]["mean_share_of_frame"], 0.01,
+    out["controller_cost"] = at_most(f["controller_cost"]["mean_share_of_frame"], 0.01,
                                   "probe + search per frame as a share of the frame time")
     return out
 

@@ -100,6 +100,11 @@ def stamp(figures: dict, run: RunRecord) -> dict:
     return figures
 
 
+def at_most(value: float, limit: float, what: str) -> dict:
+    """A goals-block entry for ``value <= limit``: value, goal text, met, what was measured."""
+    return {"value": value, "goal": f"<= {limit}", "met": bool(value <= limit), "what": what}
+
+
 def mark_goals(goals: dict, run: dict) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet."""
     for goal in goals.values():
