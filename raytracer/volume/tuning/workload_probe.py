@@ -31,6 +31,9 @@ BLOCK = SKIP_BLOCK  # voxels per block side of the coarse grid: the ray caster's
 #: Levels of the one-byte block code: 0 is an empty block, k >= 1 a mean opacity of
 #: ((k - 1) / OPACITY_LEVELS)² (square-root spacing keeps faint blocks distinct)
 OPACITY_LEVELS = 254
+#: The opacity each code stands for (code 0, an empty block: none)
+CODE_OPACITY = np.concatenate(
+    [[0.0], (np.arange(OPACITY_LEVELS + 1, dtype=np.float64) / OPACITY_LEVELS) ** 2])
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,7 @@ class BlockGrid:
     @property
     def opacity(self) -> NDArray[np.float64]:
         """(bz, by, bx) the blocks' quantized mean opacity per reference step."""
-        return np.where(self.code > 0, ((self.code.astype(np.float64) - 1) / OPACITY_LEVELS)
-                        ** 2, 0.0)
+        return CODE_OPACITY[self.code]
 
     def working_set_bytes(self, brick_boxes: NDArray) -> NDArray[np.float64]:
         """(ranks,) bytes of 4-byte voxels (float32, or the ray caster's byte cells) in the
@@ -99,11 +101,7 @@ class BlockGrid:
 
     def transmittance(self, step_ratio: float) -> NDArray[np.float64]:
         """Per code: what one step of ``step_ratio`` reference steps lets through."""
-        levels = np.arange(OPACITY_LEVELS + 2, dtype=np.float64)
-        opacity = np.clip(((levels - 1) / OPACITY_LEVELS) ** 2, 0.0, 1.0)
-        out = (1.0 - opacity) ** step_ratio
-        out[0] = 1.0
-        return out
+        return (1.0 - CODE_OPACITY) ** step_ratio
 
 
 @dataclass(frozen=True)
