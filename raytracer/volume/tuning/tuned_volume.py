@@ -175,7 +175,8 @@ class TunedVolumeRenderer(Governed):
         samples: list[CalibrationSample] = []
         home = self.renderer
         for renderer, views in ((home, cameras), *also):
-            self.swap_renderer(renderer)
+            if renderer is not self.renderer:  # the home volume's grid is already built
+                self.swap_renderer(renderer)
             for i in range(frames):
                 cam = views[i % len(views)]
                 settings = workload = None
@@ -189,7 +190,8 @@ class TunedVolumeRenderer(Governed):
                 if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
                     samples.append(CalibrationSample(workload, settings, res.record,
                                                      self.streamed))
-        self.swap_renderer(home)
+        if self.renderer is not home:
+            self.swap_renderer(home)
         if self.rank == 0:
             model, finish = fit_volume_model(samples, self.renderer.size, self.width,
                                              self.height, self.thresholds, self.cores,
