@@ -263,7 +263,7 @@ def worker_scaling(volume_name: str, size: int, frames: int, algorithm: str) -> 
     if comm.Get_rank() != 0:
         return None
     med = {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
-    return {"ranks": comm.Get_size(), "threads_per_rank": renderer.threads,
+    return {"ranks": comm.Get_size(), "threads_per_rank": renderer.node.threads,
             "frames": len(rows), "median": med,
             "mean_frame_ms": float(np.mean([r["frame_ms"] for r in rows]))}
 

@@ -30,7 +30,7 @@ from raytracer.volume.mpi_runtime import (
     AgreedError,
     agree,
     install_excepthook,
-    share_opencl_threads,
+    share_node,
     watchdog,
     world,
 )
@@ -152,9 +152,14 @@ def main(argv: list[str]) -> int:
     elif argv[0] == "agree":
         agreement()
     elif argv[0] == "threads":
-        threads = share_opencl_threads(cores=int(argv[1]))
+        threads = share_node(cores=int(argv[1])).threads
         print(f"rank {world().Get_rank()} threads {threads} env "
               f"{os.environ['POCL_MAX_PTHREAD_COUNT']}", flush=True)
+    elif argv[0] == "pin":
+        share = share_node()
+        print(f"rank {world().Get_rank()} share {share.cores} {share.ranks} {share.threads} "
+              f"pinned {list(share.pinned)} affinity {sorted(os.sched_getaffinity(0))}",
+              flush=True)
     else:
         faults(argv[0])
     return 0

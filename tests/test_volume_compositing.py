@@ -9,6 +9,7 @@ whole job within seconds with a message naming the rank or the phase.
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from pathlib import Path
@@ -109,7 +110,7 @@ def test_one_process_world_and_agree():
     with pytest.raises(mpi_runtime.AgreedError, match="bad volume"):
         mpi_runtime.agree(False, "bad volume")
     env: dict[str, str] = {}
-    assert mpi_runtime.share_opencl_threads(cores=6, environ=env) == 6
+    assert mpi_runtime.share_node(cores=6, environ=env) == mpi_runtime.NodeShare(6, 1, 6)
     assert env["POCL_MAX_PTHREAD_COUNT"] == env["AUTOTUNE_COMPUTE_UNITS"] == "6"
     with pytest.raises(ValueError, match="rank count"):
         mpi_runtime.launch_command(["x"], 0)
@@ -197,3 +198,16 @@ def test_ranks_share_the_cores():
     done = _run(["threads", "8"], 3)
     assert done.returncode == 0, done.stderr
     assert sorted(re.findall(r"threads (\d+) env (\d+)", done.stdout)) == [("2", "2")] * 3
+
+
+@needs_mpiexec
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to pin 2 ranks")
+def test_ranks_launched_unpinned_are_pinned_to_their_own_cores():
+    cores = sorted(os.sched_getaffinity(0))
+    done = _run(["pin"], 2)
+    assert done.returncode == 0, done.stderr
+    said = dict(re.findall(r"rank (\d) share (.*)", done.stdout))
+    per = len(cores) // 2
+    for r in (0, 1):
+        mine = cores[r * per : (r + 1) * per]
+        assert said[str(r)] == f"{len(cores)} 2 {per} pinned {mine} affinity {mine}", done.stdout

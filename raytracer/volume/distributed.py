@@ -31,7 +31,7 @@ import numpy as np
 
 from raytracer.camera import Camera
 from raytracer.volume import compositing
-from raytracer.volume.mpi_runtime import guarded, share_opencl_threads, watchdog, world
+from raytracer.volume.mpi_runtime import guarded, share_node, watchdog, world
 
 DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog ends the job
 
@@ -276,8 +276,9 @@ class DistributedRenderer:
         self.partition = guarded(partition, f"cannot split {volume.name} into {self.size} bricks",
                                  self.comm)  # fmt: skip
         self.brick = self.partition.bricks[self.rank]
-        if share_cores and local is None:
-            self.threads = share_opencl_threads(self.comm)
+        # the ranks on this machine split its cores (each pinned to its share, its OpenCL
+        # device on that many threads) unless told not to or rendering with ``local``
+        self.node = share_node(self.comm, apply=share_cores and local is None)
         if local is None:
 
             def make() -> Any:

@@ -182,10 +182,7 @@ def core_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -
 
 
 def shared_cores(renderer: DistributedRenderer) -> tuple[float, float]:
-    """(cores the ranks share, threads per rank) — collective. Ranks on one node share its
-    cores (processor sharing); with a core per rank thread or more it changes nothing."""
-    from raytracer.volume.mpi_runtime import cpu_cores, ranks_on_node
-
-    per_node = ranks_on_node(renderer.comm)
-    threads = float(getattr(renderer, "threads", max(1, cpu_cores() // per_node)))
-    return float(cpu_cores()) * renderer.size / per_node, threads
+    """(cores the ranks share, threads per rank). Ranks on one machine share its cores
+    (processor sharing); with a core per rank thread or more it changes nothing."""
+    node = renderer.node
+    return float(node.cores) * renderer.size / node.ranks, float(node.threads)
