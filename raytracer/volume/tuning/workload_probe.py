@@ -130,17 +130,21 @@ class RankWorkload:
 @nb.njit(cache=True, fastmath=True)
 def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, code,
            passes, bricks_lo, bricks_hi, step_vox, thresholds):  # pragma: no cover
+    """Per brick, the ray's samples inside it (clipped by a ray-box test, not a search per
+    sample); per threshold (ascending) the voxels walked before the brick's own
+    transmittance fell to 1 − threshold, totalled once when it does; a ray stops once every
+    threshold is passed."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
-    length = np.zeros((ph, n_thr, n_bricks))
-    span = np.zeros((ph, n_thr, n_bricks))
-    rays = np.zeros((ph, n_bricks))
+    length = np.zeros((n_thr, n_bricks))
+    span = np.zeros((n_thr, n_bricks))
+    rays = np.zeros(n_bricks)
     bz, by, bx = code.shape
     smin = min(spacing[0], min(spacing[1], spacing[2]))
     dt = step_vox * smin
+    inv_cell = 1.0 / (spacing * block)
+    limits = 1.0 - thresholds
     for py in range(ph):
-        trans = np.empty(n_bricks)
-        seen = np.zeros(n_bricks, np.bool_)
         for px in range(pw):
             d = top_left + (px + 0.5) * du + (py + 0.5) * dv
             d = d / math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
@@ -153,36 +157,47 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                 t1 = min(t1, max(ta, tb))
             if t0 >= t1:
                 continue
-            trans[:] = 1.0
-            seen[:] = False
-            t = t0 + 0.5 * dt
-            while t < t1:
-                p0 = eye[0] + t * d[0]
-                p1 = eye[1] + t * d[1]
-                p2 = eye[2] + t * d[2]
-                r = -1
-                for b in range(n_bricks):
-                    if (bricks_lo[b, 0] <= p0 < bricks_hi[b, 0]
-                            and bricks_lo[b, 1] <= p1 < bricks_hi[b, 1]
-                            and bricks_lo[b, 2] <= p2 < bricks_hi[b, 2]):
-                        r = b
+            for b in range(n_bricks):
+                # the ray's samples t0 + (i + 0.5)·dt that fall in this brick: [enter, leave)
+                enter, leave = t0, t1
+                for a in range(3):
+                    inv = 1.0 / d[a] if d[a] != 0.0 else 1e30
+                    ta = (bricks_lo[b, a] - eye[a]) * inv
+                    tb = (bricks_hi[b, a] - eye[a]) * inv
+                    enter = max(enter, min(ta, tb))
+                    leave = min(leave, max(ta, tb))
+                if enter >= leave:
+                    continue
+                i = max(0, int(math.ceil((enter - t0) / dt - 0.5)))
+                t = t0 + (i + 0.5) * dt
+                trans = 1.0
+                k = 0  # thresholds 0..k-1 passed: their totals are final
+                walked = 0.0  # voxels walked in the brick so far
+                full = 0.0  # of which in non-empty blocks
+                rays[b] += 1.0 if t < leave else 0.0
+                while t < leave:
+                    while k < n_thr and trans <= limits[k]:
+                        span[k, b] += walked
+                        length[k, b] += full
+                        k += 1
+                    if k == n_thr:
                         break
-                if r >= 0:
-                    if not seen[r]:
-                        seen[r] = True
-                        rays[py, r] += 1.0
-                    ix = min(max(int((p0 - origin[0]) / spacing[0]) // block, 0), bx - 1)
-                    iy = min(max(int((p1 - origin[1]) / spacing[1]) // block, 0), by - 1)
-                    iz = min(max(int((p2 - origin[2]) / spacing[2]) // block, 0), bz - 1)
+                    p0 = eye[0] + t * d[0]
+                    p1 = eye[1] + t * d[1]
+                    p2 = eye[2] + t * d[2]
+                    ix = min(max(int((p0 - origin[0]) * inv_cell[0]), 0), bx - 1)
+                    iy = min(max(int((p1 - origin[1]) * inv_cell[1]), 0), by - 1)
+                    iz = min(max(int((p2 - origin[2]) * inv_cell[2]), 0), bz - 1)
                     c = code[iz, iy, ix]
-                    for j in range(n_thr):
-                        if trans[r] > 1.0 - thresholds[j]:
-                            span[py, j, r] += step_vox
-                            if c > 0:
-                                length[py, j, r] += step_vox
-                    trans[r] *= passes[c]
-                t += dt
-    return length.sum(axis=0), span.sum(axis=0), rays.sum(axis=0)
+                    walked += step_vox
+                    if c > 0:
+                        full += step_vox
+                    trans *= passes[c]
+                    t += dt
+                for j in range(k, n_thr):
+                    span[j, b] += walked
+                    length[j, b] += full
+    return length, span, rays
 
 
 def brick_boxes(partition: Partition) -> NDArray[np.float64]:
@@ -211,7 +226,8 @@ def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
                    rays: int = PROBE_SIZE * PROBE_SIZE, step_vox: float = 4.0) -> RankWorkload:
     """March about ``rays`` probe rays (the image's aspect) over the block grid for a camera.
 
-    ``brick_boxes`` is (ranks, 2, 3): each rank's brick as a world box [lo, hi).
+    ``brick_boxes`` is (ranks, 2, 3): each rank's brick as a world box [lo, hi);
+    ``thresholds`` ascending.
     """
     pw, ph = probe_raster(width, height, rays)
     eye, top_left, du, dv = (v.astype(np.float64) for v in camera.basis(pw, ph))
@@ -219,6 +235,8 @@ def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
     vol_hi = grid.origin + (np.asarray(grid.dims) - 1.0) * grid.spacing
     boxes = np.asarray(brick_boxes, np.float64)
     thr = np.asarray(thresholds, np.float64)
+    if np.any(np.diff(thr) < 0):
+        raise ValueError(f"probe thresholds must be ascending, got {thr.tolist()}")
     length, span, hits = _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, grid.origin,
                           grid.spacing, grid.block, grid.code,
                           grid.transmittance(step_vox / ref_step), boxes[:, 0], boxes[:, 1],
