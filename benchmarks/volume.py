@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results" / "volume_cpu.json"
 MARK = "VOLUME-BENCH "
 VTK_ERT = 1.0 - 2.0**-15  # VTK's fixed-point ray caster stops at this accumulated opacity
-VTK_REFERENCE_2T_S = 0.14  # VTK fixed-point, bonsai 256³ at 512², 2 threads, on the first dev machine
+VTK_REFERENCE_2T_S = 0.14  # VTK fixed-point, bonsai 256³ at 512², 2 threads, first dev machine
 
 
 # ------------------------------------------------------------------------- views
