@@ -14,7 +14,8 @@ Data sets, fixed before the model work (a model is judged on frames it was not f
   calibrated on its own); ``--calibrate-on bonsai`` calibrates on bonsai alone;
 * **validation** (used to design the model and the controller): seed 000's orbit of bonsai
   (held-out cameras) with random knobs, close-up views that put most samples on one rank,
-  and the volumes aneurism and neghip under the model fitted on bonsai;
+  and the volumes aneurism, neghip (8-bit) and field:96 (procedural float data: the
+  ray caster's float kernel variant) under the model fitted on bonsai;
 * **test** (touched only to report): the volumes tooth and headsq, an orbit each with random
   knobs on both partitions, and a governed orbit of tooth.
 
@@ -49,7 +50,9 @@ MARK = "RESULT "
 TARGET_DROP = 0.7  # the mid-run target change: to 70 % of the target
 CALIBRATION_VOLUME = "bonsai"  # the governed volume, calibrated on
 CALIBRATION_ALSO = ("ironprot",)  # a small volume beside it: what the cache is worth
-VALIDATION_VOLUMES = ("aneurism", "neghip")
+#: aneurism and neghip are 8-bit scans (read as byte cells); field:96 is float data, the
+#: ray caster's other kernel variant, as headsq (16-bit) in the test set is
+VALIDATION_VOLUMES = ("aneurism", "neghip", "field:96")
 TEST_VOLUMES = ("tooth", "headsq")
 
 
