@@ -226,12 +226,20 @@ class TunedVolumeRenderer(Governed):
         """Rank 0's frame time at the best settings on ``camera``: the median of ``repeats``
         frames after ``warmup`` (a volume's first frames on a device are up to 2.5x slower:
         measured on tooth after a swap); None on the other ranks (collective)."""
+        times = self.repeated_frame_seconds(camera, BEST, warmup + repeats)
+        return float(np.median(times[warmup:])) if times is not None else None
+
+    def repeated_frame_seconds(self, camera: Camera, settings: FrameSettings, frames: int
+                               ) -> list[float] | None:
+        """Rank 0's frame times of ``frames`` renders of one view at fixed ``settings`` (what
+        the machine's frame-to-frame noise alone does); None on the other ranks
+        (collective)."""
         times = []
-        for i in range(warmup + repeats):
-            _, res = self._frame(camera, BEST)
-            if self.rank == 0 and i >= warmup:
+        for _ in range(frames):
+            _, res = self._frame(camera, settings if self.rank == 0 else None)
+            if self.rank == 0:
                 times.append(res.record.frame_seconds)
-        return float(np.median(times)) if self.rank == 0 else None
+        return times if self.rank == 0 else None
 
     # -------------------------------------------------------------------- settings
 
