@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import warnings
 
@@ -15,6 +16,11 @@ def pytest_configure(config) -> None:
     """Profiles and calibrations a test run measures go to a private folder, never the user's
     store (a quick calibration kept there would shadow the shipped one afterwards)."""
     os.environ["AUTOTUNE_PROFILE_DIR"] = tempfile.mkdtemp(prefix="autotune-test-profiles-")
+
+
+def pytest_unconfigure(config) -> None:
+    """The private profile folder goes when the run ends (one was left per run)."""
+    shutil.rmtree(os.environ.pop("AUTOTUNE_PROFILE_DIR", ""), ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
