@@ -150,9 +150,10 @@ def test_paper_goals_judge_a_scenes_first_frame_on_its_orbit_only():
         return {"mean_abs_error_vs_target": 0.02, "p95_abs_error_vs_target": 0.05,
                 "mean_model_feedback_error": 0.01, "error_first_frame": first}
 
-    results = [{"scene": "grass", "controllers": {"feedforward": {
-        "orbit": figures(0.12), "turn": figures(0.9)}}}]
+    results = [{"scene": "grass", "noise_floor": {"mean_off_median": 0.021},
+                "controllers": {"feedforward": {"orbit": figures(0.12), "turn": figures(0.9)}}}]
     out = paper.goals(results, None)
+    assert "strays 2.1% from its median" in out["grass_orbit_mean_error"]["what"]
     assert out["grass_first_frame_of_scene"]["value"] == 0.12
     assert out["grass_first_frame_of_scene"]["met"]
     assert not any("turn_first_frame_of_scene" in k for k in out)

@@ -206,7 +206,9 @@ def test_ranks_launched_unpinned_are_pinned_to_their_own_cores():
     cores = sorted(os.sched_getaffinity(0))
     done = _run(["pin"], 2)
     assert done.returncode == 0, done.stderr
-    said = dict(re.findall(r"rank (\d) share (.*)", done.stdout))
+    # the ranks' lines may interleave on the shared stdout: match each one's fields only
+    said = dict(re.findall(r"rank (\d) share (\d+ \d+ \d+ pinned \[[^]]*\] affinity "
+                           r"\[[^]]*\])", done.stdout))
     per = len(cores) // 2
     for r in (0, 1):
         mine = cores[r * per : (r + 1) * per]
