@@ -55,10 +55,10 @@ class LoopCounts:
     """Per-loop instruction counts of one kernel (Table 5): per traversal, per test, constant."""
 
     i_ct: float = 0.0  # compute instructions per BVH traversal step
-    i_ci: float = 0.0  # compute instructions per ray-triangle test
+    i_ci: float = 0.0  # compute instructions per leaf test (up to 4 ray-triangle tests)
     i_cco: float = 0.0  # constant compute instructions
     i_mt: float = 0.0  # memory instructions per traversal step
-    i_mi: float = 0.0  # memory instructions per triangle test
+    i_mi: float = 0.0  # memory instructions per leaf test
     i_mco: float = 0.0  # constant memory instructions
 
     def __post_init__(self) -> None:

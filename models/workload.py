@@ -12,18 +12,19 @@ class Workload:
     Every count is a mean over *all* pixels of the frame (pixels whose primary ray misses
     contribute zero to the shadow and AO counts), so ``count * pixels`` is the frame total.
 
-    The paper's product ``a_w * t_v`` (AO triangle tests per AO ray) is measured directly as
-    ``a_i``; ``a_w`` is kept as the ratio ``a_i / t_v`` so the §4.3 equations read as printed.
+    The paper's product ``a_w * t_v`` (AO triangle tests per AO ray; here leaf tests) is
+    measured directly as ``a_i``; ``a_w`` is kept as the ratio ``a_i / t_v`` so the §4.3
+    equations read as printed.
     """
 
     pixels: int  # pixels of the frame the workload describes (width * height)
     hit_fraction: float  # share of primary rays that hit geometry
     p_t: float  # BVH traversal steps (inner nodes visited) per primary ray
-    p_i: float  # ray-triangle tests per primary ray
+    p_i: float  # leaf tests per primary ray (a leaf: up to 4 triangles at once)
     s_t: float  # traversal steps per shadow ray (zero where the primary ray missed)
-    s_i: float  # triangle tests per shadow ray
+    s_i: float  # leaf tests per shadow ray
     a_t: float  # traversal steps per AO ray (per AO sample, per pixel)
-    a_i: float  # triangle tests per AO ray (per AO sample, per pixel)
+    a_i: float  # leaf tests per AO ray (per AO sample, per pixel)
     t_v: float  # visible triangles: distinct triangles hit by the probe's primary rays
     m: float  # coherence in [0, 1]: P(adjacent pixels' rays end in the same BVH leaf)
 

@@ -4,7 +4,7 @@ Two users: the probe traces tiles of the view to measure the workload, and the t
 render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
 and ``traversal.trace`` walks the same 4-wide BVH as ``kernels/traverse.cl``, so the per-pixel
-counters (nodes visited, triangles tested) match the kernels'.
+counters (nodes visited, leaves tested) match the kernels'.
 
 (numba's on-disk cache keys a function on its own file only: after editing ``traversal.py``,
 touch this file too, or ``render_cpu`` keeps a stale compiled ``trace``.)
@@ -20,7 +20,7 @@ import numpy as np
 from raytracer.traversal import trace
 
 SHADOW_EPS = 1e-4
-# counters[y, x, phase, 0|1] = traversal steps | triangle tests, phases in this order
+# counters[y, x, phase, 0|1] = traversal steps | leaf tests, phases in this order
 PRIMARY, SHADOW, AO = 0, 1, 2
 
 

@@ -2,10 +2,11 @@
 the tests.
 
 Mirrors ``kernels/traverse.cl`` step for step (same slab planes picked by the ray's direction
-signs, same Möller–Trumbore, leaves in slot order, a single hit inner child taken directly,
-several sorted by entry distance with ties in slot order for closest hit and unsorted for any
-hit, the same culling of popped nodes), so counts measured here describe what the OpenCL
-kernels do.
+signs, same Möller–Trumbore, leaves in slot order with all of a leaf's triangles tested at once
+and its nearest hit kept, a single hit inner child taken directly, several sorted by entry
+distance with ties in slot order for closest hit and unsorted for any hit, the same culling of
+popped nodes), so counts measured here describe what the OpenCL kernels do. ``tests`` counts
+leaf tests (the kernels test a leaf's up to four triangles in one float4 test).
 """
 
 from __future__ import annotations
@@ -55,12 +56,25 @@ def intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz):
     return t, u, v
 
 
+@nb.njit(cache=True, inline="always")
+def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
+    """The kernel's leaf test: every triangle of ``first .. first + count - 1`` tested, the
+    nearest hit closer than ``best_t`` kept (ties: the lowest index). Returns (t, prim, u, v);
+    prim = -1 if none."""
+    best_prim, best_u, best_v = NO_HIT, 0.0, 0.0
+    for k in range(first, first + count):
+        t, u, v = intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz)
+        if t < best_t:
+            best_t, best_prim, best_u, best_v = t, k, u, v
+    return best_t, best_prim, best_u, best_v
+
+
 @nb.njit(cache=True)
 def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     """Closest (or any, with ``any_hit``) hit below ``tmax``.
 
     Returns (t, prim, u, v, steps, tests, last_node): ``prim`` is the packed triangle index or
-    -1, ``steps`` the nodes visited, ``tests`` the triangle tests, ``last_node`` the last node
+    -1, ``steps`` the nodes visited, ``tests`` the leaves tested, ``last_node`` the last node
     visited (the probe's coherence measure).
     """
     ix, iy, iz = safe_inverse(dx), safe_inverse(dy), safe_inverse(dz)
@@ -101,14 +115,13 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
         for c in range(WIDTH):  # leaves in slot order
             count = ints[node, 28 + c]
             if hit[c] and count > 0 and tn[c] <= best_t:
-                first = ints[node, 24 + c]
-                for k in range(first, first + count):
-                    tests += 1
-                    t, u, v = intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz)
-                    if t < best_t:
-                        best_t, best_prim, best_u, best_v = t, k, u, v
-                        if any_hit:
-                            return best_t, best_prim, best_u, best_v, steps, tests, last
+                tests += 1
+                t, k, u, v = intersect_leaf(tris, ints[node, 24 + c], count, ox, oy, oz, dx,
+                                            dy, dz, best_t)
+                if k >= 0:
+                    best_t, best_prim, best_u, best_v = t, k, u, v
+                    if any_hit:
+                        return best_t, best_prim, best_u, best_v, steps, tests, last
         # hit inner children still starting before the closest hit
         n_in = 0
         one = -1

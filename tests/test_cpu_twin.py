@@ -1,7 +1,7 @@
 """The CPU twin (traversal.py, cpu_render.py) walks the BVH exactly as the OpenCL kernels do.
 
 The probe measures the workload the model prices with the twin, so the two must not drift
-apart: per pixel, the inner nodes visited and the triangles tested in every phase, and the
+apart: per pixel, the inner nodes visited and the leaves tested in every phase, and the
 triangle each primary ray hits, must agree. An edit to the kernels without the twin (or the
 other way round) fails here. The image comparison lives in test_tracer.py.
 """

@@ -21,11 +21,16 @@ out before headers): basic blocks split at labels and branches, dominators, back
 ``u -> h`` with ``h`` dominating ``u``, natural loops merged by header, nesting by body
 inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
 
-- the triangle-test loops are the innermost loops nested inside another loop (``trace()``
-  has two, one per child node); ``i_ci, i_mi`` are the mean of their bodies;
-- the traversal loop is their common parent; ``i_ct, i_mt`` are its body minus the
-  triangle-test loop bodies (node fetch, two slab tests, stack and loop control, leaf
-  set-up);
+- the traversal loop is the innermost loop that reads global memory (the node fetch); its
+  body holds the node fetch, the slab test, stack and loop control, the leaf test inlined
+  once per child slot (``LEAF(x) .. LEAF(w)``, no loop of its own) and any loop inside it
+  (the closest-hit pop that drops culled stack entries: local memory only); every other
+  loop must enclose it;
+- the leaf test is split out by a second compile of the source with the leaf test's line
+  (``LEAF_TEST``) replaced by a miss (``LEAF_STUB``), which drops the test and what a hit
+  does: ``i_ct, i_mt`` are that variant's traversal body, ``i_ci, i_mi`` the difference
+  from the real body divided by the ``LEAF_SLOTS`` copies (one leaf test, the unit the
+  kernels' ``tests`` counter counts);
 - a loop enclosing the traversal loop (the AO sample loop) yields a per-ray constant:
   its body minus the traversal loop, stored as its own entry ``"<kernel>_ray"`` with only
   ``i_cco, i_mco`` set (the §4.3 AO equation has no per-ray constant; the model ignores it
@@ -269,48 +274,38 @@ def _parent(loop: frozenset[int], loops: list[frozenset[int]]) -> frozenset[int]
 
 
 def count_kernel(name: str, body: str) -> dict[str, LoopCounts]:
-    """Counts of one kernel body: ``{name: LoopCounts}`` plus ``{name}_ray`` if it has one."""
+    """Counts of one kernel body: ``{name: LoopCounts}`` plus ``{name}_ray`` if it has one.
+    ``i_ct, i_mt`` hold the whole traversal body, leaf tests included (``i_ci = i_mi = 0``):
+    :func:`split_leaf_tests` separates them."""
     blocks = _blocks(_statements(body))
     total = _count(blocks, range(len(blocks)))
     loops = _natural_loops(blocks)
     if not loops:
         return {name: LoopCounts(i_cco=total.compute, i_mco=total.memory)}
-    parents = {loop: _parent(loop, loops) for loop in loops}
-    has_child = {p for p in parents.values() if p is not None}
-    inner = [lp for lp in loops if parents[lp] is not None and lp not in has_child]
-    traversal = {parents[lp] for lp in inner}
-    if len(traversal) != 1:
-        raise KernelCountsError(
-            f"PTX: kernel {name}: expected triangle-test loops nested in one traversal loop, "
-            f"found {len(loops)} loop(s) with {len(traversal)} distinct parent(s) of the "
-            "innermost nested loops"
-        )
-    trav = traversal.pop()
-    stray = [lp for lp in loops if lp not in inner and lp != trav and not trav < lp]
+    reading = [lp for lp in loops if any(
+        ".global" in ins and _classify(ins).memory for i in lp for ins in blocks[i].instrs)]
+    if not reading:
+        raise KernelCountsError(f"PTX: kernel {name}: no loop reads global memory (no "
+                                "traversal loop)")
+    trav = reading[0]  # smallest first
+    stray = [lp for lp in loops if not (lp <= trav or trav < lp)]
     if stray:
         raise KernelCountsError(
-            f"PTX: kernel {name}: {len(stray)} loop(s) outside the traversal loop nest"
+            f"PTX: kernel {name}: {len(stray)} loop(s) neither inside nor around the traversal "
+            "loop"
         )
-    tests = [_count(blocks, lp) for lp in inner]
-    inner_union: set[int] = set().union(*inner)
-    step = _count(blocks, trav - inner_union)
-    n = len(tests)
-    i_ci = sum(t.compute for t in tests) / n
-    i_mi = sum(t.memory for t in tests) / n
-    enclosing = [lp for lp in loops if trav < lp]
-    outermost = max(enclosing, key=len) if enclosing else trav
+    step = _count(blocks, trav)
+    outermost = max(loops, key=len)
     const = total - _count(blocks, outermost)
     out = {
         name: LoopCounts(
             i_ct=step.compute,
-            i_ci=i_ci,
             i_cco=const.compute,
             i_mt=step.memory,
-            i_mi=i_mi,
             i_mco=const.memory,
         )
     }
-    if enclosing:
+    if outermost != trav:
         ray = _count(blocks, outermost - trav)
         out[f"{name}_ray"] = LoopCounts(i_cco=ray.compute, i_mco=ray.memory)
     return out
@@ -368,6 +363,46 @@ def compile_ptx(source: str, clang: str = CLANG, libclc: str | Path | None = Non
     return proc.stdout
 
 
+# The leaf test, inlined once per child slot of a node (traverse.cl's LEAF macro): this line
+# of the source, replaced by a miss, gives the kernels without it (see the module docstring).
+LEAF_TEST = "int k = intersect_leaf(tris, idx.C, cnt.C, o, d, best, &t, &u, &v);"
+LEAF_STUB = "int k = -1;"
+LEAF_SLOTS = 4
+
+
+def split_leaf_tests(full: dict[str, LoopCounts],
+                     stub: dict[str, LoopCounts]) -> dict[str, LoopCounts]:
+    """``full``'s counts with one leaf test split out of each traversal step: ``i_ct, i_mt``
+    from ``stub`` (the kernels compiled without the leaf test), ``i_ci, i_mi`` the traversal
+    body's difference per leaf slot."""
+    out = {}
+    for key, lc in full.items():
+        if lc.i_ct == 0:
+            out[key] = lc
+            continue
+        bare = stub[key]
+        out[key] = LoopCounts(
+            i_ct=bare.i_ct,
+            i_ci=(lc.i_ct - bare.i_ct) / LEAF_SLOTS,
+            i_cco=lc.i_cco,
+            i_mt=bare.i_mt,
+            i_mi=(lc.i_mt - bare.i_mt) / LEAF_SLOTS,
+            i_mco=lc.i_mco,
+        )
+    return out
+
+
+def leaf_split_counts(source: str, ptx: str, compile: Any = None) -> dict[str, LoopCounts]:
+    """Every kernel's counts with the leaf test split out (see :func:`split_leaf_tests`),
+    ``ptx`` being ``source`` compiled; the leaf-less variant is compiled with ``compile``."""
+    if source.count(LEAF_TEST) != 1:
+        raise KernelCountsError(f"kernel source: expected the leaf test {LEAF_TEST!r} once "
+                                "(update LEAF_TEST in tools/ptx_analysis.py)")
+    compile = compile or compile_ptx
+    return split_leaf_tests(count_ptx(ptx), count_ptx(compile(source.replace(LEAF_TEST,
+                                                                             LEAF_STUB))))
+
+
 # The shade kernel's Phong switch: this line of the source, replaced by each constant, gives
 # the kernel of one branch (the compiler removes the other).
 SHADE_SWITCH = "const int phong = flags & 1"
@@ -390,7 +425,7 @@ def shade_variant_counts(source: str, compile: Any = None) -> dict[str, LoopCoun
 def counts_document(source: str, ptx: str, compile: Any = None) -> dict[str, Any]:
     """The JSON document ``tools/count_ptx.py`` writes for this source and its PTX (the two
     shade variants are compiled here with ``compile``, default :func:`compile_ptx`)."""
-    counts = count_ptx(ptx) | shade_variant_counts(source, compile)
+    counts = leaf_split_counts(source, ptx, compile) | shade_variant_counts(source, compile)
     return {
         "source_sha256": source_sha256(source),
         "compiler": COMPILER,

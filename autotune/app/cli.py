@@ -60,7 +60,7 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
                    help="render N times and report the last (the first includes warm-up)")
     opt.add_device(p)
     p.add_argument("--counters", action="store_true",
-                   help="also count BVH nodes visited and triangles tested per pixel")
+                   help="also count BVH nodes visited and leaves tested per pixel")
     p.add_argument("-o", "--output", type=Path, metavar="FILE.png",
                    help="write the image as PNG (the name must end in .png)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)

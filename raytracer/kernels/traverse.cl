@@ -5,13 +5,16 @@
  * One ray per work-item. A step loads one node and tests the four child boxes at once: each
  * axis' near and far planes are picked by the sign of the ray direction (an array offset, not
  * a min/max), so a slab is one float4 multiply-add per plane. Hit leaf children are tested
- * in slot order, skipping a leaf whose box starts beyond the closest hit so far. Of the hit
+ * in slot order, skipping a leaf whose box starts beyond the closest hit so far; a leaf's
+ * (up to four) triangles are tested at once, one per float4 lane, and its nearest hit kept
+ * (each work-item runs as scalar code on the CPU runtimes here, so these float4 lanes and the
+ * box test's are the only SIMD a ray gets). Of the hit
  * inner children (those still starting before the closest hit), a single one is simply the
  * next node (the common case: no sort, no stack); several are, for closest-hit rays, sorted by
  * entry distance (insertion into four registers): the nearest is next and the others are
  * pushed far to near with their distances, so a popped node that starts beyond the closest
  * hit is dropped. Any-hit rays (shadow, AO) push several hit inner children unsorted (popped
- * in slot order) and stop at the first triangle hit. */
+ * in slot order) and stop at the first leaf with a hit. */
 
 #define STACK_SIZE 64 /* bvh.KERNEL_STACK: the build checks that no ray can need more */
 #define EPS_DIR 1e-12f
@@ -29,44 +32,67 @@ ALWAYS_INLINE float safe_inverse(float d) {
     return 1.0f / d;
 }
 
-/* Möller–Trumbore on packed triangle k; returns t (INF_T on a miss) and barycentrics. */
-ALWAYS_INLINE float intersect_triangle(__global const float4* tris, int k, float3 o, float3 d,
-                                       float* u_out, float* v_out) {
-    float3 v0 = tris[3 * k].xyz, e1 = tris[3 * k + 1].xyz, e2 = tris[3 * k + 2].xyz;
-    float3 p = CROSS3(d, e2);
-    float det = DOT3(e1, p);
-    if (FABS(det) < 1e-12f) return INF_T;
-    float inv = 1.0f / det;
-    float3 s = o - v0;
-    float u = DOT3(s, p) * inv;
-    if (u < 0.0f || u > 1.0f) return INF_T;
-    float3 q = CROSS3(s, e1);
-    float v = DOT3(d, q) * inv;
-    if (v < 0.0f || u + v > 1.0f) return INF_T;
-    float t = DOT3(e2, q) * inv;
-    if (t <= 0.0f) return INF_T;
-    *u_out = u;
-    *v_out = v;
-    return t;
+/* Möller–Trumbore on the (up to) four triangles first .. first + c - 1 of one leaf at once,
+ * one triangle per float4 lane (lanes past c repeat the first triangle and are masked off):
+ * the loads are transposed into x / y / z vectors, every lane computes the whole test and
+ * the miss conditions are one mask, so a leaf costs one branch-free vector test instead of
+ * c scalar tests with an unpredictable exit each. Returns the packed index of the nearest
+ * hit closer than best (ties: the lowest lane, as testing them in order would), its t and
+ * barycentrics; -1 if none. */
+ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, float3 o,
+                                 float3 d, float best, float* t_out, float* u_out,
+                                 float* v_out) {
+    __global const float4* t0 = tris + 3 * first;
+    __global const float4* t1 = tris + 3 * (c > 1 ? first + 1 : first);
+    __global const float4* t2 = tris + 3 * (c > 2 ? first + 2 : first);
+    __global const float4* t3 = tris + 3 * (c > 3 ? first + 3 : first);
+    float4 a0 = t0[0], a1 = t1[0], a2 = t2[0], a3 = t3[0]; /* v0 */
+    float4 b0 = t0[1], b1 = t1[1], b2 = t2[1], b3 = t3[1]; /* e1 */
+    float4 c0 = t0[2], c1 = t1[2], c2 = t2[2], c3 = t3[2]; /* e2 */
+    float4 e1x = (float4)(b0.x, b1.x, b2.x, b3.x), e1y = (float4)(b0.y, b1.y, b2.y, b3.y),
+           e1z = (float4)(b0.z, b1.z, b2.z, b3.z);
+    float4 e2x = (float4)(c0.x, c1.x, c2.x, c3.x), e2y = (float4)(c0.y, c1.y, c2.y, c3.y),
+           e2z = (float4)(c0.z, c1.z, c2.z, c3.z);
+    float4 sx = o.x - (float4)(a0.x, a1.x, a2.x, a3.x), sy = o.y - (float4)(a0.y, a1.y, a2.y, a3.y),
+           sz = o.z - (float4)(a0.z, a1.z, a2.z, a3.z);
+    float4 px = d.y * e2z - d.z * e2y, py = d.z * e2x - d.x * e2z, pz = d.x * e2y - d.y * e2x;
+    float4 det = e1x * px + e1y * py + e1z * pz;
+    float4 inv = 1.0f / det;
+    float4 u = (sx * px + sy * py + sz * pz) * inv;
+    float4 qx = sy * e1z - sz * e1y, qy = sz * e1x - sx * e1z, qz = sx * e1y - sy * e1x;
+    float4 v = (d.x * qx + d.y * qy + d.z * qz) * inv;
+    float4 t = (e2x * qx + e2y * qy + e2z * qz) * inv;
+    int4 ok = (FABS(det) >= (float4)(1e-12f)) & (u >= (float4)(0.0f)) & (u <= (float4)(1.0f))
+              & (v >= (float4)(0.0f)) & (u + v <= (float4)(1.0f)) & (t > (float4)(0.0f))
+              & (t < (float4)(best)) & ((int4)(0, 1, 2, 3) < (int4)(c));
+    if ((ok.x | ok.y | ok.z | ok.w) == 0) return -1;
+    t = ok ? t : (float4)(INF_T);
+    int lane = 0;
+    float bt = t.x, bu = u.x, bv = v.x;
+    if (t.y < bt) { lane = 1; bt = t.y; bu = u.y; bv = v.y; }
+    if (t.z < bt) { lane = 2; bt = t.z; bu = u.z; bv = v.z; }
+    if (t.w < bt) { lane = 3; bt = t.w; bu = u.w; bv = v.w; }
+    *t_out = bt;
+    *u_out = bu;
+    *v_out = bv;
+    return first + lane;
 }
 
 /* Leaf child C (a component x/y/z/w): test its triangles if its box was hit and starts no
  * farther than the closest hit so far. */
 #define LEAF(C)                                                                 \
     if (hit.C && cnt.C > 0 && tn.C <= best) {                                   \
-        for (int k = idx.C; k < idx.C + cnt.C; ++k) {                           \
-            COUNT((*tests)++);                                                  \
-            float u, v;                                                         \
-            float t = intersect_triangle(tris, k, o, d, &u, &v);                \
-            if (t < best) {                                                     \
-                best = t;                                                       \
-                prim = k;                                                       \
-                *u_out = u;                                                     \
-                *v_out = v;                                                     \
-                if (any_hit) {                                                  \
-                    *t_io = best;                                               \
-                    return prim;                                                \
-                }                                                               \
+        COUNT((*tests)++);                                                      \
+        float t, u, v;                                                          \
+        int k = intersect_leaf(tris, idx.C, cnt.C, o, d, best, &t, &u, &v);     \
+        if (k >= 0) {                                                           \
+            best = t;                                                           \
+            prim = k;                                                           \
+            *u_out = u;                                                         \
+            *v_out = v;                                                         \
+            if (any_hit) {                                                      \
+                *t_io = best;                                                   \
+                return prim;                                                    \
             }                                                                   \
         }                                                                       \
     }
@@ -91,7 +117,7 @@ ALWAYS_INLINE float intersect_triangle(__global const float4* tris, int k, float
 
 /* Closest hit (or any hit when any_hit) below tmax. Returns the packed triangle index or -1;
  * *t_io holds tmax on entry and the hit distance on exit. steps/tests count work (COUNTERS):
- * nodes visited and triangles tested. */
+ * nodes visited and leaves tested. */
 ALWAYS_INLINE int trace(__global const float4* nodes, __global const float4* tris, float3 o,
                         float3 d, float* t_io, float* u_out, float* v_out, const int any_hit,
                         int* steps, int* tests) {

@@ -1,12 +1,12 @@
 """Per-loop instruction counts of the tracer kernels, as the model needs them at run time.
 
 The §4.3 equations need, per kernel, compute and memory instructions per BVH traversal step
-(``i_ct, i_mt``), per ray-triangle test (``i_ci, i_mi``) and outside the loops
-(``i_cco, i_mco``). They come from the compiled kernels' PTX, counted at build time by
-``tools/ptx_analysis.py`` (rules there) and shipped as ``raytracer/tuning/data/
-kernel_counts.json``; this module loads and validates that file. Regenerate it after editing
-any kernel: ``python tools/count_ptx.py`` (the file records the SHA-256 of the kernel source;
-:func:`counts_are_current` checks it).
+(``i_ct, i_mt``), per leaf test (``i_ci, i_mi``: a leaf's up to four triangles tested at
+once) and outside the loops (``i_cco, i_mco``). They come from the compiled kernels' PTX,
+counted at build time by ``tools/ptx_analysis.py`` (rules there) and shipped as
+``raytracer/tuning/data/kernel_counts.json``; this module loads and validates that file.
+Regenerate it after editing any kernel: ``python tools/count_ptx.py`` (the file records the
+SHA-256 of the kernel source; :func:`counts_are_current` checks it).
 """
 
 from __future__ import annotations
