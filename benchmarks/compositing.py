@@ -37,6 +37,12 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "compositing_cpu.json"
 REFERENCE_2048_MS = 26.0  # research/anchors-volume.md §5, measured on this machine
 MARK = "RESULT "
+# the reference part's binary swap + gather runs: (key, transport, image in composite_buffer);
+# the goal is read on the first, the default transport as a renderer would use it
+REFERENCE_RUNS = (
+    ("binary_swap_gather", "auto", True),
+    ("binary_swap_gather_messages", "messages", True),
+)
 
 
 # ------------------------------------------------------------------ inside the MPI job
@@ -53,16 +59,21 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def _timed_composite(comm: Any, src: np.ndarray, order: list[int], algorithm: str) -> dict:
-    """One composite from a fresh copy of ``src``: the slowest rank's total, stage and gather
-    seconds (max over ranks), and rank 0's bytes received."""
+def _timed_composite(
+    comm: Any, src: np.ndarray, order: list[int], algorithm: str, transport: str, in_window: bool
+) -> dict:
+    """One composite of ``src`` as the renderer hands it over: copied (untimed) into
+    :func:`composite_buffer` (``in_window``: where a renderer would render) or into a new
+    array. The slowest rank's total, stage and gather seconds (max over ranks), and rank 0's
+    bytes received, blend seconds and which transport ran."""
     from mpi4py import MPI
 
-    from raytracer.volume.compositing import composite
+    from raytracer.volume.compositing import composite, composite_buffer
 
-    work = src.copy()
+    work = composite_buffer(src.shape, comm, transport) if in_window else np.empty_like(src)
+    np.copyto(work, src)
     comm.Barrier()
-    result = composite(work, order, algorithm, comm)
+    result = composite(work, order, algorithm, comm, transport=transport)
     mine = np.array(
         [result.seconds, *(s.seconds for s in result.stages), result.gather.seconds], np.float64
     )
@@ -75,9 +86,12 @@ def _timed_composite(comm: Any, src: np.ndarray, order: list[int], algorithm: st
         "gather": float(worst[-1]),
         "rank0_seconds": result.seconds,
         "rank0_bytes_received": received,
+        "rank0_blend_seconds": sum(s.blend_seconds for s in result.stages),
+        "rank0_gather_seconds": result.gather.seconds,
         "stage_bytes_received_rank0": [s.bytes_received for s in result.stages],
         "stage_seconds_rank0": [s.seconds for s in result.stages],
         "names": [s.name for s in result.stages],
+        "transport": result.transport,
     }
 
 
@@ -91,6 +105,9 @@ def _summarize(runs: list[dict]) -> dict[str, Any]:
         "gather_ms": 1e3 * _median([r["gather"] for r in runs]),
         "rank0_ms": 1e3 * _median([r["rank0_seconds"] for r in runs]),
         "rank0_bytes_received": runs[0]["rank0_bytes_received"],
+        "rank0_blend_ms": 1e3 * _median([r["rank0_blend_seconds"] for r in runs]),
+        "rank0_gather_ms": 1e3 * _median([r["rank0_gather_seconds"] for r in runs]),
+        "transport": runs[0]["transport"],
         "_runs": runs,
     }
 
@@ -147,15 +164,36 @@ def worker_reference(size: int, repeats: int) -> dict[str, Any] | None:
     out["sendrecv_GBps"] = send.nbytes / _median(times) / 1e9
     out["sendrecv_ms"] = 1e3 * _median(times)
 
-    runs = [_timed_composite(comm, src, [0, 1], "binary-swap") for _ in range(repeats + 1)][1:]
-    summary = _summarize(runs)
-    swap_bytes = runs[0]["stage_bytes_received_rank0"][0]
-    swap_s = _median([r["stage_seconds_rank0"][0] for r in runs])
-    summary["swap_GBps"] = swap_bytes / swap_s / 1e9
-    summary["composite_GBps"] = summary["rank0_bytes_received"] / (summary["rank0_ms"] / 1e3) / 1e9
-    summary.pop("_runs")
-    out["binary_swap_gather"] = summary
+    for key, transport, in_window in REFERENCE_RUNS:
+        runs = [
+            _timed_composite(comm, src, [0, 1], "binary-swap", transport, in_window)
+            for _ in range(repeats + 1)
+        ][1:]
+        summary = _summarize(runs)
+        swap_bytes = runs[0]["stage_bytes_received_rank0"][0]
+        swap_s = _median([r["stage_seconds_rank0"][0] for r in runs])
+        summary["swap_GBps"] = swap_bytes / swap_s / 1e9
+        summary["composite_GBps"] = (
+            summary["rank0_bytes_received"] / (summary["rank0_ms"] / 1e3) / 1e9
+        )
+        summary.pop("_runs")
+        out[key] = summary
+    out["shared_sync_us"] = _sync_us(comm, repeats)
     return out if rank == 0 else None
+
+
+def _sync_us(comm: Any, repeats: int) -> float:
+    """Median microseconds of one synchronisation of the shared window (Win_sync, barrier,
+    Win_sync: what the shared transport pays per stage and twice per gather)."""
+    from raytracer.volume.compositing.shared_window import shared_images
+
+    shared = shared_images(comm, "shared")
+    times = []
+    for _ in range(100 * repeats):
+        t = time.perf_counter()
+        shared.sync()
+        times.append(time.perf_counter() - t)
+    return 1e6 * _median(times)
 
 
 def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
@@ -169,11 +207,15 @@ def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
     src = _image(size * size, rank)
     order = list(range(ranks))
     out: dict[str, Any] = {}
-    for algorithm in ALGORITHMS:
-        runs = [_timed_composite(comm, src, order, algorithm) for _ in range(repeats + 1)][1:]
-        summary = _summarize(runs)
-        summary.pop("_runs")
-        out[algorithm] = summary
+    for transport in ("auto", "messages"):
+        for algorithm in ALGORITHMS:
+            runs = [
+                _timed_composite(comm, src, order, algorithm, transport, True)
+                for _ in range(repeats + 1)
+            ][1:]
+            summary = _summarize(runs)
+            summary.pop("_runs")
+            out[algorithm if transport == "auto" else f"{algorithm} (messages)"] = summary
     return out if rank == 0 else None
 
 
@@ -248,7 +290,8 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
             "goal": ">= 0.5",
             "met": bool(share_memcpy >= 0.5),
             "what": "bytes rank 0 receives in binary swap + gather per second, as a share of "
-            f"np.copyto bytes/s ({ref['size']}², 2 ranks, same run)",
+            f"np.copyto bytes/s ({ref['size']}², 2 ranks, same run; default transport: "
+            f"{bsg['transport']}, image rendered into composite_buffer)",
         },
     }
     if ref["size"] == 2048:
@@ -305,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
         ref["binary_swap_gather"]["composite_GBps"] / ref["sendrecv_GBps"]
     )
     ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    ref["vs_memcpy"] = {
+        key: ref[key]["composite_GBps"] / ref["memcpy_GBps"] for key, _, _ in REFERENCE_RUNS
+    }
     figures["algorithms_1024"] = algos
     figures["goals"] = goals(figures)
     stamp(figures, run)

@@ -2,10 +2,11 @@
 
 Modes:
   pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job.
-  pattern W H SEED   every algorithm, several visibility orders (rank order, reversed,
-                     shuffled): each rank paints its id in its own pixels plus a translucent
-                     global layer; rank 0 checks every pixel against the serial "over" of the
-                     same layers in the same order and against the serial run of the schedule.
+  pattern W H SEED   every algorithm and transport, several visibility orders (rank order,
+                     reversed, shuffled): each rank paints its id in its own pixels plus a
+                     translucent global layer; rank 0 checks every pixel against the serial
+                     "over" of the same layers in the same order and against the serial run
+                     of the schedule.
   kill               rank 1 SIGKILLs itself while the others wait in compositing.
   raise              rank 2 raises inside compositing (its blend fails).
   hang               rank 1 never arrives; the others' compositing watchdog (1 s) fires.
@@ -18,6 +19,7 @@ job's end from the fault.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -25,7 +27,14 @@ import time
 
 import numpy as np
 
-from raytracer.volume.compositing import ALGORITHMS, composite, composite_serial, engine, schedule
+from raytracer.volume.compositing import (
+    ALGORITHMS,
+    composite,
+    composite_buffer,
+    composite_serial,
+    engine,
+    schedule,
+)
 from raytracer.volume.mpi_runtime import (
     AgreedError,
     agree,
@@ -35,6 +44,14 @@ from raytracer.volume.mpi_runtime import (
     world,
 )
 from raytracer.volume.span_blend import over_serial
+
+# (transport asked for, image rendered into composite_buffer, transport that must run)
+VARIANTS = (
+    ("messages", True, "messages"),
+    ("auto", False, "messages"),
+    ("auto", True, "shared"),
+    ("shared", True, "shared"),
+)
 
 
 def paint(rank: int, size: int, width: int, height: int) -> np.ndarray:
@@ -78,24 +95,38 @@ def pattern(width: int, height: int, seed: int, comm=None) -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
     layers = [paint(r, size, width, height) for r in range(size)]
     checked = 0
-    for order in orders(size, seed):
+    for order, algorithm, (transport, in_window, runs) in itertools.product(
+        orders(size, seed), ALGORITHMS, VARIANTS
+    ):
         reference = over_serial([layers[r] for r in order])
-        for algorithm in ALGORITHMS:
-            with watchdog("compositing", 20.0):
-                result = composite(layers[rank].copy(), order, algorithm, comm)
-            assert len(result.stages) == len(schedule(algorithm, size, width * height))
-            if rank == 0:
-                image = result.image
-                assert image is not None and image.shape == (height, width, 4)
-                err = float(np.abs(image - reference).max())
-                if err > 1e-6:
-                    raise AssertionError(f"{algorithm} order {order}: max |d| {err:.3g}")
-                exact = composite_serial(layers, order, algorithm)
-                if not np.array_equal(image, exact):
-                    raise AssertionError(f"{algorithm} order {order}: differs from serial run")
-                checked += 1
-            else:
-                assert result.image is None
+        if in_window:
+            image = composite_buffer(layers[rank].shape, comm, transport)
+            np.copyto(image, layers[rank])
+        else:
+            image = layers[rank].copy()
+        with watchdog("compositing", 20.0):
+            result = composite(image, order, algorithm, comm, transport=transport)
+        assert len(result.stages) == len(schedule(algorithm, size, width * height))
+        assert result.transport == ("messages" if size == 1 else runs), result.transport
+        what = f"{algorithm} over {transport} (image in the window: {in_window}) order {order}"
+        if rank == 0:
+            final = result.image
+            assert final is not None and final.shape == (height, width, 4)
+            err = float(np.abs(final - reference).max())
+            if err > 1e-6:
+                raise AssertionError(f"{what}: max |d| {err:.3g}")
+            if not np.array_equal(final, composite_serial(layers, order, algorithm)):
+                raise AssertionError(f"{what}: differs from serial run")
+            checked += 1
+        else:
+            assert result.image is None
+    if size > 1:  # a private image on the shared transport: the same error on every rank
+        try:
+            composite(layers[rank].copy(), list(range(size)), "radix-k", comm, transport="shared")
+        except ValueError as exc:
+            assert "composite_buffer" in str(exc), exc
+        else:
+            raise AssertionError("the shared transport took an image outside its window")
     if rank == 0:
         print(f"OK ranks={size} checked={checked}", flush=True)
 
