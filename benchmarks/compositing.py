@@ -6,13 +6,22 @@ job (started by :func:`raytracer.volume.mpi_runtime.launch`); rank 0 prints its 
 JSON line. Images are full-size premultiplied RGBA float32 with random content (the cost of
 compositing does not depend on the pixel values: every pixel is blended).
 
+Each composite starts from the rank's image in :func:`composite_buffer` (copied there
+untimed, as if rendered there): on the default transport ("auto", here one node) that is the
+rank's slot of the shared window, which compositing works in without a copy; on "messages" a
+new array, as before the shared transport existed.
+
 - ``reference``: 2 ranks, 2048² (1024² with ``--quick``): ``np.copyto`` of the whole image
-  (64 MiB), ``Sendrecv`` of half an image each way, the numba "over" blend rate, and binary
-  swap + ``Gatherv`` to rank 0 (the research reference measured here: 26 ms at 2048²).
-  Compositing rate = bytes rank 0 receives in the whole composite (swap + gather) / its
-  composite seconds; the goal compares it with memcpy (>= 50 %).
-- ``algorithms``: every algorithm at 1024² for 2..8 ranks (4 with ``--quick``). Above 2 ranks
-  this 2-core machine is oversubscribed, so those times measure the schedule under contention,
+  (64 MiB), ``Sendrecv`` of half an image each way, the numba "over" blend rate, binary swap
+  + gather to rank 0 on the default transport (``binary_swap_gather``) and on messages
+  (``binary_swap_gather_messages``: ``Isend``/``Irecv`` + ``Gatherv``; the research reference
+  measured here: 26 ms at 2048²), and one synchronisation of the shared window
+  (``shared_sync_us``). Compositing rate = bytes rank 0 receives in the whole composite
+  (swap + gather) / its composite seconds; the goal compares the default transport's with
+  memcpy (>= 50 %); ``vs_memcpy`` gives both.
+- ``algorithms``: every algorithm at 1024² for 2..8 ranks (4 with ``--quick``), on the
+  default transport and on messages (``"<algorithm> (messages)"``). Above 2 ranks this
+  2-core machine is oversubscribed, so those times measure the schedule under contention,
   not a cluster; a performance model should be fitted on real nodes.
 
 Times are medians over ``--repeats`` (after one warm-up); a collective's time is the slowest
@@ -263,7 +272,8 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     counts = sorted(int(n) for n in algos)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name in next(iter(algos.values())):
-        ax.plot(counts, [algos[str(n)][name]["total_ms"] for n in counts], "o-", label=name)
+        style = "o--" if name.endswith("(messages)") else "o-"
+        ax.plot(counts, [algos[str(n)][name]["total_ms"] for n in counts], style, label=name)
     ax.plot(counts, [algos[str(n)]["radix-k"]["gather_ms"] for n in counts], "k:",
             label="gather alone (radix-k)")
     cores = figures["machine"]["cores"]
@@ -273,7 +283,8 @@ def plot(figures: dict[str, Any], path: Path) -> None:
             fontsize=8, color="grey")
     ax.set_xlabel("ranks")
     ax.set_ylabel("composite + gather (ms)")
-    ax.set_title("Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)")
+    ax.set_title("Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)\n"
+                 "solid: shared window (default here), dashed: messages", fontsize=10)
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     save_figure(fig, path)

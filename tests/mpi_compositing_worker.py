@@ -1,7 +1,8 @@
 """Worker run under ``mpiexec -n K python -m mpi4py`` by tests/test_volume_compositing.py.
 
 Modes:
-  pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job.
+  pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job; freeing each
+                         frees its shared window.
   pattern W H SEED   every algorithm and transport, several visibility orders (rank order,
                      reversed, shuffled): each rank paints its id in its own pixels plus a
                      translucent global layer; rank 0 checks every pixel against the serial
@@ -34,6 +35,7 @@ from raytracer.volume.compositing import (
     composite_serial,
     engine,
     schedule,
+    shared_window,
 )
 from raytracer.volume.mpi_runtime import (
     AgreedError,
@@ -87,6 +89,7 @@ def pattern_all(width: int, height: int, seed: int) -> None:
         if inside:
             pattern(width, height, seed + ranks, sub)
             sub.Free()
+            assert not shared_window._LIVE, "freeing a communicator left its window"
         world_comm.Barrier()
 
 

@@ -87,6 +87,8 @@ def test_bad_calls_fail_clearly():
         composite_serial(_layers(3, (2, 2), 0), [0, 1, 1], "radix-k")
     with pytest.raises(ValueError, match="float32"):
         composite_serial([np.zeros((2, 2, 3), np.float32)], [0], "radix-k")
+    with pytest.raises(ValueError, match="unknown compositing transport"):
+        compositing.composite(np.zeros((2, 2, 4), np.float32), [0], transport="pipes")
 
 
 def test_numba_and_numpy_blends_are_bit_identical():
