@@ -290,6 +290,17 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+def add_ratios(ref: dict[str, Any]) -> None:
+    """The reference part's rates as shares of each other (in place)."""
+    ref["composite_vs_sendrecv"] = (
+        ref["binary_swap_gather"]["composite_GBps"] / ref["sendrecv_GBps"]
+    )
+    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    ref["vs_memcpy"] = {
+        key: ref[key]["composite_GBps"] / ref["memcpy_GBps"] for key, _, _ in REFERENCE_RUNS
+    }
+
+
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures."""
     ref = figures["reference"]
@@ -354,14 +365,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.set_postfix_str(f"{ranks} ranks")
             algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
-    ref = figures["reference"]
-    ref["composite_vs_sendrecv"] = (
-        ref["binary_swap_gather"]["composite_GBps"] / ref["sendrecv_GBps"]
-    )
-    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
-    ref["vs_memcpy"] = {
-        key: ref[key]["composite_GBps"] / ref["memcpy_GBps"] for key, _, _ in REFERENCE_RUNS
-    }
+    add_ratios(figures["reference"])
     figures["algorithms_1024"] = algos
     figures["goals"] = goals(figures)
     stamp(figures, run)
