@@ -283,8 +283,11 @@ def plot(figures: dict[str, Any], path: Path) -> None:
             fontsize=8, color="grey")
     ax.set_xlabel("ranks")
     ax.set_ylabel("composite + gather (ms)")
-    ax.set_title("Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)\n"
-                 "solid: shared window (default here), dashed: messages", fontsize=10)
+    ax.set_title(
+        "Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)\n"
+        "solid: shared window (default here), dashed: messages",
+        fontsize=10,
+    )
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     save_figure(fig, path)
