@@ -8,9 +8,10 @@ Modes:
                      translucent global layer; rank 0 checks every pixel against the serial
                      "over" of the same layers in the same order and against the serial run
                      of the schedule.
-  kill               rank 1 SIGKILLs itself while the others wait in compositing.
-  raise              rank 2 raises inside compositing (its blend fails).
-  hang               rank 1 never arrives; the others' compositing watchdog (1 s) fires.
+  kill T             rank 1 SIGKILLs itself while the others wait in compositing.
+  raise T            rank 2 raises inside compositing (its blend fails).
+  hang T             rank 1 never arrives; the others' compositing watchdog (1 s) fires.
+                     (T: the transport, messages or shared)
   agree              rank 2 finds bad input; every rank must raise the same error.
   threads            prints each rank's POCL_MAX_PTHREAD_COUNT share.
 
@@ -138,10 +139,14 @@ def fault_at() -> None:
     print(f"FAULT AT {time.time():.6f}", flush=True)
 
 
-def faults(mode: str) -> None:
+def faults(mode: str, transport: str) -> None:
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     image = paint(rank, size, 64, 64)
+    if transport == "shared":  # every rank has its slot before the fault
+        slot = composite_buffer(image.shape, comm, transport)
+        np.copyto(slot, image)
+        image = slot
     order = list(range(size))
     if mode == "hang":  # every rank has started: the 1 s watchdog times the hang, not start-up
         comm.Barrier()
@@ -162,7 +167,7 @@ def faults(mode: str) -> None:
         fault_at()
         time.sleep(60)
     with watchdog("compositing", 1.0 if mode == "hang" else 30.0):
-        composite(image, order, "binary-swap")
+        composite(image, order, "binary-swap", transport=transport)
     print(f"rank {rank} finished (unexpected)", flush=True)
 
 
@@ -195,7 +200,7 @@ def main(argv: list[str]) -> int:
               f"pinned {list(share.pinned)} affinity {sorted(os.sched_getaffinity(0))}",
               flush=True)
     else:
-        faults(argv[0])
+        faults(argv[0], argv[1])
     return 0
 
 

@@ -153,8 +153,8 @@ def test_icet_style_in_comm_world():
     assert f"OK ranks=5 checked={3 * len(ALGORITHMS) * VARIANTS}" in done.stdout
 
 
-def _fault(mode: str) -> tuple[object, float]:
-    done = _run([mode], 4, timeout=60)
+def _fault(mode: str, transport: str) -> tuple[object, float]:
+    done = _run([mode, transport], 4, timeout=60)
     end = time.time()
     match = re.search(r"FAULT AT ([0-9.]+)", done.stdout)
     assert match, done.stdout + done.stderr
@@ -162,8 +162,9 @@ def _fault(mode: str) -> tuple[object, float]:
 
 
 @needs_mpiexec
-def test_killed_rank_ends_the_job_and_is_named():
-    done, after = _fault("kill")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_killed_rank_ends_the_job_and_is_named(transport):
+    done, after = _fault("kill", transport)
     assert done.returncode != 0
     assert after < 5.0
     named = re.search(r"^rank ([0-9, or]+) failed", done.stderr, re.MULTILINE)
@@ -173,16 +174,18 @@ def test_killed_rank_ends_the_job_and_is_named():
 
 
 @needs_mpiexec
-def test_raising_rank_ends_the_job_and_is_named():
-    done, after = _fault("raise")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_raising_rank_ends_the_job_and_is_named(transport):
+    done, after = _fault("raise", transport)
     assert done.returncode != 0
     assert after < 5.0
     assert "rank 2 failed: RuntimeError: injected blend fault" in done.stderr
 
 
 @needs_mpiexec
-def test_watchdog_names_the_phase():
-    done, after = _fault("hang")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_watchdog_names_the_phase(transport):
+    done, after = _fault("hang", transport)
     assert done.returncode == mpi_runtime.ABORT_WATCHDOG
     assert after < 5.0
     assert "phase 'compositing' exceeded its 1 s timeout" in done.stderr
