@@ -1,5 +1,8 @@
 """The engine that runs any schedule: one rank's stage over MPI, the gather, the serial twin.
 
+A stage and the gather run by messages, or in the shared window of :mod:`.shared_window`
+where every rank shares a node and rendered into :func:`composite_buffer`.
+
 Ranks are renumbered by their position in the visibility order ("virtual ranks") before a
 schedule is used, so every group always holds a contiguous depth range and blending respects
 which side is in front for any order, not only rank order.

@@ -15,8 +15,10 @@ there without a copy, and the root's final image is its slot. :func:`shared_imag
 once per communicator whether the window can be used (a real MPI communicator, not a
 wrapper such as the emulated network ``emulation.SlowLinks``, whose ``Split_type`` by
 ``COMM_TYPE_SHARED`` keeps every rank) and caches the answer on the communicator as an MPI
-attribute: the window is freed when the communicator is freed, or at ``MPI_Finalize``
-(through an attribute of ``COMM_SELF``), never in the middle of a frame.
+attribute: the window is freed when the communicator is freed, or at exit just before
+mpi4py's ``MPI_Finalize`` (an ``atexit`` hook; the delete callback of an attribute on
+``COMM_SELF``, MPI's own hook for this, did not run under mpi4py here), never in the middle
+of a frame.
 
 Synchronisation (:meth:`SharedImages.sync`: ``Win_sync``, a barrier of the node's ranks,
 ``Win_sync``; about 3 µs here): one before each stage, one before the gather's writes and one
@@ -31,6 +33,7 @@ still being written.
 
 from __future__ import annotations
 
+import atexit
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -148,10 +151,13 @@ def _delete(comm: Any, keyval: int, shared: SharedImages | bool) -> None:
         _release(shared)
 
 
-def _finalize(comm: Any, keyval: int, value: Any) -> None:
-    """``COMM_SELF``'s delete callback, run first in ``MPI_Finalize``: free every window left."""
-    for shared in list(_LIVE):
-        _release(shared)
+def _free_all() -> None:
+    """At exit, before mpi4py's ``MPI_Finalize`` (registered after it): free every window left."""
+    from mpi4py import MPI
+
+    if not MPI.Is_finalized():
+        for shared in list(_LIVE):
+            _release(shared)
 
 
 def shared_images(comm: Any, transport: str = "auto") -> SharedImages | None:
@@ -173,7 +179,7 @@ def shared_images(comm: Any, transport: str = "auto") -> SharedImages | None:
     if isinstance(comm, MPI.Intracomm):
         if _KEYVAL is None:
             _KEYVAL = MPI.Comm.Create_keyval(delete_fn=_delete)
-            MPI.COMM_SELF.Set_attr(MPI.Comm.Create_keyval(delete_fn=_finalize), True)
+            atexit.register(_free_all)
         shared = comm.Get_attr(_KEYVAL)
         if shared is None:
             node = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
