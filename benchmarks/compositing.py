@@ -6,13 +6,22 @@ job (started by :func:`raytracer.volume.mpi_runtime.launch`); rank 0 prints its 
 JSON line. Images are full-size premultiplied RGBA float32 with random content (the cost of
 compositing does not depend on the pixel values: every pixel is blended).
 
+Each composite starts from the rank's image in :func:`composite_buffer` (copied there
+untimed, as if rendered there): on the default transport ("auto", here one node) that is the
+rank's slot of the shared window, which compositing works in without a copy; on "messages" a
+new array, as before the shared transport existed.
+
 - ``reference``: 2 ranks, 2048² (1024² with ``--quick``): ``np.copyto`` of the whole image
-  (64 MiB), ``Sendrecv`` of half an image each way, the numba "over" blend rate, and binary
-  swap + ``Gatherv`` to rank 0 (the research reference measured here: 26 ms at 2048²).
-  Compositing rate = bytes rank 0 receives in the whole composite (swap + gather) / its
-  composite seconds; the goal compares it with memcpy (>= 50 %).
-- ``algorithms``: every algorithm at 1024² for 2..8 ranks (4 with ``--quick``). Above 2 ranks
-  this 2-core machine is oversubscribed, so those times measure the schedule under contention,
+  (64 MiB), ``Sendrecv`` of half an image each way, the numba "over" blend rate, binary swap
+  + gather to rank 0 on the default transport (``binary_swap_gather``) and on messages
+  (``binary_swap_gather_messages``: ``Isend``/``Irecv`` + ``Gatherv``; the research reference
+  measured here: 26 ms at 2048²), and one synchronisation of the shared window
+  (``shared_sync_us``). Compositing rate = bytes rank 0 receives in the whole composite
+  (swap + gather) / its composite seconds; the goal compares the default transport's with
+  memcpy (>= 50 %); ``vs_memcpy`` gives both.
+- ``algorithms``: every algorithm at 1024² for 2..8 ranks (4 with ``--quick``), on the
+  default transport and on messages (``"<algorithm> (messages)"``). Above 2 ranks this
+  2-core machine is oversubscribed, so those times measure the schedule under contention,
   not a cluster; a performance model should be fitted on real nodes.
 
 Times are medians over ``--repeats`` (after one warm-up); a collective's time is the slowest
@@ -37,6 +46,12 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "compositing_cpu.json"
 REFERENCE_2048_MS = 26.0  # research/anchors-volume.md §5, measured on this machine
 MARK = "RESULT "
+# the reference part's binary swap + gather runs: (key, transport, image in composite_buffer);
+# the goal is read on the first, the default transport as a renderer would use it
+REFERENCE_RUNS = (
+    ("binary_swap_gather", "auto", True),
+    ("binary_swap_gather_messages", "messages", True),
+)
 
 
 # ------------------------------------------------------------------ inside the MPI job
@@ -53,16 +68,21 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def _timed_composite(comm: Any, src: np.ndarray, order: list[int], algorithm: str) -> dict:
-    """One composite from a fresh copy of ``src``: the slowest rank's total, stage and gather
-    seconds (max over ranks), and rank 0's bytes received."""
+def _timed_composite(
+    comm: Any, src: np.ndarray, order: list[int], algorithm: str, transport: str, in_window: bool
+) -> dict:
+    """One composite of ``src`` as the renderer hands it over: copied (untimed) into
+    :func:`composite_buffer` (``in_window``: where a renderer would render) or into a new
+    array. The slowest rank's total, stage and gather seconds (max over ranks), and rank 0's
+    bytes received, blend seconds and which transport ran."""
     from mpi4py import MPI
 
-    from raytracer.volume.compositing import composite
+    from raytracer.volume.compositing import composite, composite_buffer
 
-    work = src.copy()
+    work = composite_buffer(src.shape, comm, transport) if in_window else np.empty_like(src)
+    np.copyto(work, src)
     comm.Barrier()
-    result = composite(work, order, algorithm, comm)
+    result = composite(work, order, algorithm, comm, transport=transport)
     mine = np.array(
         [result.seconds, *(s.seconds for s in result.stages), result.gather.seconds], np.float64
     )
@@ -75,9 +95,12 @@ def _timed_composite(comm: Any, src: np.ndarray, order: list[int], algorithm: st
         "gather": float(worst[-1]),
         "rank0_seconds": result.seconds,
         "rank0_bytes_received": received,
+        "rank0_blend_seconds": sum(s.blend_seconds for s in result.stages),
+        "rank0_gather_seconds": result.gather.seconds,
         "stage_bytes_received_rank0": [s.bytes_received for s in result.stages],
         "stage_seconds_rank0": [s.seconds for s in result.stages],
         "names": [s.name for s in result.stages],
+        "transport": result.transport,
     }
 
 
@@ -91,6 +114,9 @@ def _summarize(runs: list[dict]) -> dict[str, Any]:
         "gather_ms": 1e3 * _median([r["gather"] for r in runs]),
         "rank0_ms": 1e3 * _median([r["rank0_seconds"] for r in runs]),
         "rank0_bytes_received": runs[0]["rank0_bytes_received"],
+        "rank0_blend_ms": 1e3 * _median([r["rank0_blend_seconds"] for r in runs]),
+        "rank0_gather_ms": 1e3 * _median([r["rank0_gather_seconds"] for r in runs]),
+        "transport": runs[0]["transport"],
         "_runs": runs,
     }
 
@@ -147,15 +173,36 @@ def worker_reference(size: int, repeats: int) -> dict[str, Any] | None:
     out["sendrecv_GBps"] = send.nbytes / _median(times) / 1e9
     out["sendrecv_ms"] = 1e3 * _median(times)
 
-    runs = [_timed_composite(comm, src, [0, 1], "binary-swap") for _ in range(repeats + 1)][1:]
-    summary = _summarize(runs)
-    swap_bytes = runs[0]["stage_bytes_received_rank0"][0]
-    swap_s = _median([r["stage_seconds_rank0"][0] for r in runs])
-    summary["swap_GBps"] = swap_bytes / swap_s / 1e9
-    summary["composite_GBps"] = summary["rank0_bytes_received"] / (summary["rank0_ms"] / 1e3) / 1e9
-    summary.pop("_runs")
-    out["binary_swap_gather"] = summary
+    for key, transport, in_window in REFERENCE_RUNS:
+        runs = [
+            _timed_composite(comm, src, [0, 1], "binary-swap", transport, in_window)
+            for _ in range(repeats + 1)
+        ][1:]
+        summary = _summarize(runs)
+        swap_bytes = runs[0]["stage_bytes_received_rank0"][0]
+        swap_s = _median([r["stage_seconds_rank0"][0] for r in runs])
+        summary["swap_GBps"] = swap_bytes / swap_s / 1e9
+        summary["composite_GBps"] = (
+            summary["rank0_bytes_received"] / (summary["rank0_ms"] / 1e3) / 1e9
+        )
+        summary.pop("_runs")
+        out[key] = summary
+    out["shared_sync_us"] = _sync_us(comm, repeats)
     return out if rank == 0 else None
+
+
+def _sync_us(comm: Any, repeats: int) -> float:
+    """Median microseconds of one synchronisation of the shared window (Win_sync, barrier,
+    Win_sync: what the shared transport pays per stage and twice per gather)."""
+    from raytracer.volume.compositing.shared_window import shared_images
+
+    shared = shared_images(comm, "shared")
+    times = []
+    for _ in range(100 * repeats):
+        t = time.perf_counter()
+        shared.sync()
+        times.append(time.perf_counter() - t)
+    return 1e6 * _median(times)
 
 
 def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
@@ -169,11 +216,15 @@ def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
     src = _image(size * size, rank)
     order = list(range(ranks))
     out: dict[str, Any] = {}
-    for algorithm in ALGORITHMS:
-        runs = [_timed_composite(comm, src, order, algorithm) for _ in range(repeats + 1)][1:]
-        summary = _summarize(runs)
-        summary.pop("_runs")
-        out[algorithm] = summary
+    for transport in ("auto", "messages"):
+        for algorithm in ALGORITHMS:
+            runs = [
+                _timed_composite(comm, src, order, algorithm, transport, True)
+                for _ in range(repeats + 1)
+            ][1:]
+            summary = _summarize(runs)
+            summary.pop("_runs")
+            out[algorithm if transport == "auto" else f"{algorithm} (messages)"] = summary
     return out if rank == 0 else None
 
 
@@ -221,7 +272,8 @@ def plot(figures: dict[str, Any], path: Path) -> None:
     counts = sorted(int(n) for n in algos)
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name in next(iter(algos.values())):
-        ax.plot(counts, [algos[str(n)][name]["total_ms"] for n in counts], "o-", label=name)
+        style = "o--" if name.endswith("(messages)") else "o-"
+        ax.plot(counts, [algos[str(n)][name]["total_ms"] for n in counts], style, label=name)
     ax.plot(counts, [algos[str(n)]["radix-k"]["gather_ms"] for n in counts], "k:",
             label="gather alone (radix-k)")
     cores = figures["machine"]["cores"]
@@ -231,10 +283,25 @@ def plot(figures: dict[str, Any], path: Path) -> None:
             fontsize=8, color="grey")
     ax.set_xlabel("ranks")
     ax.set_ylabel("composite + gather (ms)")
-    ax.set_title("Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)")
+    ax.set_title(
+        "Sort-last compositing of 1024² RGBA float32 (mpi4py, MPICH)\n"
+        "solid: shared window (default here), dashed: messages",
+        fontsize=10,
+    )
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(alpha=0.3)
     save_figure(fig, path)
+
+
+def add_ratios(ref: dict[str, Any]) -> None:
+    """The reference part's rates as shares of each other (in place)."""
+    ref["composite_vs_sendrecv"] = (
+        ref["binary_swap_gather"]["composite_GBps"] / ref["sendrecv_GBps"]
+    )
+    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    ref["vs_memcpy"] = {
+        key: ref[key]["composite_GBps"] / ref["memcpy_GBps"] for key, _, _ in REFERENCE_RUNS
+    }
 
 
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
@@ -248,7 +315,8 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
             "goal": ">= 0.5",
             "met": bool(share_memcpy >= 0.5),
             "what": "bytes rank 0 receives in binary swap + gather per second, as a share of "
-            f"np.copyto bytes/s ({ref['size']}², 2 ranks, same run)",
+            f"np.copyto bytes/s ({ref['size']}², 2 ranks, same run; default transport: "
+            f"{bsg['transport']}, image rendered into composite_buffer)",
         },
     }
     if ref["size"] == 2048:
@@ -300,11 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.set_postfix_str(f"{ranks} ranks")
             algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
-    ref = figures["reference"]
-    ref["composite_vs_sendrecv"] = (
-        ref["binary_swap_gather"]["composite_GBps"] / ref["sendrecv_GBps"]
-    )
-    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    add_ratios(figures["reference"])
     figures["algorithms_1024"] = algos
     figures["goals"] = goals(figures)
     stamp(figures, run)

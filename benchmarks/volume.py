@@ -14,7 +14,8 @@ figures, and strong scaling of the distributed renderer over 1..8 ranks.
   ``Render()``. Samples/s counts the lattice samples along the rays inside the volume
   (evaluated + skipped as empty), the same count for both.
 - ``compositing``: the 2-rank reference of ``benchmarks.compositing`` (memcpy, ``Sendrecv``,
-  binary swap + gather), run through its own launcher, with its goal.
+  binary swap + gather on the default transport and on messages), run through its own
+  launcher, with its goal.
 - ``scaling``: bonsai at 512² (256² quick) on 1..8 ranks (1, 2, 4 quick), radix-k, one brick
   per rank, each rank's PoCL given cores // ranks threads; per frame the slowest rank's local
   render, rank 0's compositing stages, the gather and rank 0's frame time. This machine has 2
@@ -448,9 +449,7 @@ def compositing_part(quick: bool, repeats: int, bar: Any) -> dict[str, Any]:
 
     bar.set_postfix_str("compositing reference (2 ranks)")
     ref = comp.run_part("reference", 2, 1024 if quick else 2048, repeats)
-    ref["composite_vs_sendrecv"] = (ref["binary_swap_gather"]["composite_GBps"]
-                                    / ref["sendrecv_GBps"])
-    ref["sendrecv_vs_memcpy"] = ref["sendrecv_GBps"] / ref["memcpy_GBps"]
+    comp.add_ratios(ref)
     bar.update(1)
     return {"reference": ref, "goals": comp.goals({"reference": ref}),
             "source": "benchmarks/compositing.py (its reference part; "

@@ -1,14 +1,17 @@
 """Worker run under ``mpiexec -n K python -m mpi4py`` by tests/test_volume_compositing.py.
 
 Modes:
-  pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job.
-  pattern W H SEED   every algorithm, several visibility orders (rank order, reversed,
-                     shuffled): each rank paints its id in its own pixels plus a translucent
-                     global layer; rank 0 checks every pixel against the serial "over" of the
-                     same layers in the same order and against the serial run of the schedule.
-  kill               rank 1 SIGKILLs itself while the others wait in compositing.
-  raise              rank 2 raises inside compositing (its blend fails).
-  hang               rank 1 never arrives; the others' compositing watchdog (1 s) fires.
+  pattern-all W H SEED   the same on sub-communicators of 1..K ranks in one job; freeing each
+                         frees its shared window.
+  pattern W H SEED   every algorithm and transport, several visibility orders (rank order,
+                     reversed, shuffled): each rank paints its id in its own pixels plus a
+                     translucent global layer; rank 0 checks every pixel against the serial
+                     "over" of the same layers in the same order and against the serial run
+                     of the schedule.
+  kill T             rank 1 SIGKILLs itself while the others wait in compositing.
+  raise T            rank 2 raises inside compositing (its blend fails).
+  hang T             rank 1 never arrives; the others' compositing watchdog (1 s) fires.
+                     (T: the transport, messages or shared)
   agree              rank 2 finds bad input; every rank must raise the same error.
   threads            prints each rank's POCL_MAX_PTHREAD_COUNT share.
 
@@ -18,6 +21,7 @@ job's end from the fault.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -25,7 +29,15 @@ import time
 
 import numpy as np
 
-from raytracer.volume.compositing import ALGORITHMS, composite, composite_serial, engine, schedule
+from raytracer.volume.compositing import (
+    ALGORITHMS,
+    composite,
+    composite_buffer,
+    composite_serial,
+    engine,
+    schedule,
+    shared_window,
+)
 from raytracer.volume.mpi_runtime import (
     AgreedError,
     agree,
@@ -35,6 +47,14 @@ from raytracer.volume.mpi_runtime import (
     world,
 )
 from raytracer.volume.span_blend import over_serial
+
+# (transport asked for, image rendered into composite_buffer, transport that must run)
+VARIANTS = (
+    ("messages", True, "messages"),
+    ("auto", False, "messages"),
+    ("auto", True, "shared"),
+    ("shared", True, "shared"),
+)
 
 
 def paint(rank: int, size: int, width: int, height: int) -> np.ndarray:
@@ -70,6 +90,7 @@ def pattern_all(width: int, height: int, seed: int) -> None:
         if inside:
             pattern(width, height, seed + ranks, sub)
             sub.Free()
+            assert not shared_window._LIVE, "freeing a communicator left its window"
         world_comm.Barrier()
 
 
@@ -78,24 +99,38 @@ def pattern(width: int, height: int, seed: int, comm=None) -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
     layers = [paint(r, size, width, height) for r in range(size)]
     checked = 0
-    for order in orders(size, seed):
+    for order, algorithm, (transport, in_window, runs) in itertools.product(
+        orders(size, seed), ALGORITHMS, VARIANTS
+    ):
         reference = over_serial([layers[r] for r in order])
-        for algorithm in ALGORITHMS:
-            with watchdog("compositing", 20.0):
-                result = composite(layers[rank].copy(), order, algorithm, comm)
-            assert len(result.stages) == len(schedule(algorithm, size, width * height))
-            if rank == 0:
-                image = result.image
-                assert image is not None and image.shape == (height, width, 4)
-                err = float(np.abs(image - reference).max())
-                if err > 1e-6:
-                    raise AssertionError(f"{algorithm} order {order}: max |d| {err:.3g}")
-                exact = composite_serial(layers, order, algorithm)
-                if not np.array_equal(image, exact):
-                    raise AssertionError(f"{algorithm} order {order}: differs from serial run")
-                checked += 1
-            else:
-                assert result.image is None
+        if in_window:
+            image = composite_buffer(layers[rank].shape, comm, transport)
+            np.copyto(image, layers[rank])
+        else:
+            image = layers[rank].copy()
+        with watchdog("compositing", 20.0):
+            result = composite(image, order, algorithm, comm, transport=transport)
+        assert len(result.stages) == len(schedule(algorithm, size, width * height))
+        assert result.transport == ("messages" if size == 1 else runs), result.transport
+        what = f"{algorithm} over {transport} (image in the window: {in_window}) order {order}"
+        if rank == 0:
+            final = result.image
+            assert final is not None and final.shape == (height, width, 4)
+            err = float(np.abs(final - reference).max())
+            if err > 1e-6:
+                raise AssertionError(f"{what}: max |d| {err:.3g}")
+            if not np.array_equal(final, composite_serial(layers, order, algorithm)):
+                raise AssertionError(f"{what}: differs from serial run")
+            checked += 1
+        else:
+            assert result.image is None
+    if size > 1:  # a private image on the shared transport: the same error on every rank
+        try:
+            composite(layers[rank].copy(), list(range(size)), "radix-k", comm, transport="shared")
+        except ValueError as exc:
+            assert "composite_buffer" in str(exc), exc
+        else:
+            raise AssertionError("the shared transport took an image outside its window")
     if rank == 0:
         print(f"OK ranks={size} checked={checked}", flush=True)
 
@@ -104,10 +139,14 @@ def fault_at() -> None:
     print(f"FAULT AT {time.time():.6f}", flush=True)
 
 
-def faults(mode: str) -> None:
+def faults(mode: str, transport: str) -> None:
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     image = paint(rank, size, 64, 64)
+    if transport == "shared":  # every rank has its slot before the fault
+        slot = composite_buffer(image.shape, comm, transport)
+        np.copyto(slot, image)
+        image = slot
     order = list(range(size))
     if mode == "hang":  # every rank has started: the 1 s watchdog times the hang, not start-up
         comm.Barrier()
@@ -128,7 +167,7 @@ def faults(mode: str) -> None:
         fault_at()
         time.sleep(60)
     with watchdog("compositing", 1.0 if mode == "hang" else 30.0):
-        composite(image, order, "binary-swap")
+        composite(image, order, "binary-swap", transport=transport)
     print(f"rank {rank} finished (unexpected)", flush=True)
 
 
@@ -161,7 +200,7 @@ def main(argv: list[str]) -> int:
               f"pinned {list(share.pinned)} affinity {sorted(os.sched_getaffinity(0))}",
               flush=True)
     else:
-        faults(argv[0])
+        faults(argv[0], argv[1])
     return 0
 
 

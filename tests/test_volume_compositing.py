@@ -21,6 +21,7 @@ from raytracer.volume import compositing, mpi_runtime, span_blend
 from raytracer.volume.compositing import ALGORITHMS, composite_serial, factor_rounds, schedule
 
 WORKER = str(Path(__file__).with_name("mpi_compositing_worker.py"))
+VARIANTS = 4  # the worker's transport cases (mpi_compositing_worker.VARIANTS)
 REPO = Path(__file__).resolve().parents[1]
 needs_mpiexec = pytest.mark.skipif(
     mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
@@ -86,6 +87,8 @@ def test_bad_calls_fail_clearly():
         composite_serial(_layers(3, (2, 2), 0), [0, 1, 1], "radix-k")
     with pytest.raises(ValueError, match="float32"):
         composite_serial([np.zeros((2, 2, 3), np.float32)], [0], "radix-k")
+    with pytest.raises(ValueError, match="unknown compositing transport"):
+        compositing.composite(np.zeros((2, 2, 4), np.float32), [0], transport="pipes")
 
 
 def test_numba_and_numpy_blends_are_bit_identical():
@@ -138,7 +141,8 @@ def test_icet_style_every_pixel():
     done = _run(["pattern-all", "9", "7", "3"], 8)
     assert done.returncode == 0, done.stdout + done.stderr
     for ranks in range(1, 9):
-        assert f"OK ranks={ranks} checked={3 * len(ALGORITHMS)}" in done.stdout, done.stdout
+        checked = 3 * len(ALGORITHMS) * VARIANTS
+        assert f"OK ranks={ranks} checked={checked}" in done.stdout, done.stdout
 
 
 @needs_mpiexec
@@ -146,11 +150,11 @@ def test_icet_style_in_comm_world():
     """Five ranks as a whole job (COMM_WORLD itself, not a sub-communicator)."""
     done = _run(["pattern", "9", "7", "5"], 5)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"OK ranks=5 checked={3 * len(ALGORITHMS)}" in done.stdout
+    assert f"OK ranks=5 checked={3 * len(ALGORITHMS) * VARIANTS}" in done.stdout
 
 
-def _fault(mode: str) -> tuple[object, float]:
-    done = _run([mode], 4, timeout=60)
+def _fault(mode: str, transport: str) -> tuple[object, float]:
+    done = _run([mode, transport], 4, timeout=60)
     end = time.time()
     match = re.search(r"FAULT AT ([0-9.]+)", done.stdout)
     assert match, done.stdout + done.stderr
@@ -158,8 +162,9 @@ def _fault(mode: str) -> tuple[object, float]:
 
 
 @needs_mpiexec
-def test_killed_rank_ends_the_job_and_is_named():
-    done, after = _fault("kill")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_killed_rank_ends_the_job_and_is_named(transport):
+    done, after = _fault("kill", transport)
     assert done.returncode != 0
     assert after < 5.0
     named = re.search(r"^rank ([0-9, or]+) failed", done.stderr, re.MULTILINE)
@@ -169,16 +174,18 @@ def test_killed_rank_ends_the_job_and_is_named():
 
 
 @needs_mpiexec
-def test_raising_rank_ends_the_job_and_is_named():
-    done, after = _fault("raise")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_raising_rank_ends_the_job_and_is_named(transport):
+    done, after = _fault("raise", transport)
     assert done.returncode != 0
     assert after < 5.0
     assert "rank 2 failed: RuntimeError: injected blend fault" in done.stderr
 
 
 @needs_mpiexec
-def test_watchdog_names_the_phase():
-    done, after = _fault("hang")
+@pytest.mark.parametrize("transport", ["messages", "shared"])
+def test_watchdog_names_the_phase(transport):
+    done, after = _fault("hang", transport)
     assert done.returncode == mpi_runtime.ABORT_WATCHDOG
     assert after < 5.0
     assert "phase 'compositing' exceeded its 1 s timeout" in done.stderr

@@ -15,7 +15,9 @@ function of (P, pixels, k) giving stages of groups in virtual ranks, identical o
 
 ``schedules`` registers them by name; ``engine`` runs any of them (MPI exchange per stage,
 the gather to rank 0, and a serial twin that gives the exact reference); ``base`` holds the
-stages, spans and timings they share.
+stages, spans and timings they share. Two transports carry a stage's spans and the gather:
+messages (Isend/Irecv, ``Gatherv``), or, where every rank shares one node, an MPI-3 shared
+window that ranks blend from in place (``shared_window``; ``transport="auto"`` picks it).
 
 Timings: every rank records, per stage, its wall seconds, the part spent blending, bytes
 sent and received and the real ranks it exchanged with; the same for the gather.
@@ -27,15 +29,33 @@ from raytracer.volume.compositing.engine import (
     TAG_BASE,
     StagePlan,
     composite,
+    composite_buffer,
     composite_serial,
     plan_stage,
     stage_partners,
 )
 from raytracer.volume.compositing.radix_k import factor_rounds
 from raytracer.volume.compositing.schedules import ALGORITHMS, SCHEDULES, final_spans, schedule
+from raytracer.volume.compositing.shared_window import TRANSPORTS
 
 __all__ = [
-    "ALGORITHMS", "CHUNK_PIXELS", "SCHEDULES", "TAG_BASE", "CompositeResult", "Schedule", "Span",
-    "Stage", "StagePlan", "StageTiming", "composite", "composite_serial", "factor_rounds",
-    "final_spans", "plan_stage", "schedule", "stage_partners",
+    "ALGORITHMS",
+    "CHUNK_PIXELS",
+    "SCHEDULES",
+    "TAG_BASE",
+    "TRANSPORTS",
+    "CompositeResult",
+    "Schedule",
+    "Span",
+    "Stage",
+    "StagePlan",
+    "StageTiming",
+    "composite",
+    "composite_buffer",
+    "composite_serial",
+    "factor_rounds",
+    "final_spans",
+    "plan_stage",
+    "schedule",
+    "stage_partners",
 ]

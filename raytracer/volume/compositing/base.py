@@ -64,11 +64,13 @@ class CompositeResult:
     gather: StageTiming
     seconds: float
     algorithm: str
+    transport: str = "messages"  # which ran: "messages" or "shared" (.shared_window)
 
     def to_dict(self) -> dict[str, Any]:
         """Timings as a plain dict (the image is left out)."""
         return {
             "algorithm": self.algorithm,
+            "transport": self.transport,
             "seconds": self.seconds,
             "stages": [s.to_dict() for s in self.stages],
             "gather": self.gather.to_dict(),

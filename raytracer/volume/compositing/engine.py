@@ -1,5 +1,8 @@
 """The engine that runs any schedule: one rank's stage over MPI, the gather, the serial twin.
 
+A stage and the gather run by messages, or in the shared window of :mod:`.shared_window`
+where every rank shares a node and rendered into :func:`composite_buffer`.
+
 Ranks are renumbered by their position in the visibility order ("virtual ranks") before a
 schedule is used, so every group always holds a contiguous depth range and blending respects
 which side is in front for any order, not only rank order.
@@ -16,6 +19,7 @@ import numpy as np
 
 from raytracer.volume.compositing.base import CompositeResult, Span, Stage, StageTiming, overlap
 from raytracer.volume.compositing.schedules import schedule
+from raytracer.volume.compositing.shared_window import SharedImages, shared_images
 from raytracer.volume.span_blend import over_into_back, under_into_front
 
 TAG_BASE = 7100  # message tags: TAG_BASE + stage index
@@ -162,6 +166,26 @@ def check_order(order: Sequence[int], size: int) -> list[int]:
     return order
 
 
+def composite_buffer(
+    shape: tuple[int, ...], comm: Any = None, transport: str = "auto"
+) -> np.ndarray:
+    """A float32 array of ``shape`` (..., 4) to render this rank's image into before
+    :func:`composite` (collective: same shape and transport on every rank).
+
+    Where the shared transport can run it is this rank's slot of the shared window, which
+    :func:`composite` works in without a copy (on the root it becomes the final image); it is
+    the same memory on every call, valid until a call with a bigger image on the same
+    communicator. Else a new array.
+    """
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    shared = shared_images(comm, transport)
+    if shared is None:
+        return np.empty(shape, np.float32)
+    return shared.slot(int(np.prod(shape))).reshape(shape)
+
+
 def composite(
     image: np.ndarray,
     order: Sequence[int],
@@ -170,16 +194,20 @@ def composite(
     k: int = 8,
     root: int = 0,
     chunk_pixels: int = CHUNK_PIXELS,
+    transport: str = "auto",
 ) -> CompositeResult:
     """Composite every rank's premultiplied RGBA ``image`` in visibility ``order``; gather to root.
 
     ``image``: this rank's full-size C-contiguous float32 (..., 4) image; it is used as the
     working buffer and overwritten (on the root it becomes the returned final image).
     ``order``: rank ids front to back, the same list on every rank. Collective: every rank
-    of ``comm`` (default ``COMM_WORLD``) must call it with the same order, algorithm and
-    image shape. Messages are cut into pieces of ``chunk_pixels`` (0: whole), each blended
-    as soon as it arrives. Returns the final image on ``root`` (None elsewhere) and this
-    rank's per-stage timings.
+    of ``comm`` (default ``COMM_WORLD``) must call it with the same order, algorithm,
+    transport and image shape. ``transport``: "messages" (Isend/Irecv, ``Gatherv``; messages
+    are cut into pieces of ``chunk_pixels``, 0: whole, each blended as soon as it arrives),
+    "shared" (in place in an MPI-3 shared window, :mod:`.shared_window`: the ranks share a
+    node and every image comes from :func:`composite_buffer`, else ValueError on every rank)
+    or "auto" (shared where it can run, else messages). Returns the final image on ``root``
+    (None elsewhere) and this rank's per-stage timings.
     """
     from mpi4py import MPI
 
@@ -189,44 +217,87 @@ def composite(
     flat = _flat(image)
     npix = flat.size // 4
     stages = schedule(algorithm, size, npix, k)
+    shared = shared_images(comm, transport)
     me = order.index(rank)
     t_start = time.perf_counter()
+    if shared is not None and not shared.all_hold(flat):
+        if transport == "shared":
+            raise ValueError("the shared transport composites images from composite_buffer")
+        shared = None
     timings: list[StageTiming] = []
     spans: Sequence[Span] = ((0, npix),) * size
     for si, stage in enumerate(stages):
         t0 = time.perf_counter()
         timing = StageTiming(stage.name)
         plan = plan_stage(stage, spans, me)
-        if plan is not None:
-            plan = _chunked(plan, chunk_pixels)
-            tag = TAG_BASE + si
-            total = sum(4 * (s[1] - s[0]) for _, _, s in plan.recvs)
-            scratch = _SCRATCH.get(total)
-            slots, recv_reqs, off = [], [], 0
-            for _, src, (lo, hi) in plan.recvs:
-                slot = scratch[off : off + 4 * (hi - lo)]
-                off += slot.size
-                slots.append(slot)
-                recv_reqs.append(comm.Irecv([slot, MPI.FLOAT], source=order[src], tag=tag))
-                timing.bytes_received += slot.nbytes
-            send_reqs = []
-            for dst, (lo, hi) in plan.sends:
-                piece = flat[4 * lo : 4 * hi]
-                send_reqs.append(comm.Isend([piece, MPI.FLOAT], dest=order[dst], tag=tag))
-                timing.bytes_sent += piece.nbytes
-            timing.partners = sorted(
-                {order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends}
-            )
-            timing.blend_seconds, timing.blended_pixels = _blend_received(
-                flat, plan, slots, lambda i, reqs=recv_reqs: reqs[i].Wait()
-            )
-            MPI.Request.Waitall(send_reqs)
+        if shared is not None:
+            _shared_stage(shared, flat, plan, order, timing)
+        elif plan is not None:
+            _message_stage(comm, flat, _chunked(plan, chunk_pixels), order, TAG_BASE + si, timing)
         timing.seconds = time.perf_counter() - t0
         timings.append(timing)
         spans = stage.spans
-    gather = _gather(comm, flat, spans, order, rank, root)
+    if shared is not None:
+        gather = shared.gather(spans, order, root)
+    else:
+        gather = _gather(comm, flat, spans, order, rank, root)
     out = image if rank == root else None
-    return CompositeResult(out, timings, gather, time.perf_counter() - t_start, algorithm)
+    used = "messages" if shared is None else "shared"
+    return CompositeResult(
+        out, timings, gather, time.perf_counter() - t_start, algorithm, transport=used
+    )
+
+
+def _partners(plan: StagePlan, order: list[int]) -> list[int]:
+    return sorted({order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends})
+
+
+def _message_stage(
+    comm: Any, flat: np.ndarray, plan: StagePlan, order: list[int], tag: int, timing: StageTiming
+) -> None:
+    """One stage by Isend/Irecv: receive every span into scratch, blend each on arrival."""
+    from mpi4py import MPI
+
+    total = sum(4 * (s[1] - s[0]) for _, _, s in plan.recvs)
+    scratch = _SCRATCH.get(total)
+    slots, recv_reqs, off = [], [], 0
+    for _, src, (lo, hi) in plan.recvs:
+        slot = scratch[off : off + 4 * (hi - lo)]
+        off += slot.size
+        slots.append(slot)
+        recv_reqs.append(comm.Irecv([slot, MPI.FLOAT], source=order[src], tag=tag))
+        timing.bytes_received += slot.nbytes
+    send_reqs = []
+    for dst, (lo, hi) in plan.sends:
+        piece = flat[4 * lo : 4 * hi]
+        send_reqs.append(comm.Isend([piece, MPI.FLOAT], dest=order[dst], tag=tag))
+        timing.bytes_sent += piece.nbytes
+    timing.partners = _partners(plan, order)
+    timing.blend_seconds, timing.blended_pixels = _blend_received(
+        flat, plan, slots, lambda i: recv_reqs[i].Wait()
+    )
+    MPI.Request.Waitall(send_reqs)
+
+
+def _shared_stage(
+    shared: SharedImages,
+    flat: np.ndarray,
+    plan: StagePlan | None,
+    order: list[int],
+    timing: StageTiming,
+) -> None:
+    """One stage in the window (collective: every rank, in a group or not): sync, then blend
+    each peer's span into mine straight from the peer's slot."""
+    shared.sync()
+    if plan is None:
+        return
+    sources = [shared.span(order[src], span) for _, src, span in plan.recvs]
+    timing.bytes_received = sum(s.nbytes for s in sources)
+    timing.bytes_sent = sum(16 * (hi - lo) for _, (lo, hi) in plan.sends)
+    timing.partners = _partners(plan, order)
+    timing.blend_seconds, timing.blended_pixels = _blend_received(
+        flat, plan, sources, lambda i: None
+    )
 
 
 def _gather(
