@@ -220,3 +220,18 @@ def test_ranks_launched_unpinned_are_pinned_to_their_own_cores():
     for r in (0, 1):
         mine = cores[r * per : (r + 1) * per]
         assert said[str(r)] == f"{len(cores)} 2 {per} pinned {mine} affinity {mine}", done.stdout
+
+
+def test_orphaned_segments_of_a_failed_job_are_removed(tmp_path):
+    """Segments made since the job started that no process maps go; a mapped one (a live
+    job's) and an older one stay."""
+    import mmap
+
+    orphan, live, old = (tmp_path / f"mpich_shm_{n}" for n in ("orphan", "live", "old"))
+    for path in (orphan, live, old):
+        path.write_bytes(b"\0" * 4096)
+    os.utime(old, (1.0, 1.0))
+    with open(live, "r+b") as f, mmap.mmap(f.fileno(), 4096):
+        removed = mpi_runtime.remove_orphaned_segments(time.time() - 60, tmp_path)
+    assert removed == ["mpich_shm_orphan"]
+    assert not orphan.exists() and live.exists() and old.exists()

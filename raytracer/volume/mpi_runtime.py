@@ -450,6 +450,35 @@ def report_to_launcher(comm: Any = None) -> None:
         _monitor_socket = sock
 
 
+SHM_DIR = Path("/dev/shm")  # where MPICH keeps its shared-memory segments (Linux)
+
+
+def remove_orphaned_segments(since: float, shm_dir: Path = SHM_DIR) -> list[str]:
+    """Remove MPICH's shared-memory segments (``mpich_shm_*``) made at or after ``since``
+    (epoch seconds) that no live process maps: what a job whose ranks were killed or aborted
+    leaves behind (4 MiB each, never freed otherwise). Returns the names removed."""
+    if not shm_dir.is_dir():
+        return []
+    found = {}
+    for path in shm_dir.glob("mpich_shm_*"):
+        with contextlib.suppress(OSError):
+            if path.stat().st_mtime >= since:
+                found[path.name] = path
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        if not found:
+            break
+        try:
+            text = maps.read_text()
+        except OSError:
+            continue
+        for name in [n for n in found if n in text]:
+            del found[name]
+    for path in found.values():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return sorted(found)
+
+
 def launch(
     argv: Sequence[str],
     ranks: int,
@@ -465,10 +494,13 @@ def launch(
     the launcher's whole process group is killed and ``subprocess.TimeoutExpired`` raised,
     so a hung job never outlives its caller. A rank that dies without a Python error
     (``kill -9``, a crash) is named on stderr (``rank R failed: ...``) when the ranks call
-    :func:`install_excepthook` (Linux). With more ranks than cores, MPICH is told to yield
-    while waiting (:data:`OVERSUBSCRIBED_ENV`, unless ``env`` or the environment sets them).
+    :func:`install_excepthook` (Linux), and the shared-memory segments the failed job left
+    are removed (:func:`remove_orphaned_segments`). With more ranks than cores, MPICH is told
+    to yield while waiting (:data:`OVERSUBSCRIBED_ENV`, unless ``env`` or the environment
+    sets them).
     """
     cmd = launch_command(argv, ranks)
+    started = time.time() - 1.0  # file times are coarser than the clock
     full_env = {**os.environ, **(env or {})}
     if ranks > cpu_cores():
         for key, value in OVERSUBSCRIBED_ENV.items():
@@ -495,11 +527,14 @@ def launch(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 out, err = proc.communicate()
+                remove_orphaned_segments(started)
                 raise subprocess.TimeoutExpired(cmd, timeout or 0.0, out, err) from None
     finally:
         if monitor is not None:
             time.sleep(0.05)  # let the monitor thread read the last closes
             monitor.close()
+    if proc.returncode:
+        remove_orphaned_segments(started)
     if proc.returncode and monitor is not None:
         note = _name_failed(f"{out}\n{err}", monitor.first_failed())
         if note:
