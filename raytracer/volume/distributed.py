@@ -303,8 +303,11 @@ class DistributedRenderer:
         render_seconds = time.perf_counter() - t0
         cpu_seconds = time.process_time() - cpu0
         rgba = np.ascontiguousarray(local.rgba, np.float32)
+        # by messages: a new image each frame is never in the shared window, and "auto"
+        # would spend a collective each frame finding that out (README: why not the window)
         with watchdog("compositing", self.timeout, self.comm):
-            result = compositing.composite(rgba, order, self.algorithm, self.comm, self.k)
+            result = compositing.composite(rgba, order, self.algorithm, self.comm, self.k,
+                                           transport="messages")
         image, finish = None, 0.0
         if self.rank == 0:
             t1 = time.perf_counter()
