@@ -93,6 +93,9 @@ class AppCalibration:
     # log space; seconds for offset / miss / launch), e.g. "scale.ao", "device.issue_cycles"
     uncertainty: dict[str, float] = field(default_factory=dict, hash=False)
     held: tuple[str, ...] = ()  # parameters the data could not identify, held where measured
+    # fingerprint of the kernels' instruction counts it was fitted with ("" = not recorded): a
+    # fit's scales absorb the counts, so after a kernel change it prices another program
+    kernels: str = ""
 
     def __post_init__(self) -> None:
         where = f"{self.renderer or '?'} calibration of {self.device!r}"
@@ -141,7 +144,8 @@ class AppCalibration:
                 **({"miss": dict(self.miss)} if self.miss else {}),
                 **({"launch": dict(self.launch)} if self.launch else {}),
                 **({"uncertainty": dict(self.uncertainty)} if self.uncertainty else {}),
-                **({"held": list(self.held)} if self.held else {})}
+                **({"held": list(self.held)} if self.held else {}),
+                **({"kernels": self.kernels} if self.kernels else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
@@ -156,7 +160,8 @@ class AppCalibration:
 
 
 _REQUIRED = ("schema_version", "renderer", "device", "driver", "scale", "offset")
-_OPTIONAL = ("fit", "source", "device_profile", "miss", "launch", "uncertainty", "held")
+_OPTIONAL = ("fit", "source", "device_profile", "miss", "launch", "uncertainty", "held",
+             "kernels")
 
 
 def _validate(d: Any, where: str) -> None:
@@ -171,7 +176,7 @@ def _validate(d: Any, where: str) -> None:
     if d["schema_version"] != SCHEMA_VERSION or isinstance(d["schema_version"], bool):
         raise CalibrationError(f"{where}: unsupported schema_version {d['schema_version']!r} "
                                f"(expected {SCHEMA_VERSION})")
-    for key in ("renderer", "device", "driver", "source", "device_profile"):
+    for key in ("renderer", "device", "driver", "source", "device_profile", "kernels"):
         if key in d and not isinstance(d[key], str):
             raise CalibrationError(f"{where}: {key!r} must be a string, got {d[key]!r}")
     for key in ("renderer", "device"):

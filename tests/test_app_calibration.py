@@ -224,6 +224,27 @@ def test_a_calibration_of_another_profile_of_the_device_warns_to_recalibrate():
         assert find_app_calibration(changed, "raytracer", PHASES) == SHIPPED_CAL
 
 
+def test_a_calibration_fitted_for_other_kernels_is_skipped_with_a_warning():
+    """Its scales absorbed another program's instruction counts (PoCL's shipped fit priced
+    the leaf-test kernels 141 % off): the caller calibrates instead."""
+    mine = dataclasses.replace(SHIPPED_CAL, kernels="a" * 64)
+    store(SHIPPED, mine)
+    assert find_app_calibration(SHIPPED, "raytracer", PHASES, kernels="a" * 64) == mine
+    assert find_app_calibration(SHIPPED, "raytracer", PHASES) == mine  # kernels not named
+    with pytest.warns(UserWarning, match="other kernels.*recalibrate"):
+        found = find_app_calibration(SHIPPED, "raytracer", PHASES, kernels="b" * 64)
+    assert found is None or found.kernels in ("", "b" * 64)
+    assert AppCalibration.from_dict(mine.to_dict()) == mine
+
+
+def test_shipped_calibrations_name_their_kernels():
+    from raytracer.tuning.instruction_counts import counts_fingerprint
+
+    current = [c for c in builtin_calibrations() if c.kernels == counts_fingerprint()]
+    assert all(c.kernels for c in builtin_calibrations())
+    assert [c.device for c in current] == ["AMD EPYC"]  # Intel's, refitted for these kernels
+
+
 def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
     """The split keeps the figures: per phase ``scale * model + offset * pixels``, as before,
     plus the miss-pixel and launch terms of issue 12."""

@@ -44,7 +44,7 @@ from raytracer.opencl_device import DeviceInfo
 from raytracer.phases import PHASES, TILE
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
-from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.instruction_counts import counts_fingerprint, load_kernel_counts
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import (
     keep_in_memory,
@@ -331,7 +331,7 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         miss={p: values[f"miss.{p}"] for p in phases},
         launch={p: values[f"launch.{p}"] for p in phases},
         uncertainty=uncertainty, held=tuple(p.name for p in held),
-        source=source, device_profile=profile.fingerprint())
+        source=source, device_profile=profile.fingerprint(), kernels=counts_fingerprint())
     out = FittedModel(profile, calibration)
     errors = model_errors(out, counts, samples)
     if not math.isfinite(errors.mean()):

@@ -80,6 +80,12 @@ def load_kernel_counts(path: str | Path | None = None) -> dict[str, LoopCounts]:
     return out
 
 
+def counts_fingerprint(path: str | Path | None = None) -> str:
+    """The counts file's kernel-source SHA-256: what a calibration fitted with these counts
+    records (``AppCalibration.kernels``)."""
+    return _read_document(Path(path) if path is not None else COUNTS_PATH)["source_sha256"]
+
+
 def counts_are_current(path: str | Path | None = None, source: str | None = None) -> bool:
     """Whether the counts file was generated from the current kernel source (SHA-256 match)."""
     if source is None:

@@ -108,13 +108,15 @@ def find_device_profile(device_name: str, driver: str) -> DeviceProfile | None:
 
 
 def find_app_calibration(profile: DeviceProfile, renderer: str,
-                         components: tuple[str, ...] = ()) -> AppCalibration | None:
+                         components: tuple[str, ...] = (), kernels: str = ""
+                         ) -> AppCalibration | None:
     """What ``renderer`` fitted on the device of ``profile``: the user's, else a shipped one.
 
-    A candidate must be valid, name every one of ``components``, and be for this device; one
-    that is not is reported with one warning naming the file and the key and skipped. One fitted
-    with another profile of the same device is used, with a warning to recalibrate. None when
-    there is none (the caller calibrates).
+    A candidate must be valid, name every one of ``components``, be for this device and, where
+    it records them and ``kernels`` names the ones in use, fitted with these kernels' counts;
+    one that is not is reported with one warning naming the file and the reason and skipped.
+    One fitted with another profile of the same device is used, with a warning to recalibrate.
+    None when there is none (the caller calibrates).
     """
     key = (profile.name, profile.driver, renderer)
     if key in _memory_calibrations:
@@ -143,6 +145,10 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
             calibration.require(components, where)
         except CalibrationError as exc:
             _warn(f"ignoring calibration: {exc}")
+            continue
+        if kernels and calibration.kernels and calibration.kernels != kernels:
+            _warn(f"{where}: fitted for other kernels than these (their instruction counts "
+                  f"changed since); ignoring it, recalibrate with `autotune calibrate`")
             continue
         if not calibration.matches(profile):
             _warn(f"{where}: fitted with another device profile of {profile.name!r} than the "

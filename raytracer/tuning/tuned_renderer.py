@@ -42,7 +42,7 @@ from raytracer.camera import Camera
 from raytracer.phases import TILE
 from raytracer.scene import Scene
 from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
-from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.instruction_counts import counts_fingerprint, load_kernel_counts
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import find_app_calibration, find_device_profile
 
@@ -115,7 +115,7 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
     info = tracer.device_info
     profile = find_device_profile(info.name, info.driver)
     if profile is not None:
-        calibration = find_app_calibration(profile, RENDERER, PHASES)
+        calibration = find_app_calibration(profile, RENDERER, PHASES, counts_fingerprint())
     if profile is None or calibration is None:
         from raytracer.tuning.calibration_fit import (
             calibrate,  # deferred: only when no calibration exists
