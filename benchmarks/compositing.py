@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "compositing_cpu.json"
-REFERENCE_2048_MS = 26.0  # research/anchors-volume.md §5, measured on this machine
+REFERENCE_2048_MS = 26.0  # 2-rank binary swap + gather at 2048², first dev machine
 MARK = "RESULT "
 # the reference part's binary swap + gather runs: (key, transport, image in composite_buffer);
 # the goal is read on the first, the default transport as a renderer would use it
