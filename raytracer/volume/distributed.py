@@ -240,6 +240,11 @@ class DistributedRenderer:
     ``volume`` and ``tf`` must be the same on every rank (see :func:`load_everywhere`).
     ``local`` overrides the local renderer (default: the OpenCL ``Raycaster`` of this rank's
     brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts.
+    With ``share_cores`` (default) the ranks on one machine split its cores
+    (:func:`~raytracer.volume.mpi_runtime.share_node`): each OpenCL device gets its share of
+    threads and, where the launcher left the ranks unpinned, each rank's calling thread and
+    the threads it starts later are pinned to their own cores; an application that needs its
+    process's affinity left alone passes ``share_cores=False``.
     """
 
     def __init__(
