@@ -83,6 +83,34 @@ def test_npy_round_trip(tmp_path):
     assert vol.spacing == (2.0, 2.0, 2.0)
 
 
+@pytest.mark.parametrize("suffix", [".vti", ".vtk"])
+def test_vtk_image_data_round_trip_with_spacing(tmp_path, suffix):
+    """VTK's own writers make the files (XML image data, legacy structured points); x varies
+    fastest in VTK, so the array comes back [z, y, x] like every other format."""
+    pytest.importorskip("vtkmodules")
+    from vtkmodules.util.numpy_support import numpy_to_vtk
+    from vtkmodules.vtkCommonDataModel import vtkImageData
+    from vtkmodules.vtkIOLegacy import vtkStructuredPointsWriter
+    from vtkmodules.vtkIOXML import vtkXMLImageDataWriter
+
+    data = _array("int16")  # (z, y, x) = (5, 4, 3)
+    image = vtkImageData()
+    image.SetDimensions(3, 4, 5)
+    image.SetSpacing(0.5, 1.5, 2.0)
+    image.GetPointData().SetScalars(numpy_to_vtk(data.ravel(), deep=True))
+    path = tmp_path / f"v{suffix}"
+    writer = vtkXMLImageDataWriter() if suffix == ".vti" else vtkStructuredPointsWriter()
+    writer.SetFileName(str(path))
+    writer.SetInputData(image)
+    writer.Write()
+    vol = load_volume(path)
+    np.testing.assert_array_equal(vol.data, data)
+    assert vol.dims == (3, 4, 5) and vol.spacing == (0.5, 1.5, 2.0)
+    (tmp_path / "bad.vti").write_text("not VTK")
+    with pytest.raises(VolumeError, match=r"bad.vti: not readable VTK image data"):
+        load_volume(tmp_path / "bad.vti")
+
+
 def test_raw_name_parser():
     assert parse_raw_name("bonsai_256x256x256_uint8.raw") == ("bonsai", (256, 256, 256), "uint8")
     assert parse_raw_name("/x/headsq_64x64x93_int16le.raw") == ("headsq", (64, 64, 93),
@@ -146,8 +174,8 @@ def test_bad_inputs_give_one_error_naming_the_file_or_value(tmp_path):
         assert name in msg and ("not a readable" in msg or "cannot read" in msg)
     (tmp_path / "bad_2x2x2_uint8.raw.gz").write_bytes(b"not gzip")
     assert "cannot read" in _error(tmp_path / "bad_2x2x2_uint8.raw.gz")
-    (tmp_path / "v.vti").write_bytes(b"x")
-    assert "unknown volume format '.vti'" in _error(tmp_path / "v.vti")
+    (tmp_path / "v.vtr").write_bytes(b"x")
+    assert "unknown volume format '.vtr'" in _error(tmp_path / "v.vtr")
     assert "size 'big'" in _error("field:big")
     assert "spacing" in _error("marschner-lobb:8", spacing=(1, 0, 1))
 

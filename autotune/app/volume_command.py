@@ -93,7 +93,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                      formatter_class=opt.HelpFormatter))
     p.add_argument("--volume", default="bonsai",
                    help="a shipped or procedural volume (autotune volumes lists them) or a "
-                        "raw/NRRD/NIfTI/.npy file")
+                        "raw/NRRD/NIfTI/.npy file, or VTK image data (.vti/.vtk, with VTK "
+                        "installed)")
     p.add_argument("--dims", type=triple(int), metavar="X,Y,Z",
                    help="voxel counts of a .raw file whose name does not give them")
     p.add_argument("--dtype", choices=("uint8", "uint16", "int16", "float32"),

@@ -24,6 +24,7 @@ from raytracer.volume.volume_formats import (
     read_npy,
     read_nrrd,
     read_raw,
+    read_vtk_image,
 )
 
 ASSETS_DIR = Path(os.environ.get("AUTOTUNE_ASSETS",
@@ -172,7 +173,8 @@ def load_volume(name_or_path: str | Path, dims: tuple[int, int, int] | None = No
                 dtype: str | None = None,
                 spacing: tuple[float, float, float] | None = None) -> Volume:
     """A volume by shipped name (bonsai, ...), procedural name (``marschner-lobb:64``,
-    ``field:512``) or file (.raw[.gz|.xz|.bz2], .nrrd/.nhdr, .nii[.gz], .npy).
+    ``field:512``) or file (.raw[.gz|.xz|.bz2], .nrrd/.nhdr, .nii[.gz], .npy, or VTK image
+    data .vti/.vtk where VTK is installed).
 
     ``dims`` (x, y, z) and ``dtype`` are for raw files whose name does not carry them;
     ``spacing`` (x, y, z) overrides the file's header (default 1)."""
@@ -185,11 +187,12 @@ def load_volume(name_or_path: str | Path, dims: tuple[int, int, int] | None = No
     path = Path(text).expanduser()
     kind = _suffix(path)
     if not path.exists():
-        if kind in (".raw", ".nrrd", ".nhdr", ".nii", ".nii.gz", ".npy") or os.sep in text:
+        if kind in (".raw", ".nrrd", ".nhdr", ".nii", ".nii.gz", ".npy", ".vti", ".vtk") \
+                or os.sep in text:
             raise VolumeError(f"{path}: file not found")
         raise VolumeError(f"unknown volume {text!r}; known names: "
                           f"{', '.join([*names, 'marschner-lobb[:N]', 'field[:N]'])}, "
-                          f"or a .raw/.nrrd/.nii/.nii.gz/.npy file")
+                          f"or a .raw/.nrrd/.nii/.nii.gz/.npy/.vti/.vtk file")
     header_spacing = None
     if kind == ".raw":
         data = read_raw(path, dims, dtype)
@@ -199,9 +202,11 @@ def load_volume(name_or_path: str | Path, dims: tuple[int, int, int] | None = No
         data, header_spacing = read_nifti(path)
     elif kind == ".npy":
         data = read_npy(path)
+    elif kind in (".vti", ".vtk"):
+        data, header_spacing = read_vtk_image(path)
     else:
         raise VolumeError(f"{path}: unknown volume format {kind or '(no suffix)'!r}; use .raw, "
-                          f".nrrd, .nhdr, .nii, .nii.gz or .npy")
+                          f".nrrd, .nhdr, .nii, .nii.gz, .npy, .vti or .vtk")
     parsed = parse_raw_name(path)
     name = parsed[0] if parsed else path.name.split(".")[0]
     return Volume(data, tuple(spacing or header_spacing or (1.0, 1.0, 1.0)), name, str(path))

@@ -124,6 +124,42 @@ def read_nifti(path: Path) -> tuple[np.ndarray, Spacing]:
     return np.ascontiguousarray(data.transpose(2, 1, 0)), tuple(float(z) for z in zooms[:3])
 
 
+def read_vtk_image(path: Path) -> tuple[np.ndarray, Spacing]:
+    """VTK image data: XML ``.vti`` or legacy ``.vtk`` structured points, via VTK itself (an
+    optional dependency, ``pip install vtk``: its readers handle every encoding and
+    compression those formats allow); the first point-data scalar array."""
+    try:
+        from vtkmodules.util.numpy_support import vtk_to_numpy
+        from vtkmodules.vtkCommonCore import vtkObject
+        from vtkmodules.vtkIOLegacy import vtkDataSetReader
+        from vtkmodules.vtkIOXML import vtkXMLImageDataReader
+    except ImportError:
+        raise VolumeError(f"{path}: reading VTK image data needs VTK (pip install vtk)") from None
+    if not path.is_file():
+        raise VolumeError(f"{path}: file not found")
+    reader = vtkXMLImageDataReader() if path.suffix.lower() == ".vti" else vtkDataSetReader()
+    reader.SetFileName(str(path))
+    shown = vtkObject.GetGlobalWarningDisplay()
+    vtkObject.GlobalWarningDisplayOff()  # a bad file is reported once, below
+    try:
+        reader.Update()
+    finally:
+        vtkObject.SetGlobalWarningDisplay(shown)
+    image = reader.GetOutput()
+    if image is None or not hasattr(image, "GetDimensions") or image.GetNumberOfPoints() == 0:
+        raise VolumeError(f"{path}: not readable VTK image data (structured points)")
+    points = image.GetPointData()
+    array = points.GetScalars() or (points.GetArray(0) if points.GetNumberOfArrays() else None)
+    if array is None:
+        raise VolumeError(f"{path}: VTK image data without a point-data array")
+    if array.GetNumberOfComponents() != 1:
+        raise VolumeError(f"{path}: point array {array.GetName()!r} has "
+                          f"{array.GetNumberOfComponents()} components, a volume needs 1")
+    nx, ny, nz = image.GetDimensions()
+    data = vtk_to_numpy(array).reshape(nz, ny, nx)  # VTK orders points x fastest
+    return np.array(data), tuple(float(s) for s in image.GetSpacing())
+
+
 def read_npy(path: Path) -> np.ndarray:
     """A 3-D ``.npy`` array, indexed [z, y, x] (numpy C order: x fastest)."""
     try:
