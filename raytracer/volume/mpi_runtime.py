@@ -242,20 +242,6 @@ def guarded(fn: Any, message: str, comm: Any = None, error: type[Exception] = Ag
 # --------------------------------------------------------------------- cores per rank
 
 
-def ranks_on_node(comm: Any = None) -> int:
-    """Collective: how many ranks of ``comm`` share this machine (``COMM_TYPE_SHARED``)."""
-    from mpi4py import MPI
-
-    comm = _comm(comm)
-    if comm.Get_size() == 1:
-        return 1
-    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    try:
-        return int(node.Get_size())
-    finally:
-        node.Free()
-
-
 def affinity() -> set[int]:
     """The cores this process may run on (its affinity mask where the OS has one)."""
     try:
@@ -290,10 +276,11 @@ def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,
     each rank is also pinned to its own slice of them, as ``mpiexec -bind-to core`` does:
     unpinned, the OS runs ranks and their runtimes' threads on each other's cores (2 ranks on
     2 cores, bonsai at 256²: 11 % of the per-rank render times ran over 15 % past their CPU
-    time; pinned, 0.7 %). Call it before the first OpenCL platform query (threads started
-    later inherit the pinning; the runtimes read their limits once); importing pyopencl is
-    fine. ``cores`` names the machine's core count instead (nothing is pinned then);
-    ``apply=False`` only reports the share, changing nothing.
+    time; pinned here, 1.4 %; pinned by ``mpiexec -bind-to core``, 0.7 %). Call it before
+    the first OpenCL platform query (threads started later inherit the pinning; the runtimes
+    read their limits once); importing pyopencl is fine. ``cores`` names the machine's core
+    count instead (nothing is pinned then); ``apply=False`` only reports the share, changing
+    nothing.
     """
     from mpi4py import MPI
 

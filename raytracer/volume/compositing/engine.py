@@ -38,10 +38,7 @@ def stage_partners(
     for stage in schedule(algorithm, size, npix, k):
         for me in range(size):
             plan = plan_stage(stage, spans, me)
-            peers = set()
-            if plan is not None:
-                peers = {order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends}
-            out[order[me]].append(sorted(peers))
+            out[order[me]].append([] if plan is None else _partners(plan, order))
         spans = stage.spans
     return out
 
@@ -248,7 +245,8 @@ def composite(
     )
 
 
-def _partners(plan: StagePlan, order: list[int]) -> list[int]:
+def _partners(plan: StagePlan, order: Sequence[int]) -> list[int]:
+    """The real ranks a stage plan exchanges with (receives from or sends to), sorted."""
     return sorted({order[s] for _, s, _ in plan.recvs} | {order[d] for d, _ in plan.sends})
 
 
