@@ -52,6 +52,7 @@ from autotune.app.run_record import RunRecord, at_most, stamp
 from autotune.atomic_files import check_output_dir, output_dir
 from autotune.image_quality import psnr, ssim
 from benchmarks.cpu_load import CpuLoad
+from benchmarks.noise_floor import WARMUP_FRAMES, frame_spread
 from raytracer.camera import Camera, turn_path
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
@@ -241,12 +242,9 @@ def noise_floor(renderer: TunedRenderer, camera: Camera, frames: int = 24) -> di
     how far the frame strays from its median when nothing changes. A controller that knew
     every setting's cost exactly would still miss the target by this much on average."""
     renderer.tuning, renderer.settings = False, REFERENCE_SETTINGS
-    t = np.array([renderer.render(camera).measured for _ in range(frames + 2)][2:])
+    seconds = [renderer.render(camera).measured for _ in range(frames + WARMUP_FRAMES)]
     renderer.tuning = True
-    off = np.abs(t / np.median(t) - 1.0)
-    return {"frames": frames, "median_ms": float(np.median(t) * 1e3),
-            "mean_off_median": float(off.mean()), "p95_off_median": float(np.percentile(off, 95)),
-            "coefficient_of_variation": float(t.std() / t.mean())}
+    return frame_spread(seconds)
 
 
 def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width: int,

@@ -287,14 +287,10 @@ def noise_floor(tuned: Any, camera: Any, frames: int = 24) -> dict[str, float] |
     """One view rendered ``frames`` times at the fixed baseline's knobs (collective; rank
     0's): how far a frame strays from the median when nothing changes. A controller that
     knew each setting's cost exactly still misses the target by this much on average."""
-    times = tuned.repeated_frame_seconds(camera, tuned.fixed_settings, frames + 2)
-    if times is None:
-        return None
-    t = np.asarray(times[2:])  # after two warm-up frames
-    off = np.abs(t / np.median(t) - 1.0)
-    return {"frames": frames, "median_ms": float(np.median(t) * 1e3),
-            "mean_off_median": float(off.mean()), "p95_off_median": float(np.percentile(off, 95)),
-            "coefficient_of_variation": float(t.std() / t.mean())}
+    from benchmarks.noise_floor import WARMUP_FRAMES, frame_spread
+
+    times = tuned.repeated_frame_seconds(camera, tuned.fixed_settings, frames + WARMUP_FRAMES)
+    return None if times is None else frame_spread(times)
 
 
 def controller_cost(frames: list[dict]) -> dict[str, float]:
@@ -332,7 +328,7 @@ def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int) -> dic
 def worker(args: argparse.Namespace) -> int:
     """Every rank of the MPI job: model error, the governed runs, recovery; rank 0 prints."""
     from raytracer.volume.distributed import load_everywhere, seed_orbit
-    from raytracer.volume.mpi_runtime import cpu_cores, install_excepthook, world
+    from raytracer.volume.mpi_runtime import install_excepthook, world
     from raytracer.volume.tuning.model_fit import volume_calibration_views
 
     install_excepthook()
@@ -342,8 +338,7 @@ def worker(args: argparse.Namespace) -> int:
     calib_frames = 16 if args.quick else 24
     vol, tf = load_everywhere(CALIBRATION_VOLUME, comm=comm)
     out: dict[str, Any] = {
-        "ranks": comm.Get_size(), "cores": cpu_cores(),
-        "oversubscribed": comm.Get_size() > cpu_cores(), "size": args.size,
+        "ranks": comm.Get_size(), "size": args.size,
         "sets": {"calibration": f"{args.calibrate_on}: calibration views, random knobs",
                  "validation": [f"{CALIBRATION_VOLUME}: held-out orbit and close-ups",
                                 *VALIDATION_VOLUMES],
@@ -356,7 +351,8 @@ def worker(args: argparse.Namespace) -> int:
     also = [name for name in args.calibrate_on.split(",")[1:] if name]
     tuned, renderers, figures = model_errors(vol, tf, also, args.size, views, evaluation,
                                              calib_frames, comm)
-    out.update(figures)
+    node = tuned.renderer.node  # the machine's cores and ranks, as the renderer shares them
+    out.update(figures, cores=node.cores, oversubscribed=node.ranks > node.cores)
 
     # the target: half the first view's full-quality frame time (rank 0's; the other ranks
     # take it from each frame's state)
