@@ -30,7 +30,12 @@ def cmd_volumes(args: argparse.Namespace) -> int:
     import json
 
     from raytracer.volume.transfer_function import PRESETS
-    from raytracer.volume.volume_data import MAX_PROCEDURAL, PROCEDURAL, shipped_volumes
+    from raytracer.volume.volume_data import (
+        FILE_FORMATS,
+        MAX_PROCEDURAL,
+        PROCEDURAL,
+        shipped_volumes,
+    )
 
     shipped = [{"name": n, "dims": list(d), "kind": "shipped"}
                for n, d in shipped_volumes().items()]
@@ -46,7 +51,7 @@ def cmd_volumes(args: argparse.Namespace) -> int:
         dims = "x".join(map(str, v["dims"]))
         print(f"  {v['name']:<20}{dims:>16}  {v['kind']}"
               + (f" ({v['sizes']})" if "sizes" in v else ""))
-    print("(any .raw/.nrrd/.nii/.nii.gz/.npy file works too: --volume path/to/data.raw)")
+    print(f"(any {'/'.join(FILE_FORMATS)} file works too: --volume path/to/data.raw)")
     print("transfer functions: " + ", ".join(PRESETS) + " (or --tf file.json)")
     return 0
 

@@ -161,6 +161,10 @@ def _shipped(name: str, spacing) -> Volume:
     return Volume(data, tuple(spacing or entry["spacing"]), name, entry.get("source", str(path)))
 
 
+#: Volume file suffixes :func:`load_volume` reads (.vti/.vtk where VTK is installed)
+FILE_FORMATS = (".raw", ".nrrd", ".nhdr", ".nii", ".nii.gz", ".npy", ".vti", ".vtk")
+
+
 def _suffix(path: Path) -> str:
     """Lower-case format suffix, looking through a compression suffix (.raw.gz -> .raw)."""
     suffixes = [s.lower() for s in path.suffixes]
@@ -187,12 +191,11 @@ def load_volume(name_or_path: str | Path, dims: tuple[int, int, int] | None = No
     path = Path(text).expanduser()
     kind = _suffix(path)
     if not path.exists():
-        if kind in (".raw", ".nrrd", ".nhdr", ".nii", ".nii.gz", ".npy", ".vti", ".vtk") \
-                or os.sep in text:
+        if kind in FILE_FORMATS or os.sep in text:
             raise VolumeError(f"{path}: file not found")
         raise VolumeError(f"unknown volume {text!r}; known names: "
                           f"{', '.join([*names, 'marschner-lobb[:N]', 'field[:N]'])}, "
-                          f"or a .raw/.nrrd/.nii/.nii.gz/.npy/.vti/.vtk file")
+                          f"or a {'/'.join(FILE_FORMATS)} file")
     header_spacing = None
     if kind == ".raw":
         data = read_raw(path, dims, dtype)
@@ -205,8 +208,8 @@ def load_volume(name_or_path: str | Path, dims: tuple[int, int, int] | None = No
     elif kind in (".vti", ".vtk"):
         data, header_spacing = read_vtk_image(path)
     else:
-        raise VolumeError(f"{path}: unknown volume format {kind or '(no suffix)'!r}; use .raw, "
-                          f".nrrd, .nhdr, .nii, .nii.gz, .npy, .vti or .vtk")
+        raise VolumeError(f"{path}: unknown volume format {kind or '(no suffix)'!r}; use "
+                          f"{', '.join(FILE_FORMATS[:-1])} or {FILE_FORMATS[-1]}")
     parsed = parse_raw_name(path)
     name = parsed[0] if parsed else path.name.split(".")[0]
     return Volume(data, tuple(spacing or header_spacing or (1.0, 1.0, 1.0)), name, str(path))
