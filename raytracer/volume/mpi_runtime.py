@@ -17,7 +17,8 @@ every way to get there:
   OpenCL CPU device on its share: ``AUTOTUNE_COMPUTE_UNITS``), or per-rank timings mean
   nothing.
 
-A killed rank (SIGKILL) is handled by the launcher: hydra tears the job down and names it.
+A killed rank (SIGKILL, a crash) is handled by the launcher: hydra tears the job down and
+:func:`launch` names the rank (each rank runs under :mod:`rank_sentinel`, which reports it).
 Everything works without mpiexec as a one-process world.
 """
 
@@ -42,10 +43,10 @@ from typing import Any
 import numpy as np
 
 from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_cpu_threads
+from raytracer.volume import rank_sentinel
 
 ABORT_EXCEPTION = 1  # exit code of a job aborted by an uncaught exception
 ABORT_WATCHDOG = 3  # exit code of a job aborted by a watchdog
-SAME_INSTANT = 0.002  # seconds within which the launcher cannot order two ranks' ends
 
 
 def world() -> Any:
@@ -106,7 +107,6 @@ def install_excepthook(comm: Any = None) -> None:
     _hook_comm = comm
     sys.excepthook = _excepthook
     threading.excepthook = _thread_excepthook
-    report_to_launcher(comm)
 
 
 # -------------------------------------------------------------------------- watchdog
@@ -331,28 +331,27 @@ def mpiexec_path() -> str | None:
     return shutil.which("mpiexec")
 
 
-def launch_command(argv: Sequence[str], ranks: int) -> list[str]:
-    """``mpiexec -n K python -m mpi4py -m <module> args...`` (or ``<script.py> args...``)."""
-    if not argv:
-        raise ValueError("launch needs a module name (or a .py script) to run")
+SENTINEL = Path(__file__).with_name("rank_sentinel.py")
+
+
+def launch_command(argv: Sequence[str], ranks: int, *, sentinel: bool = False) -> list[str]:
+    """The ``mpiexec`` command line that runs ``argv`` (a module or a ``.py`` file, then its
+    arguments) on ``ranks`` ranks through mpi4py's runner; with ``sentinel``, each rank runs
+    under :mod:`rank_sentinel`, which tells :func:`launch` which rank a signal killed."""
     if ranks < 1:
-        raise ValueError(f"rank count must be >= 1, got {ranks}")
+        raise ValueError(f"rank count must be at least 1, got {ranks}")
     exe = mpiexec_path()
     if exe is None:
         raise FileNotFoundError("mpiexec not found: install the 'mpich' wheel (pip install mpich)")
     target = [argv[0]] if argv[0].endswith(".py") else ["-m", argv[0]]
-    return [exe, "-n", str(ranks), sys.executable, "-m", "mpi4py", *target, *argv[1:]]
+    watch = [str(SENTINEL)] if sentinel else []
+    return [exe, "-n", str(ranks), sys.executable, *watch, "-m", "mpi4py", *target, *argv[1:]]
 
 
 class _Monitor:
-    """Which rank's process ended first: every rank holds a socket to the launcher.
-
-    A rank killed by a signal closes its socket as it dies, before hydra (which notices the
-    same death through its own socket) kills the others, so the first connection to close
-    names the failed rank. Linux abstract socket: no file is written.
-    """
-
-    ENV = "AUTOTUNE_MPI_MONITOR"
+    """Collects the sentinels' reports (``RANK PID SIGNAL``, one connection each) on a Linux
+    abstract socket (no file is written): a sentinel reports only when its own rank was
+    killed by a signal while the job still stood, so the reports name the failed rank."""
 
     def __init__(self) -> None:
         import socket
@@ -361,80 +360,38 @@ class _Monitor:
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind("\0" + self.name)
         self.server.listen(64)
-        self.closed: list[tuple[float, int, int]] = []  # (time, rank, pid)
+        self.server.settimeout(0.2)
+        self.killed: list[tuple[int, int, int]] = []  # (rank, pid, signal) in arrival order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mpi-monitor", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        import selectors
-
-        sel = selectors.DefaultSelector()
-        sel.register(self.server, selectors.EVENT_READ, None)
         while not self._stop.is_set():
-            events = sel.select(timeout=0.2)
-            seen = time.monotonic()  # one instant for the whole batch: its order is arbitrary
-            for key, _ in events:
-                if key.data is None:
-                    try:
-                        conn, _ = self.server.accept()
-                    except OSError:
-                        return
-                    sel.register(conn, selectors.EVENT_READ, [b""])
-                    continue
-                conn, buf = key.fileobj, key.data
-                try:
-                    chunk = conn.recv(64)
-                except OSError:
-                    chunk = b""
-                if chunk:
-                    buf[0] += chunk
-                    continue
-                when = seen
-                sel.unregister(conn)
-                conn.close()
-                with contextlib.suppress(ValueError):
-                    rank, pid = (int(x) for x in buf[0].split())
-                    self.closed.append((when, rank, pid))
-        for key in list(sel.get_map().values()):
-            with contextlib.suppress(OSError):
-                key.fileobj.close()  # type: ignore[union-attr]
-        sel.close()
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self._read(conn)
+        self.server.close()
 
-    def first_failed(self) -> list[tuple[int, int]]:
-        """(rank, pid) of the rank whose process ended first; several when their ends were
-        seen within :data:`SAME_INSTANT` of each other (a monitor thread that was not
-        scheduled at once sees a killed rank and the ranks hydra then killed together, and
-        cannot tell which came first); empty if none reported in."""
-        if not self.closed:
-            return []
-        first = min(self.closed)[0]
-        return sorted((rank, pid) for when, rank, pid in self.closed
-                      if when - first < SAME_INSTANT)
+    def _read(self, conn: Any) -> None:
+        with conn:
+            conn.settimeout(1.0)
+            data = b""
+            with contextlib.suppress(OSError):
+                while chunk := conn.recv(64):
+                    data += chunk
+        with contextlib.suppress(ValueError):
+            rank, pid, signum = (int(x) for x in data.split())
+            self.killed.append((rank, pid, signum))
 
     def close(self) -> None:
-        """Stop the monitor thread (it closes the sockets) and wait for it."""
+        """Read what the sentinels sent, then stop the monitor thread and wait for it."""
         self._stop.set()
         self._thread.join(timeout=2.0)
-
-
-_monitor_socket: Any = None
-
-
-def report_to_launcher(comm: Any = None) -> None:
-    """Connect this rank to :func:`launch`'s monitor (if launched by it) so a rank killed
-    without a Python error is named. Called by :func:`install_excepthook`."""
-    global _monitor_socket
-    name = os.environ.get(_Monitor.ENV)
-    if not name or _monitor_socket is not None:
-        return
-    import socket
-
-    with contextlib.suppress(OSError):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect("\0" + name)
-        sock.sendall(f"{_comm(comm).Get_rank()} {os.getpid()}".encode())
-        _monitor_socket = sock
 
 
 SHM_DIR = Path("/dev/shm")  # where MPICH keeps its shared-memory segments (Linux)
@@ -480,13 +437,12 @@ def launch(
     Returns the completed process (stdout/stderr as text when ``capture``). On ``timeout``
     the launcher's whole process group is killed and ``subprocess.TimeoutExpired`` raised,
     so a hung job never outlives its caller. A rank that dies without a Python error
-    (``kill -9``, a crash) is named on stderr (``rank R failed: ...``) when the ranks call
-    :func:`install_excepthook` (Linux), and the shared-memory segments the failed job left
+    (``kill -9``, a crash) is named on stderr (``rank R failed: ...``; Linux, where each rank
+    runs under :mod:`rank_sentinel`), and the shared-memory segments the failed job left
     are removed (:func:`remove_orphaned_segments`). With more ranks than cores, MPICH is told
     to yield while waiting (:data:`OVERSUBSCRIBED_ENV`, unless ``env`` or the environment
     sets them).
     """
-    cmd = launch_command(argv, ranks)
     started = time.time() - 1.0  # file times are coarser than the clock
     full_env = {**os.environ, **(env or {})}
     if ranks > cpu_cores():
@@ -496,7 +452,8 @@ def launch(
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             monitor = _Monitor()
-            full_env[_Monitor.ENV] = monitor.name
+            full_env[rank_sentinel.ENV] = monitor.name
+    cmd = launch_command(argv, ranks, sentinel=monitor is not None)
     pipe = subprocess.PIPE if capture else None
     try:
         with subprocess.Popen(
@@ -518,12 +475,11 @@ def launch(
                 raise subprocess.TimeoutExpired(cmd, timeout or 0.0, out, err) from None
     finally:
         if monitor is not None:
-            time.sleep(0.05)  # let the monitor thread read the last closes
             monitor.close()
     if proc.returncode:
         remove_orphaned_segments(started)
     if proc.returncode and monitor is not None:
-        note = _name_failed(f"{out}\n{err}", monitor.first_failed())
+        note = _name_failed(f"{out}\n{err}", monitor.killed)
         if note:
             if err is not None:
                 err += note
@@ -532,17 +488,18 @@ def launch(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _name_failed(output: str, first: list[tuple[int, int]]) -> str:
-    """A ``rank R failed`` line for a rank that died without saying so itself (``rank R or S
-    failed`` when the first ends could not be told apart)."""
-    if not first or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
+def _name_failed(output: str, killed: list[tuple[int, int, int]]) -> str:
+    """A ``rank R failed`` line for each rank a signal killed (its sentinel's report), unless
+    the output already names a failure (a rank's Python error or a watchdog's abort)."""
+    if not killed or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
         return ""
-    signal_match = re.search(r"EXIT STRING: (.+)$|KILLED BY SIGNAL: (.+)$", output, re.MULTILINE)
-    how = (signal_match[1] or signal_match[2]).strip() if signal_match else "ended abnormally"
-    ranks = [str(rank) for rank, _ in first]
-    who = ranks[0] if len(ranks) == 1 else f"{', '.join(ranks[:-1])} or {ranks[-1]}"
-    pids = ", ".join(str(pid) for _, pid in first)
-    return (
-        f"rank {who} failed: {'its process' if len(first) == 1 else 'their processes'} "
-        f"(pid {pids}) ended without a Python error ({how}); the job was torn down\n"
-    )
+    lines = []
+    for rank, pid, signum in killed:
+        signum_text = f"signal {signum}"
+        with contextlib.suppress(ValueError):
+            signum_text = f"{signal.Signals(signum).name} ({signum_text})"
+        lines.append(
+            f"rank {rank} failed: its process (pid {pid}) was killed by {signum_text} without "
+            "a Python error; the job was torn down\n"
+        )
+    return "".join(lines)
