@@ -10,8 +10,11 @@ which it held at their measured values because the data cannot tell them apart (
 
 That fit belongs to the application, not to the device: it is stored apart from the
 :class:`~models.device_profile.DeviceProfile` (one file per device and renderer), so
-calibrating one renderer never overwrites another's. It records the fingerprint of the device
-profile it was fitted with, since the fit also moves some device parameters.
+calibrating one renderer never overwrites another's, and the profile keeps the hardware's
+measured figures only. Where the fit also moves a device parameter (the ray tracer's issue
+cycles on a CPU), the fitted figure is stored here (``device_figures``) and replaces the
+profile's for this application's model (:meth:`AppCalibration.model_profile`). It records the
+fingerprint of the hardware profile it was fitted on.
 
 Profiles written before the split carried the ray tracer's fit as ``"fitted": {"scale_<phase>",
 "offset_<phase>", "fit_mean_error", "fit_frames"}``; :func:`load_profile_and_calibration` still
@@ -23,12 +26,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from models.device_profile import DeviceProfile, ProfileError
+from models.device_profile import DeviceProfile, ProfileError, plausible_range
 from models.json_file import read_json
 
 SCHEMA_VERSION = 1
@@ -96,6 +99,8 @@ class AppCalibration:
     # fingerprint of the kernels' instruction counts it was fitted with ("" = not recorded): a
     # fit's scales absorb the counts, so after a kernel change it prices another program
     kernels: str = ""
+    # device parameter -> the figure this fit moved it to (the profile keeps the measured one)
+    device_figures: dict[str, float] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         where = f"{self.renderer or '?'} calibration of {self.device!r}"
@@ -103,7 +108,7 @@ class AppCalibration:
         object.__setattr__(self, "scale", {k: float(v) for k, v in self.scale.items()})
         object.__setattr__(self, "offset", {k: float(v) for k, v in self.offset.items()})
         object.__setattr__(self, "fit", {k: float(v) for k, v in self.fit.items()})
-        for name in ("miss", "launch", "uncertainty"):
+        for name in ("miss", "launch", "uncertainty", "device_figures"):
             object.__setattr__(self, name, {k: float(v) for k, v in getattr(self, name).items()})
         object.__setattr__(self, "held", tuple(self.held))
 
@@ -131,6 +136,13 @@ class AppCalibration:
         return out + self.miss.get(component, 0.0) * missed_items + self.launch.get(component,
                                                                                     0.0)
 
+    def model_profile(self, profile: DeviceProfile) -> DeviceProfile:
+        """``profile`` (the hardware's measured figures) with the figures this fit moved: what
+        the analytical model of this application runs on."""
+        if all(getattr(profile, k) == v for k, v in self.device_figures.items()):
+            return profile  # nothing moved, or already applied
+        return replace(profile, **self.device_figures)
+
     def matches(self, profile: DeviceProfile) -> bool:
         """Whether this was fitted for that device (and, when recorded, that very profile)."""
         same_device = (self.device, self.driver) == (profile.name, profile.driver)
@@ -145,7 +157,9 @@ class AppCalibration:
                 **({"launch": dict(self.launch)} if self.launch else {}),
                 **({"uncertainty": dict(self.uncertainty)} if self.uncertainty else {}),
                 **({"held": list(self.held)} if self.held else {}),
-                **({"kernels": self.kernels} if self.kernels else {})}
+                **({"kernels": self.kernels} if self.kernels else {}),
+                **({"device_figures": dict(self.device_figures)} if self.device_figures
+                   else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
@@ -161,7 +175,7 @@ class AppCalibration:
 
 _REQUIRED = ("schema_version", "renderer", "device", "driver", "scale", "offset")
 _OPTIONAL = ("fit", "source", "device_profile", "miss", "launch", "uncertainty", "held",
-             "kernels")
+             "kernels", "device_figures")
 
 
 def _validate(d: Any, where: str) -> None:
@@ -193,6 +207,7 @@ def _validate(d: Any, where: str) -> None:
                                        f"that 'scale' does not")
     if "uncertainty" in d and d["uncertainty"] != {}:
         _check_table(d["uncertainty"], "uncertainty", 0.0, math.inf, False, where)
+    _check_device_figures(d.get("device_figures", {}), where)
     held = d.get("held", [])
     if not isinstance(held, list | tuple) or not all(isinstance(h, str) and h for h in held):
         raise CalibrationError(f"{where}: 'held' must be a list of parameter names, got "
@@ -213,6 +228,22 @@ def _validate(d: Any, where: str) -> None:
         low, high = _FIT_KEYS.get(key) or _FIT_PAIR_KEYS[kind]
         if not _number(value) or not math.isfinite(value) or not low <= value <= high:
             raise CalibrationError(f"{where}: 'fit.{key}' must be a number in "
+                                   f"[{low:g}, {high:g}], got {value!r}")
+
+
+def _check_device_figures(figures: Any, where: str) -> None:
+    """Fitted device figures: known profile parameters, each inside its plausible range."""
+    if not isinstance(figures, dict):
+        raise CalibrationError(f"{where}: 'device_figures' must be an object of device "
+                               f"parameter -> number, got {figures!r}")
+    for key, value in figures.items():
+        try:
+            low, high = plausible_range(key)
+        except KeyError:
+            raise CalibrationError(f"{where}: 'device_figures.{key}' is not a device "
+                                   f"parameter") from None
+        if not _number(value) or not math.isfinite(value) or not low <= value <= high:
+            raise CalibrationError(f"{where}: 'device_figures.{key}' must be a number in "
                                    f"[{low:g}, {high:g}], got {value!r}")
 
 

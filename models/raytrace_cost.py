@@ -206,9 +206,12 @@ def predict_phase_seconds(
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
 ) -> dict[str, float]:
-    """Predicted seconds of each phase ("primary", "shadow", "ao", "shade"; 0.0 if off)."""
+    """Predicted seconds of each phase ("primary", "shadow", "ao", "shade"; 0.0 if off); with
+    a ``calibration``, on the profile with the device figures it fitted."""
     if ao_rays < 0:
         raise ValueError(f"ao_rays must be >= 0, got {ao_rays}")
+    if calibration is not None:
+        profile = calibration.model_profile(profile)
     blocks = _check_launch(workload, threads_per_block)
     out = dict.fromkeys(PHASES, 0.0)
     for phase, ins in phase_instructions(counts, workload, ao_rays, shadows, phong).items():
@@ -266,6 +269,8 @@ def predict_frame_seconds_batch(
     )
     if np.any(a_r < 0):
         raise ValueError("ao_rays must be >= 0")
+    if calibration is not None:
+        profile = calibration.model_profile(profile)
     blocks = _check_launch(workload, threads_per_block)
     w = workload
     fixed = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}

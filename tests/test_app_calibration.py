@@ -106,6 +106,9 @@ def _cal_dict(**changes) -> dict:
     ({"launch": {"sky": 1e-4}}, "component(s) sky"),  # a component the fit does not have
     ({"uncertainty": {"scale.ao": float("nan")}}, "uncertainty.scale.ao"),
     ({"held": [3]}, "'held'"),
+    ({"device_figures": {"warp_speed": 9.0}}, "device_figures.warp_speed"),  # not a parameter
+    ({"device_figures": {"issue_cycles": -1.0}}, "device_figures.issue_cycles"),
+    ({"device_figures": [1]}, "'device_figures'"),
 ])
 def test_invalid_calibrations_are_refused_naming_the_key(tmp_path, changes, key):
     path = tmp_path / "c.json"
@@ -255,12 +258,24 @@ def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
                      a_i=3, t_v=1.0, m=0.7)
     seconds = predict_frame_seconds(SHIPPED, counts, frame, 8, True, True,
                                     calibration=SHIPPED_CAL)
-    bare = predict_phase_seconds(SHIPPED, counts, frame, 8, True, True)
+    bare = predict_phase_seconds(SHIPPED_CAL.model_profile(SHIPPED), counts, frame, 8, True,
+                                 True)
     missed = (1 - frame.hit_fraction) * frame.pixels
     by_hand = sum(SHIPPED_CAL.scale[p] * v + SHIPPED_CAL.offset[p] * frame.pixels
                   + SHIPPED_CAL.miss.get(p, 0.0) * missed + SHIPPED_CAL.launch.get(p, 0.0)
                   for p, v in bare.items())
     assert seconds == pytest.approx(by_hand)
+
+
+def test_the_shipped_intel_profile_is_measured_and_its_calibration_holds_the_fit():
+    """Issue 19: fitted numbers stay out of the hardware-only profile. The fitted issue cycles
+    (a figure the microbenchmark puts below one cycle) live in the calibration, and the model
+    runs on the two together."""
+    profile = builtin_profiles()["intel-cpu-amd-epyc"]
+    cal = next(c for c in builtin_calibrations() if c.matches(profile))
+    assert profile.issue_cycles < 1.0 < cal.device_figures["issue_cycles"]
+    assert cal.model_profile(profile).issue_cycles == cal.device_figures["issue_cycles"]
+    assert cal.model_profile(cal.model_profile(profile)) == cal.model_profile(profile)
 
 
 # ---- where calibration writes, checked before the work ----------------------------------------

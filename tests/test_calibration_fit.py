@@ -93,6 +93,25 @@ def test_fit_reproduces_the_device_and_holds_what_cannot_be_identified():
     assert "device.dep_delay_coal" not in fitted.calibration.uncertainty
 
 
+def test_the_profile_keeps_the_measured_figures_and_the_calibration_the_fitted_ones():
+    """A fit that moves a device figure stores it in the calibration (device_figures): the
+    profile is the microbenchmarks' unchanged, and the model runs on both together."""
+    measured = _microbenchmarked()
+    samples = _samples()
+    fitted = fit_profile(measured, COUNTS, samples, source="test")
+    moved = fitted.calibration.device_figures
+    assert moved, "the fit moved no device figure"
+    for key, value in moved.items():
+        assert getattr(fitted.profile, key) == getattr(measured, key) != value
+    assert dataclasses.replace(fitted.profile, source="") == measured
+    assert fitted.calibration.matches(fitted.profile)
+    assert fitted.model_profile == dataclasses.replace(fitted.profile, **moved)
+    # without its fitted figures the same scales price the frames differently
+    bare = dataclasses.replace(fitted.calibration, device_figures={})
+    assert model_errors(fitted, COUNTS, samples).max() < 0.01
+    assert model_errors(type(fitted)(fitted.profile, bare), COUNTS, samples).max() > 0.05
+
+
 def test_standard_errors_cover_the_truth_under_noise():
     """3 % noise: every phase's per-frame prediction stays close, and the reported standard
     errors are small but not implausibly so (the truth is within 4 of them)."""

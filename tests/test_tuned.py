@@ -129,7 +129,7 @@ def test_missing_profile_runs_quick_calibration(tracers, fitted, monkeypatch):
     monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
     with pytest.warns(UserWarning, match="no calibrated profile.*quick calibration"):
         model = tuned_mod.device_model(tracer)
-    assert model.profile is fitted.profile and model.calibration is fitted.calibration
+    assert model.profile == fitted.model_profile and model.calibration is fitted.calibration
 
 
 def _device_profile(tracer):

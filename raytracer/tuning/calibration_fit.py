@@ -5,8 +5,9 @@ microbenchmarks. Step 2 renders views of the calibration scenes with several kno
 two resolutions and fits, by robust least squares (scipy), what the measured phase times can
 tell apart: per phase ``measured = scale * HongKim + offset * pixels + miss * missed_pixels +
 launch`` (the ray tracer's application calibration, stored apart from the profile) and those
-device parameters (issue cycles, latency, departure delays; they stay in the device profile)
-that move the predictions in a way the per-phase terms cannot.
+device parameters (issue cycles, latency, departure delays) that move the predictions in a way
+the per-phase terms cannot; the figures the fit moves are stored in the calibration, and the
+device profile keeps the microbenchmarks' (hardware only).
 
 Only parameters that matter on the device are fitted. Each candidate's column of the residual
 Jacobian at the start point (microbenchmark figures) is compared with those already admitted
@@ -85,11 +86,17 @@ CALIBRATION_SETTINGS = (
 
 @dataclass(frozen=True)
 class FittedModel:
-    """A calibration's result: the device profile (hardware parameters, some refined by the fit)
-    and the ray tracer's application calibration fitted with it."""
+    """A calibration's result: the device profile (the hardware's measured figures only) and
+    the ray tracer's application calibration fitted on it (with the device figures the fit
+    moved, see :meth:`AppCalibration.model_profile`)."""
 
     profile: DeviceProfile
     calibration: AppCalibration
+
+    @property
+    def model_profile(self) -> DeviceProfile:
+        """The profile the ray tracer's model runs on: measured figures, fitted ones applied."""
+        return self.calibration.model_profile(self.profile)
 
     def to_dict(self) -> dict:
         return {"profile": self.profile.to_dict(), "calibration": self.calibration.to_dict()}
@@ -320,9 +327,10 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         result, start, uncertainty = _solve(problem, fitted)
     names = [p.name for p in fitted]
     values = dict(start, **dict(zip(names, result.x, strict=True)))
-    profile = problem.profile(values)
-    if source:
-        profile = dataclasses.replace(profile, source=source)
+    moved = problem.profile(values)
+    figures = {f: getattr(moved, f) for f in FREE_PARAMETERS
+               if getattr(moved, f) != getattr(base, f)}  # the calibration's, not the profile's
+    profile = dataclasses.replace(base, source=source) if source else base
     phases = problem.phases
     calibration = AppCalibration(
         RENDERER, profile.name, profile.driver,
@@ -331,7 +339,8 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         miss={p: values[f"miss.{p}"] for p in phases},
         launch={p: values[f"launch.{p}"] for p in phases},
         uncertainty=uncertainty, held=tuple(p.name for p in held),
-        source=source, device_profile=profile.fingerprint(), kernels=counts_fingerprint())
+        source=source, device_profile=profile.fingerprint(), kernels=counts_fingerprint(),
+        device_figures=figures)
     out = FittedModel(profile, calibration)
     errors = model_errors(out, counts, samples)
     if not math.isfinite(errors.mean()):
@@ -420,7 +429,7 @@ def _standard_errors(result, names: list[str], logarithmic: list[bool]) -> dict[
 
 def fit_report(fitted: FittedModel) -> dict:
     """What a calibration fitted, with standard errors, and what it held (for JSON output)."""
-    cal, profile = fitted.calibration, fitted.profile
+    cal, profile = fitted.calibration, fitted.model_profile
     params = {}
     for name, sd in cal.uncertainty.items():
         kind, key = name.split(".", 1)

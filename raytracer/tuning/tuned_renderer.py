@@ -86,6 +86,7 @@ class RayTraceModel:
                  calibration: AppCalibration | None = None) -> None:
         if calibration is not None:
             calibration.require(PHASES)
+            profile = calibration.model_profile(profile)  # the figures the fit moved
         self.profile, self.counts, self.calibration = profile, counts, calibration
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
