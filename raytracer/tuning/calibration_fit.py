@@ -328,8 +328,10 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
     names = [p.name for p in fitted]
     values = dict(start, **dict(zip(names, result.x, strict=True)))
     moved = problem.profile(values)
+    # the figures the fit moved go to the calibration, not the profile (a held figure comes
+    # back through exp(log(x)), a few ulps off: not moved)
     figures = {f: getattr(moved, f) for f in FREE_PARAMETERS
-               if getattr(moved, f) != getattr(base, f)}  # the calibration's, not the profile's
+               if not math.isclose(getattr(moved, f), getattr(base, f), rel_tol=1e-9)}
     profile = dataclasses.replace(base, source=source) if source else base
     phases = problem.phases
     calibration = AppCalibration(
