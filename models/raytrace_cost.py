@@ -15,6 +15,9 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
   ones (sibenik, m = 0.98) do, and the held-out error was 24 % instead of 17 %;
   ``i_mu = a_m + h i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
   ``a_m``; here both use ``a_i`` (the probe measures ``a_i = a_w t_v``, see Workload).
+  ``a_t`` and ``a_i`` are per ray of each SIMD group's slowest lane at ``a_r`` rays a pixel
+  (:meth:`Workload.ao_per_ray`: the lane mean plus the slowest lane's excess, which the probe
+  measures at two rays and which shrinks as ``1/sqrt(a_r)``).
 - shadow (if on): the ao equations with ``a_r = 1`` and ``s_t, s_i`` for ``a_t, a_i``.
 - shade: constant ``i_cco`` and ``i_mco`` of "shade_phong" or "shade_flat" (fallback "shade"),
   memory split like the constant term of the primary equation (the primary one with
@@ -107,12 +110,12 @@ def _shade(counts: KernelCounts, w: Workload, phong: bool) -> PhaseInstructions:
     return PhaseInstructions(full.compute * h, full.coal * h, full.uncoal * h)
 
 
-def _cache_miss(steps: float, p_t: float) -> float:
+def _cache_miss(steps: ArrayLike, p_t: float) -> ArrayLike:
     """a_ca: share of secondary-ray node fetches missing the cache, from traversal depth."""
-    return 1.0 - min(1.0, 2.0 ** (-((steps + p_t) / AO_CACHE_DEPTH - 1.0)))
+    return 1.0 - np.minimum(1.0, 2.0 ** (-((steps + p_t) / AO_CACHE_DEPTH - 1.0)))
 
 
-def _secondary_miss(steps: float, p_t: float, coherence: float) -> float:
+def _secondary_miss(steps: ArrayLike, p_t: float, coherence: float) -> ArrayLike:
     """Share of secondary-ray fetches that miss: kept only if both the depth estimate (a_ca)
     and the view's coherence keep them, ``1 - (1 - a_ca) m^2``."""
     return 1.0 - (1.0 - _cache_miss(steps, p_t)) * coherence * coherence
@@ -120,8 +123,8 @@ def _secondary_miss(steps: float, p_t: float, coherence: float) -> float:
 
 def _secondary_counts(
     lc: LoopCounts,
-    steps: float,
-    tests: float,
+    steps: ArrayLike,
+    tests: ArrayLike,
     p_t: float,
     rays: ArrayLike,
     per_ray: LoopCounts | None = None,
@@ -150,9 +153,12 @@ def _shadow_counts(counts: KernelCounts, w: Workload) -> tuple[ArrayLike, ArrayL
 
 
 def _ao_counts(counts: KernelCounts, w: Workload, rays: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
-    """(i_c, i_mu) of the AO phase, including the per-AO-ray constant where counted."""
+    """(i_c, i_mu) of the AO phase, including the per-AO-ray constant where counted; the
+    steps and tests per ray of the slowest lane at that many rays a pixel
+    (:meth:`Workload.ao_per_ray`)."""
+    steps, tests = w.ao_per_ray(rays)
     return _secondary_counts(
-        _lookup(counts, "ao"), w.a_t, w.a_i, w.p_t, rays, counts.get("ao_ray"), w.hit_fraction,
+        _lookup(counts, "ao"), steps, tests, w.p_t, rays, counts.get("ao_ray"), w.hit_fraction,
         w.m)
 
 

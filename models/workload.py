@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+from numpy.typing import ArrayLike
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -27,11 +30,28 @@ class Workload:
     a_i: float  # leaf tests per AO ray (per AO sample, per pixel)
     t_v: float  # visible triangles: distinct triangles hit by the probe's primary rays
     m: float  # coherence in [0, 1]: P(adjacent pixels' rays end in the same BVH leaf)
+    # a_t and a_i are per ray of the slowest lane of each SIMD group over ``ao_probe_rays``
+    # rays a pixel; the same counts as a plain mean over lanes (None: not measured). A group
+    # runs as long as its slowest lane's sum over the pixel's rays, so with more rays a pixel
+    # the excess of the slowest lane over the mean shrinks (see models.raytrace_cost)
+    a_t_lane: float | None = None
+    a_i_lane: float | None = None
+    ao_probe_rays: int = 2
 
     @property
     def a_w(self) -> float:
         """AO intersection cost of §4.3, defined so that ``a_w * t_v == a_i``."""
         return self.a_i / self.t_v if self.t_v > 0 else 0.0
+
+    def ao_per_ray(self, rays: ArrayLike) -> tuple[ArrayLike, ArrayLike]:
+        """(steps, leaf tests) per AO ray of the slowest lane when a pixel traces ``rays`` AO
+        rays: the lane mean plus the slowest lane's excess, which for a sum of independent
+        rays shrinks as 1/sqrt(rays) (measured at ``ao_probe_rays``)."""
+        if self.a_t_lane is None or self.a_i_lane is None:
+            return self.a_t, self.a_i
+        k = np.sqrt(self.ao_probe_rays / np.maximum(np.asarray(rays, np.float64), 1.0))
+        return (self.a_t_lane + (self.a_t - self.a_t_lane) * k,
+                self.a_i_lane + (self.a_i - self.a_i_lane) * k)
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -93,6 +93,10 @@ def test_group_counts_are_the_kernels_group_maxima(tracers, simd_width):
     assert got.p_i == pytest.approx(kernel("primary", 1), rel=0.01)
     assert got.s_t == pytest.approx(kernel("shadow", 0), rel=0.02)
     assert got.a_t == pytest.approx(kernel("ao", 0, 2), rel=0.02)
+    # the lane mean: the kernel's counters averaged over every pixel, no group maximum
+    assert got.a_t_lane == pytest.approx(frame.counters["ao"][..., 0].mean() / 2, rel=0.02)
+    assert got.a_i_lane == pytest.approx(frame.counters["ao"][..., 1].mean() / 2, rel=0.02)
+    assert got.a_t_lane <= got.a_t and got.ao_probe_rays == 2
     assert got.hit_fraction == pytest.approx(float(group_max(prim >= 0, group).mean()), abs=0.01)
 
 

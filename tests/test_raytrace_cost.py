@@ -192,6 +192,26 @@ def test_more_ao_rays_take_more_time(key: str) -> None:
     assert with_shadows > predict_frame_seconds(profile, REAL_COUNTS, FRAME, 4, False, False)
 
 
+def test_ao_rays_of_a_pixel_average_out_the_slowest_lane() -> None:
+    """The probe's group maximum is measured at two AO rays a pixel; with more rays the
+    slowest lane's excess over the lane mean shrinks as 1/sqrt(rays), so each further ray
+    costs a little less; with no lane mean measured, every ray costs the same."""
+    w = dataclasses.replace(FRAME, a_t_lane=FRAME.a_t * 0.5, a_i_lane=FRAME.a_i * 0.5)
+    steps, tests = w.ao_per_ray(np.array([2.0, 8.0]))
+    assert steps[0] == pytest.approx(FRAME.a_t) and tests[0] == pytest.approx(FRAME.a_i)
+    assert steps[1] == pytest.approx(FRAME.a_t * (0.5 + 0.5 * 0.5))
+    assert FRAME.ao_per_ray(8.0) == (FRAME.a_t, FRAME.a_i)
+    profile = builtin_profiles()["gf580"]
+    times = [predict_phase_seconds(profile, REAL_COUNTS, w, a, False, False)["ao"]
+             for a in (2, 4, 8, 16)]
+    marginal = np.diff(times) / np.diff([2, 4, 8, 16])
+    assert np.all(np.diff(marginal) < 0) and np.all(marginal > 0)
+    batch = predict_frame_seconds_batch(profile, REAL_COUNTS, w, np.array([2, 16]), False,
+                                        False)
+    scalar = [predict_frame_seconds(profile, REAL_COUNTS, w, a, False, False) for a in (2, 16)]
+    assert batch == pytest.approx(scalar, rel=1e-12)
+
+
 @pytest.mark.parametrize("key", PROFILES)
 def test_batch_agrees_with_scalar(key: str) -> None:
     profile = builtin_profiles()[key]

@@ -137,6 +137,7 @@ class Probe:
         hit = prim >= 0
         groups = (len(corners), rows, cols // lanes, lanes)
         mean = counters.reshape(*groups, 3, 2).max(axis=(1, 3)).reshape(-1, 3, 2).mean(axis=0)
+        lane = counters.reshape(-1, 3, 2).mean(axis=0)  # every lane alike, no group maximum
         workload = Workload(
             pixels=int(width * height),
             hit_fraction=float(hit.reshape(groups).any(axis=(1, 3)).mean()),
@@ -144,7 +145,9 @@ class Probe:
             s_t=float(mean[SHADOW, 0]), s_i=float(mean[SHADOW, 1]),
             a_t=float(mean[AO, 0] / self.ao_samples), a_i=float(mean[AO, 1] / self.ao_samples),
             t_v=float(np.unique(prim[hit]).size),
-            m=adjacent_coherence(last_node, hit))
+            m=adjacent_coherence(last_node, hit),
+            a_t_lane=float(lane[AO, 0] / self.ao_samples),
+            a_i_lane=float(lane[AO, 1] / self.ao_samples), ao_probe_rays=self.ao_samples)
         self.last_seconds = time.perf_counter() - start
         return workload
 
