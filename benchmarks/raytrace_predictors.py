@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple
 
 import numpy as np
 
@@ -72,7 +71,7 @@ def instructions(counts: KernelCounts, sample: Sample) -> dict[str, PhaseInstruc
 def rows(samples: Sequence[Sample], counts: KernelCounts, profile: DeviceProfile) -> PartRows:
     """The samples as rows: measured phase seconds and every feature set per phase."""
     device = device_columns(profile)
-    probe = np.array([[*astuple(s.workload), *knob_columns(s.settings), *device]
+    probe = np.array([[*s.workload.features(), *knob_columns(s.settings), *device]
                       for s in samples]) + 1.0
     per_phase = [instructions(counts, s) for s in samples]
     features: dict[str, tuple[np.ndarray, ...]] = {"probe": (probe,) * len(PHASES)}

@@ -53,5 +53,13 @@ class Workload:
         return (self.a_t_lane + (self.a_t - self.a_t_lane) * k,
                 self.a_i_lane + (self.a_i - self.a_i_lane) * k)
 
+    def features(self) -> list[float]:
+        """The measured counts as numbers (learned predictors' inputs): every field, the lane
+        means taken as the group counts where they were not measured."""
+        lane_t = self.a_t if self.a_t_lane is None else self.a_t_lane
+        lane_i = self.a_i if self.a_i_lane is None else self.a_i_lane
+        return [float(self.pixels), self.hit_fraction, self.p_t, self.p_i, self.s_t, self.s_i,
+                self.a_t, self.a_i, self.t_v, self.m, lane_t, lane_i]
+
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
