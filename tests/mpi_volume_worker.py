@@ -93,6 +93,7 @@ def equal(name: str, width: int, height: int, comm=None, volume=None, tf=None,
         assert (rec.render_width, rec.render_height) == (width // 2, height // 2)
         assert rec.frame_seconds >= rec.ranks[0].render_seconds > 0 and rec.render_max > 0
         assert all(r.samples >= 0 and len(r.stages) == len(rec.ranks[0].stages) for r in rec.ranks)
+        assert all(r.group_samples >= r.samples and r.group_ratio >= 1.0 for r in rec.ranks)
         sent = sum(s.bytes_sent for r in rec.ranks for s in r.stages)
         received = sum(s.bytes_received for r in rec.ranks for s in r.stages)
         assert sent == received and (size == 1 or sent > 0)

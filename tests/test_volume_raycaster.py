@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -17,6 +19,7 @@ from raytracer.volume import (
     default_for,
     kd_partition,
     load_volume,
+    raycaster,
     render_reference,
 )
 from raytracer.volume.raycaster import cell_words, voxel_options, work_group_shape
@@ -155,6 +158,28 @@ def test_bad_knobs_and_bricks_are_errors(ml):
 def test_work_group_fills_the_simd_lanes(kind, simd, shape):
     info = DeviceInfo(0, 0, "p", "d", kind, 2, 2600, 1024, "1.0", simd)
     assert work_group_shape(info) == shape
+
+
+def test_group_samples_are_each_simd_groups_slowest_lane():
+    """A group of lanes in lockstep pays its slowest lane's samples on every lane."""
+    taken = np.array([[1, 5, 2, 2, 7],
+                      [3, 0, 2, 2, 0]])
+    assert raycaster.group_max_total(taken, (1, 1)) == taken.sum()  # one lane: what was taken
+    # 1x2 groups (the last padded): (5 + 2 + 7 + 3 + 2 + 0) * 2
+    assert raycaster.group_max_total(taken, (1, 2)) == 38
+    assert raycaster.group_max_total(taken, (2, 2)) == (5 + 2 + 7) * 4
+    info = DeviceInfo(0, 0, "t", "cpu", "CPU", 2, 2000, 1024, "d", 16)
+    assert raycaster.simd_lanes(info, (16, 4)) == (1, 16)
+    assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=1), (8, 8)) == (1, 1)
+    assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=32), (8, 8)) == (4, 8)
+
+
+def test_a_frame_counts_its_group_samples(neghip):
+    vol, tf = neghip
+    rc = Raycaster(vol, tf)
+    out = rc.render(_views(vol)[0], W, H, 0.5, 0.95)
+    assert out.group_samples >= out.samples > 0
+    assert out.group_samples == raycaster.group_max_total(rc._counts[..., 0], rc.lanes)
 
 
 def test_cell_words_hold_each_cells_2x2_corners():

@@ -49,6 +49,9 @@ class BrickImage:
     skipped: int  # lattice samples jumped over in empty blocks
     rays: int  # pixels whose ray took or skipped at least one sample in the brick
     brick_index: int = 0
+    # samples as the SIMD groups pay them: each group's slowest lane times its lanes (lanes in
+    # lockstep wait for the longest ray; 0: not counted)
+    group_samples: int = 0
 
 
 @dataclass
@@ -75,6 +78,24 @@ def build_options(info: DeviceInfo) -> list[str]:
     """``-DINLINE_MATH`` on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
     rtmath.cl; 1.6x per frame here); none elsewhere. No fast-math: the image is exact."""
     return ["-DINLINE_MATH"] if info.is_pocl else []
+
+
+def simd_lanes(info: DeviceInfo, group: tuple[int, int]) -> tuple[int, int]:
+    """Pixels (rows, columns) of one SIMD group inside a work-group ``group`` (x, y): the
+    device's lanes run along x first (one pixel where the runtime runs work-items alone)."""
+    cols = max(1, min(info.simd_width, group[0]))
+    return max(1, min(group[1], info.simd_width // cols)), cols
+
+
+def group_max_total(taken: np.ndarray, lanes: tuple[int, int]) -> int:
+    """Σ over SIMD groups of (slowest lane's count × lanes) of a (height, width) count image:
+    what a device whose lanes run in lockstep pays (the image padded to whole groups)."""
+    rows, cols = lanes
+    h, w = taken.shape
+    padded = np.zeros((-(-h // rows) * rows, -(-w // cols) * cols), np.int64)
+    padded[:h, :w] = taken
+    groups = padded.reshape(padded.shape[0] // rows, rows, padded.shape[1] // cols, cols)
+    return int(groups.max(axis=(1, 3)).sum()) * rows * cols
 
 
 def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
@@ -175,6 +196,7 @@ class Raycaster:
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
         self.group = work_group_shape(rt.info)
+        self.lanes = simd_lanes(rt.info, self.group)
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
         if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
@@ -255,4 +277,5 @@ class Raycaster:
         # a ray took or skipped a sample iff its (taken, skipped) pair, read as 64 bits, is not 0
         rays = int(np.count_nonzero(counts.view(np.uint64)))
         return BrickImage(rgba, seconds, int(counts[..., 0].sum(dtype=np.uint64)),
-                          int(counts[..., 1].sum(dtype=np.uint64)), rays, self.brick.index)
+                          int(counts[..., 1].sum(dtype=np.uint64)), rays, self.brick.index,
+                          group_max_total(counts[..., 0], self.lanes))

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from models.volume_cost import ClusterFrameModel, RenderModel, StageWork, fit_compositing
+from models.volume_cost import (
+    ClusterFrameModel,
+    RenderModel,
+    StageWork,
+    fit_compositing,
+    group_ratio_at,
+)
 from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedFrameRecord, DistributedRenderer, FrameSettings
 from raytracer.volume.tuning.workload_probe import RankWorkload
@@ -59,12 +65,19 @@ class VolumeModel:
         self.gather_bytes = 0.0
         self.spent = 0.0
         self.streamed: np.ndarray | float = 0.0  # each rank's streamed share, per volume
+        # each rank's samples as its SIMD groups paid them over those taken, last frame
+        self.group_ratio: np.ndarray | float = 1.0
+        self.group_ratio_scale = 1.0  # the image scale that ratio was measured at
         self._geometry_of: Mapping[str, np.ndarray] | None = None
         self._geometry_cache: tuple[np.ndarray, ...] = ()
 
     def use_record(self, record: DistributedFrameRecord) -> None:
-        """Take the compositing work per stage (at scale 1) from the last frame's record."""
+        """Take the compositing work per stage (at scale 1) and each rank's group ratio (its
+        samples as its SIMD groups paid them: the slowest lane sets a group's time, and that
+        ratio moves only a little from one view to the next) from the last frame's record."""
         self.stages, self.gather_bytes = stage_work(record)
+        self.group_ratio = np.array([r.group_ratio for r in record.ranks])[:, None]
+        self.group_ratio_scale = record.render_width / record.width
 
     def _geometry(self, knobs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
         """Per candidate: threshold index, rendered pixels, pixels per voxel of step, scale.
@@ -84,7 +97,8 @@ class VolumeModel:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
         idx, pixels, pixels_per_step, scale = self._geometry(knobs)
         w = self.workload
-        samples = w.samples(idx, pixels_per_step)
+        samples = w.samples(idx, pixels_per_step) * group_ratio_at(
+            self.group_ratio, self.group_ratio_scale, scale[None, :])
         skipped = w.skipped(idx, pixels_per_step)
         rays = w.ray_counts(pixels)
         out = self.model.predict_sections(samples, skipped, rays, pixels, self.stages,
@@ -114,16 +128,18 @@ def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], f
 
 def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.ndarray
                 ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
-    """One rank's render-model rows: per frame the probe's samples, skipped lattice positions
-    and rays at the frame's knobs, its rendered pixels, and the measured CPU seconds of the
-    render (wall seconds where no CPU time was taken)."""
+    """One rank's render-model rows: per frame the probe's samples (as the SIMD groups paid
+    them: times the frame's group ratio), skipped lattice positions and rays at the frame's
+    knobs, its rendered pixels, and the measured CPU seconds of the render (wall seconds where
+    no CPU time was taken)."""
     est_s, est_k, est_r, px, sec = [], [], [], [], []
     for s in samples:
         rec = s.record
         pixels = rec.render_width * rec.render_height
         idx = int(np.abs(thresholds - s.settings.ert_threshold).argmin())
         w = s.workload
-        est_s.append(w.length[idx, rank] / s.settings.step * pixels)
+        est_s.append(w.length[idx, rank] / s.settings.step * pixels
+                     * rec.ranks[rank].group_ratio)  # as the SIMD groups pay them
         est_k.append((w.span[idx, rank] - w.length[idx, rank]) / s.settings.step * pixels)
         est_r.append(w.rays[rank] * pixels)
         px.append(pixels)
