@@ -147,7 +147,7 @@ def volume_sample(rng: np.random.Generator) -> SimpleNamespace:
     settings = SimpleNamespace(step=step, image_scale=1.0, ert_threshold=1.0)
     pixels = 64 * 64
     seconds = 1e-8 * length[2, 0] / step * pixels + 1e-3
-    rank = SimpleNamespace(cpu_seconds=seconds, render_seconds=seconds)
+    rank = SimpleNamespace(cpu_seconds=seconds, render_seconds=seconds, group_ratio=1.0)
     record = SimpleNamespace(render_width=64, render_height=64, ranks=[rank])
     return SimpleNamespace(workload=workload, settings=settings, record=record)
 
