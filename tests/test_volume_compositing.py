@@ -117,6 +117,8 @@ def test_one_process_world_and_agree():
     assert env["POCL_MAX_PTHREAD_COUNT"] == env["AUTOTUNE_COMPUTE_UNITS"] == "6"
     with pytest.raises(ValueError, match="rank count"):
         mpi_runtime.launch_command(["x"], 0)
+    with pytest.raises(ValueError, match="module name"):
+        mpi_runtime.launch_command([], 2)
 
 
 def test_one_process_composite_returns_the_image():

@@ -338,8 +338,10 @@ def launch_command(argv: Sequence[str], ranks: int, *, sentinel: bool = False) -
     """The ``mpiexec`` command line that runs ``argv`` (a module or a ``.py`` file, then its
     arguments) on ``ranks`` ranks through mpi4py's runner; with ``sentinel``, each rank runs
     under :mod:`rank_sentinel`, which tells :func:`launch` which rank a signal killed."""
+    if not argv:
+        raise ValueError("launch needs a module name (or a .py script) to run")
     if ranks < 1:
-        raise ValueError(f"rank count must be at least 1, got {ranks}")
+        raise ValueError(f"rank count must be >= 1, got {ranks}")
     exe = mpiexec_path()
     if exe is None:
         raise FileNotFoundError("mpiexec not found: install the 'mpich' wheel (pip install mpich)")
@@ -367,10 +369,13 @@ class _Monitor:
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while True:
+            stopping = self._stop.is_set()  # once stopping, read what is queued, then end
             try:
                 conn, _ = self.server.accept()
             except TimeoutError:
+                if stopping:
+                    break
                 continue
             except OSError:
                 return

@@ -47,12 +47,7 @@ def main(argv: list[str]) -> None:
         os.execv(sys.executable, [sys.executable, *argv])
     for signum in FORWARDED:
         signal.signal(signum, lambda received, _frame: os.kill(pid, received))
-    while True:
-        try:
-            _, status = os.waitpid(pid, 0)
-            break
-        except InterruptedError:
-            continue
+    _, status = os.waitpid(pid, 0)  # retried after a forwarded signal (PEP 475)
     if os.WIFSIGNALED(status):
         signum = os.WTERMSIG(status)
         _report(pid, signum)
