@@ -21,24 +21,29 @@ class Camera:
 
     def basis(self, width: int, height: int) -> np.ndarray:
         """Return ``[eye, lower_left_dir, du, dv]`` (4x3 float32): the ray through pixel
-        (x, y) has direction ``lower_left_dir + (x + 0.5) * du + (y + 0.5) * dv`` (y down)."""
-        eye = np.asarray(self.eye, np.float64)
-        forward = np.asarray(self.target, np.float64) - eye
-        norm = np.linalg.norm(forward)
+        (x, y) has direction ``lower_left_dir + (x + 0.5) * du + (y + 0.5) * dv`` (y down).
+        Plain floats, not small arrays: the volume probe asks for one every frame (30 -> 4 µs)."""
+        ex, ey, ez = map(float, self.eye)
+        fx, fy, fz = (float(self.target[0]) - ex, float(self.target[1]) - ey,
+                      float(self.target[2]) - ez)
+        norm = math.sqrt(fx * fx + fy * fy + fz * fz)
         if not math.isfinite(norm) or norm == 0.0:
             raise ValueError(f"camera eye {self.eye} and target {self.target} must differ")
-        forward /= norm
-        right = np.cross(forward, np.asarray(self.up, np.float64))
-        if np.linalg.norm(right) < 1e-9:
-            right = np.cross(forward, [0.0, 0.0, 1.0])
-        right /= np.linalg.norm(right)
-        up = np.cross(right, forward)
+        fx, fy, fz = fx / norm, fy / norm, fz / norm
+        rx, ry, rz = _cross((fx, fy, fz), tuple(map(float, self.up)))
+        if math.sqrt(rx * rx + ry * ry + rz * rz) < 1e-9:
+            rx, ry, rz = _cross((fx, fy, fz), (0.0, 0.0, 1.0))
+        rn = math.sqrt(rx * rx + ry * ry + rz * rz)
+        rx, ry, rz = rx / rn, ry / rn, rz / rn
+        ux, uy, uz = _cross((rx, ry, rz), (fx, fy, fz))
         half_h = math.tan(math.radians(self.fov_y) / 2.0)
         half_w = half_h * width / height
-        du = right * (2.0 * half_w / width)
-        dv = -up * (2.0 * half_h / height)
-        top_left = forward - right * half_w + up * half_h
-        return np.array([eye, top_left, du, dv], dtype=np.float32)
+        su, sv = 2.0 * half_w / width, 2.0 * half_h / height
+        return np.array([[ex, ey, ez],
+                         [fx - rx * half_w + ux * half_h, fy - ry * half_w + uy * half_h,
+                          fz - rz * half_w + uz * half_h],
+                         [rx * su, ry * su, rz * su],
+                         [-ux * sv, -uy * sv, -uz * sv]], dtype=np.float32)
 
     def to_dict(self) -> dict:
         return {"eye": list(self.eye), "target": list(self.target), "up": list(self.up),
@@ -48,6 +53,12 @@ class Camera:
     def from_dict(d: dict) -> Camera:
         return Camera(tuple(map(float, d["eye"])), tuple(map(float, d["target"])),
                       tuple(map(float, d.get("up", (0.0, 1.0, 0.0)))), float(d.get("fov_y", 45.0)))
+
+
+def _cross(a: tuple[float, float, float], b: tuple[float, float, float]
+           ) -> tuple[float, float, float]:
+    """The cross product of two 3-vectors of plain floats."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
 
 
 def orbit_path(center: np.ndarray, start_eye: np.ndarray, frames: int, turns: float = 0.5,
