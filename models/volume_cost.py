@@ -22,6 +22,7 @@ here is numbers in, numbers out.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -106,6 +107,17 @@ def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
     return w / (w + cache_bytes)
 
 
+def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skipped: ArrayLike,
+                   rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
+    """:class:`RenderModel`'s formula on its seven ``coefficients`` (field order): numbers
+    for one rank, or (ranks, 1) arrays against (ranks, candidates) counts for all at once."""
+    a, e, b, c, d, a_streamed, e_streamed = coefficients
+    m = np.asarray(streamed, np.float64)
+    return ((a * (1 - m) + a_streamed * m) * np.asarray(samples, np.float64)
+            + (e * (1 - m) + e_streamed * m) * np.asarray(skipped, np.float64)
+            + b * np.asarray(rays, np.float64) + c * np.asarray(pixels, np.float64) + d)
+
+
 @dataclass(frozen=True)
 class RenderModel:
     """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s, with
@@ -123,15 +135,15 @@ class RenderModel:
     def __post_init__(self) -> None:
         _check_coefficients(self, "render model")
 
+    @property
+    def coefficients(self) -> tuple[float, ...]:
+        """The seven costs in field order (what :func:`render_seconds` takes)."""
+        return (self.per_sample, self.per_skipped, self.per_ray, self.per_pixel, self.constant,
+                self.per_sample_streamed, self.per_skipped_streamed)
+
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                 pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
-        m = np.asarray(streamed, np.float64)
-        return ((self.per_sample * (1 - m) + self.per_sample_streamed * m)
-                * np.asarray(samples, np.float64)
-                + (self.per_skipped * (1 - m) + self.per_skipped_streamed * m)
-                * np.asarray(skipped, np.float64)
-                + self.per_ray * np.asarray(rays, np.float64)
-                + self.per_pixel * np.asarray(pixels, np.float64) + self.constant)
+        return render_seconds(self.coefficients, samples, skipped, rays, pixels, streamed)
 
     @classmethod
     def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
@@ -263,17 +275,13 @@ class ClusterFrameModel:
     def ranks(self) -> int:
         return len(self.render)
 
-    def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                         pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
-                         gather_bytes: float, image_scale: ArrayLike = 1.0,
-                         streamed: ArrayLike = 0.0) -> dict[str, NDArray]:
-        """Seconds per section for candidates.
+    def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
+                  pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
+        """(ranks, candidates) CPU seconds of each rank's local render.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
-        (candidates,) rendered pixels; ``stages[s][r]``: rank r's work in stage s at scale 1;
-        ``image_scale``: (candidates,) — compositing bytes and pixels scale with its square;
-        ``streamed``: each rank's streamed share (a number for all, or one per rank).
-        """
+        (candidates,) rendered pixels; ``streamed``: each rank's streamed share (a number for
+        all, or one per rank)."""
         samples = np.atleast_2d(np.asarray(samples, np.float64))
         skipped = np.atleast_2d(np.asarray(skipped, np.float64))
         rays = np.atleast_2d(np.asarray(rays, np.float64))
@@ -281,23 +289,53 @@ class ClusterFrameModel:
                 or skipped.shape != samples.shape:
             raise VolumeModelError(f"expected ({self.ranks}, candidates) samples, skipped and "
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
-        area = np.broadcast_to(np.asarray(image_scale, np.float64) ** 2, samples.shape[1:])
-        share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))
-        work = np.stack([m.predict(samples[i], skipped[i], rays[i], pixels, share[i])
-                         for i, m in enumerate(self.render)])
-        per_rank = shared_finish(work, self.cores, self.threads)
-        out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank}
+        share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))[:, None]
+        return render_seconds(self._stacked_render, samples, skipped, rays, pixels, share)
+
+    @functools.cached_property
+    def _stacked_render(self) -> tuple[NDArray, ...]:
+        """The ranks' render coefficients as (ranks, 1) arrays, one per field."""
+        return tuple(np.array(c, np.float64)[:, None]
+                     for c in zip(*(m.coefficients for m in self.render), strict=True))
+
+    def compositing_sections(self, stages: Sequence[Sequence[StageWork]], gather_bytes: float,
+                             image_scale: ArrayLike) -> dict[str, NDArray]:
+        """Seconds of each compositing stage (``stage0``...), their sum (``composite``) and
+        the gather, at each image scale: ``stages[s][r]`` is rank r's work in stage s at
+        scale 1, and bytes and pixels scale with the scale's square."""
+        area = np.asarray(image_scale, np.float64) ** 2
+        out: dict[str, NDArray] = {}
         comp = np.zeros_like(area)
         for s, works in enumerate(stages):
-            t = np.stack([self.stage.predict(w.partner_ratio, w.nbytes * area, w.pixels * area)
-                          for w in works]).max(axis=0)
+            partner_ratio, nbytes, pixels = (np.array(v, np.float64)[:, None] for v in zip(
+                *((w.partner_ratio, w.nbytes, w.pixels) for w in works), strict=True))
+            t = self.stage.predict(partner_ratio, nbytes * area, pixels * area).max(axis=0)
             out[f"stage{s}"] = t
             comp = comp + t
         out["composite"] = comp
         out["gather"] = self.gather.predict(gather_bytes * area) if self.ranks > 1 \
             else np.zeros_like(area)
-        out["frame"] = out["render"] + comp + out["gather"]
         return out
+
+    def sections_of(self, work: NDArray, compositing: Mapping[str, NDArray]
+                    ) -> dict[str, NDArray]:
+        """Seconds per section of candidates from the ranks' render work (:meth:`rank_work`)
+        and their compositing (:meth:`compositing_sections`, one entry per candidate)."""
+        per_rank = shared_finish(work, self.cores, self.threads)
+        out = {"render": per_rank.max(axis=0), "render_per_rank": per_rank, **compositing}
+        out["frame"] = out["render"] + compositing["composite"] + compositing["gather"]
+        return out
+
+    def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
+                         pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
+                         gather_bytes: float, image_scale: ArrayLike = 1.0,
+                         streamed: ArrayLike = 0.0) -> dict[str, NDArray]:
+        """Seconds per section (render, each stage, composite, gather, frame) for candidates:
+        :meth:`rank_work`'s arguments, then :meth:`compositing_sections`'; ``image_scale``
+        is a number for all candidates or one per candidate."""
+        work = self.rank_work(samples, skipped, rays, pixels, streamed)
+        scale = np.broadcast_to(np.asarray(image_scale, np.float64), work.shape[1:])
+        return self.sections_of(work, self.compositing_sections(stages, gather_bytes, scale))
 
     def predict_frame(self, *args: Any, **kwargs: Any) -> NDArray:
         """Rank 0's frame seconds for each candidate (see :meth:`predict_sections`)."""

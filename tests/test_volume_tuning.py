@@ -123,6 +123,32 @@ def test_priced_grid_follows_each_frames_workload(bonsai):
     assert not np.allclose(prices[0], prices[1])
 
 
+def test_priced_grid_follows_a_resize(bonsai):
+    """The cached geometry belongs to one display size: after a resize the same grid is
+    priced as a model built for the new size prices it (it was priced at the old size)."""
+    vol, tf = bonsai
+    part = kd_partition(vol.dims, 2, vol.spacing)
+    grid = BlockGrid.for_volume(vol, tf)
+    thresholds = np.array([0.95, 0.975, 1.0])
+    render = tuple(RenderModel(2e-8, 1e-9, 1e-7, 1e-9, 1e-3) for _ in part.bricks)
+    cluster = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10))
+    workload = probe_workload(grid, seed_orbit(vol.radius, 1)[0], 64, 64, brick_boxes(part),
+                              thresholds)
+    candidates = volume_knob_space().grid()
+
+    def model_at(width: int, height: int) -> VolumeModel:
+        m = VolumeModel(cluster, 1e-9, width, height, thresholds)
+        m.workload = workload
+        m.stages = [[StageWork(1, 1, 64 * 64 * 8.0, 64 * 64 / 2.0) for _ in part.bricks]]
+        return m
+
+    model = model_at(64, 64)
+    small = model(candidates)
+    model.width, model.height = 128, 96
+    np.testing.assert_array_equal(model(candidates), model_at(128, 96)(candidates))
+    assert np.all(model(candidates) > small)
+
+
 def test_block_code_keeps_empty_blocks_and_faint_opacity():
     """The one-byte block code: empty stays empty, a faint block keeps its opacity within a
     few per cent, and a block's code lets through what its opacity does."""

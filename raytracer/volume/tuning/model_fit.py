@@ -52,6 +52,32 @@ class CalibrationSample:
     streamed: np.ndarray  # (ranks,) each brick's streamed share (models.volume_cost)
 
 
+@dataclass(frozen=True)
+class _CandidateGeometry:
+    """What the volume model prices in a candidate set that does not change from frame to
+    frame: each candidate's threshold index, rendered pixels, pixels per voxel of step and
+    image scale, and its index among the distinct scales (compositing and the SIMD groups'
+    excess depend on the scale alone)."""
+
+    threshold: np.ndarray  # (candidates,) index into the probe's thresholds
+    pixels: np.ndarray  # (candidates,)
+    pixels_per_step: np.ndarray  # (candidates,)
+    scale: np.ndarray  # (candidates,)
+    scale_of: np.ndarray  # (candidates,) index into scales
+    scales: np.ndarray  # (distinct scales,)
+
+    @classmethod
+    def of(cls, knobs: Mapping[str, np.ndarray], thresholds: np.ndarray, width: int,
+           height: int) -> _CandidateGeometry:
+        rate = np.asarray(knobs["sampling_rate"], np.float64)
+        scale = np.asarray(knobs["image_scale"], np.float64)
+        ert = np.asarray(knobs["ert_threshold"], np.float64)
+        threshold = np.abs(ert[:, None] - thresholds[None, :]).argmin(axis=1)
+        pixels = width * height * scale**2
+        scales, scale_of = np.unique(scale, return_inverse=True)
+        return cls(threshold, pixels, pixels * rate, scale, scale_of.ravel(), scales)
+
+
 class VolumeModel:
     """Rank 0's predictor: the probe's per-rank workload + the calibrated per-rank model."""
 
@@ -68,8 +94,8 @@ class VolumeModel:
         # each rank's samples as its SIMD groups paid them over those taken, last frame
         self.group_ratio: np.ndarray | float = 1.0
         self.group_ratio_scale = 1.0  # the image scale that ratio was measured at
-        self._geometry_of: Mapping[str, np.ndarray] | None = None
-        self._geometry_cache: tuple[np.ndarray, ...] = ()
+        self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
+        self._geometry_cache: _CandidateGeometry | None = None
 
     def use_record(self, record: DistributedFrameRecord) -> None:
         """Take the compositing work per stage (at scale 1) and each rank's group ratio (its
@@ -79,34 +105,31 @@ class VolumeModel:
         self.group_ratio = np.array([r.group_ratio for r in record.ranks])[:, None]
         self.group_ratio_scale = record.render_width / record.width
 
-    def _geometry(self, knobs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, ...]:
-        """Per candidate: threshold index, rendered pixels, pixels per voxel of step, scale.
-        Cached for the last mapping seen: the tuner prices the same candidate grid every
-        frame, and only the workload and the compositing work change between frames."""
-        if self._geometry_of is not knobs:
-            rate = np.asarray(knobs["sampling_rate"], np.float64)
-            scale = np.asarray(knobs["image_scale"], np.float64)
-            ert = np.asarray(knobs["ert_threshold"], np.float64)
-            idx = np.abs(ert[:, None] - self.thresholds[None, :]).argmin(axis=1)
-            pixels = self.width * self.height * scale**2
-            self._geometry_cache = (idx, pixels, pixels * rate, scale)
-            self._geometry_of = knobs
+    def _geometry(self, knobs: Mapping[str, np.ndarray]) -> _CandidateGeometry:
+        """The candidates' geometry, cached for the last mapping seen at this image size: the
+        tuner prices the same candidate grid every frame, and only the workload and the
+        compositing work change between frames."""
+        key = self._geometry_key
+        if key is None or key[0] is not knobs or key[1:] != (self.width, self.height):
+            self._geometry_cache = _CandidateGeometry.of(knobs, self.thresholds, self.width,
+                                                         self.height)
+            self._geometry_key = (knobs, self.width, self.height)
         return self._geometry_cache
 
     def sections(self, knobs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
-        idx, pixels, pixels_per_step, scale = self._geometry(knobs)
+        g = self._geometry(knobs)
         w = self.workload
-        samples = w.samples(idx, pixels_per_step) * group_ratio_at(
-            self.group_ratio, self.group_ratio_scale, scale[None, :])
-        skipped = w.skipped(idx, pixels_per_step)
-        rays = w.ray_counts(pixels)
-        out = self.model.predict_sections(samples, skipped, rays, pixels, self.stages,
-                                          self.gather_bytes, image_scale=scale,
-                                          streamed=self.streamed)
-        finish = np.where(scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
-        out["finish"] = finish
-        out["frame"] = out["frame"] + finish + self.spent
+        ratio = group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
+        samples = w.samples(g.threshold, g.pixels_per_step) * ratio[:, g.scale_of]
+        work = self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
+                                    w.ray_counts(g.pixels), g.pixels, self.streamed)
+        compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
+                                                      g.scales)
+        out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
+        out["finish"] = np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height,
+                                 0.0)
+        out["frame"] = out["frame"] + out["finish"] + self.spent
         return out
 
     def __call__(self, knobs: Mapping[str, np.ndarray]) -> np.ndarray:
