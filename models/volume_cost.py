@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numba as nb
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares, nnls
@@ -295,8 +296,29 @@ class ClusterFrameModel:
     @functools.cached_property
     def _stacked_render(self) -> tuple[NDArray, ...]:
         """The ranks' render coefficients as (ranks, 1) arrays, one per field."""
-        return tuple(np.array(c, np.float64)[:, None]
-                     for c in zip(*(m.coefficients for m in self.render), strict=True))
+        return tuple(c[:, None] for c in self._coefficient_table)
+
+    def slowest_render_on_grid(self, length: NDArray, span: NDArray, rays: NDArray,
+                               ratio: NDArray, streamed: ArrayLike, threshold: NDArray,
+                               scale_of: NDArray, pixels: NDArray, pixels_per_step: NDArray
+                               ) -> NDArray:
+        """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
+        probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
+        call of the general path costs it microseconds): rank r of candidate j takes
+        ``length[t, r]·pixels_per_step[j]·ratio[r, s]`` samples and
+        ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions, ``rays[r]·pixels[j]``
+        rays, with t = ``threshold[j]`` and s = ``scale_of[j]``."""
+        share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))
+        return _slowest_render(np.asarray(length, np.float64), np.asarray(span, np.float64),
+                               np.asarray(rays, np.float64), np.asarray(ratio, np.float64),
+                               self._coefficient_table, np.ascontiguousarray(share),
+                               threshold, scale_of, pixels, pixels_per_step,
+                               float(self.cores), float(self.threads))
+
+    @functools.cached_property
+    def _coefficient_table(self) -> NDArray:
+        """(7, ranks) the render coefficients in field order."""
+        return np.array([m.coefficients for m in self.render], np.float64).T.copy()
 
     def compositing_sections(self, stages: Sequence[Sequence[StageWork]], gather_bytes: float,
                              image_scale: ArrayLike) -> dict[str, NDArray]:
@@ -355,3 +377,40 @@ class ClusterFrameModel:
                        float(d.get("cores") or math.inf), float(d.get("threads", 1.0)))
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
+
+
+@nb.njit(cache=True)
+def _slowest_render(length, span, rays, ratio, coef, streamed, threshold, scale_of, pixels,
+                    pixels_per_step, cores, threads):  # pragma: no cover
+    """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
+    rank and candidate, then :func:`shared_finish`'s slowest rank, in the same order of
+    operations."""
+    ranks, n = rays.shape[0], threshold.shape[0]
+    out = np.empty(n)
+    work, ordered = np.empty(ranks), np.empty(ranks)
+    shared = cores < ranks * threads
+    for j in range(n):
+        t, s = threshold[j], scale_of[j]
+        per_step, px = pixels_per_step[j], pixels[j]
+        for r in range(ranks):
+            m = streamed[r]
+            samples = length[t, r] * per_step * ratio[r, s]
+            skipped = (span[t, r] - length[t, r]) * per_step
+            work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m) * samples
+                       + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
+                       + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r])
+        if not shared:
+            out[j] = work.max() / threads
+            continue
+        for k in range(ranks):  # insertion sort: a few ranks
+            v, i = work[k], k
+            while i > 0 and ordered[i - 1] > v:
+                ordered[i] = ordered[i - 1]
+                i -= 1
+            ordered[i] = v
+        finish, previous = 0.0, 0.0
+        for k in range(ranks):
+            finish += (ordered[k] - previous) / min(threads, cores / (ranks - k))
+            previous = ordered[k]
+        out[j] = finish
+    return out

@@ -135,3 +135,31 @@ def test_group_ratio_grows_as_the_image_gets_coarser():
     assert group_ratio_at(1.59, 1.0, 0.5) == pytest.approx(1 + 0.59 * 2 ** GROUP_EXCESS_EXPONENT)
     got = group_ratio_at(np.array([[1.5], [2.0]]), 0.5, np.array([[0.5, 1.0]]))
     assert got.shape == (2, 2) and np.all(got[:, 1] < got[:, 0]) and np.all(got >= 1.0)
+
+
+@pytest.mark.parametrize("ranks, cores, threads", [(2, np.inf, 1.0), (2, 1.0, 1.0),
+                                                    (5, 2.0, 1.0), (4, 4.0, 2.0)])
+def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads):
+    """The tuner's compiled pricing is the general path's slowest rank, bit for bit, shared
+    cores or not: the same formula in the same order of operations."""
+    rng = np.random.default_rng(ranks)
+    render = tuple(RenderModel(*rng.uniform(1e-9, 2e-8, 2), 1e-7 * rng.uniform(), 1e-8,
+                               1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 2))
+                   for _ in range(ranks))
+    model = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10),
+                              cores=cores, threads=threads)
+    length = rng.uniform(5, 80, (3, ranks))
+    span = length + rng.uniform(0, 40, (3, ranks))
+    rays = rng.uniform(0.1, 1.0, ranks)
+    ratio = rng.uniform(1.0, 2.0, (ranks, 4))
+    streamed = rng.uniform(0, 1, ranks)
+    threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
+    pixels = rng.uniform(1e4, 3e5, 300)
+    per_step = pixels * rng.uniform(0.25, 2.0, 300)
+    compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, threshold,
+                                            scale_of, pixels, per_step)
+    samples = length[threshold].T * per_step * ratio[:, scale_of]
+    skipped = (span - length)[threshold].T * per_step
+    work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed)
+    general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
+    np.testing.assert_array_equal(compiled, general)

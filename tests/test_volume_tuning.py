@@ -119,6 +119,7 @@ def test_priced_grid_follows_each_frames_workload(bonsai):
         model.workload = probe_workload(grid, cam, 64, 64, brick_boxes(part), thresholds)
         cached = model(candidates)
         np.testing.assert_allclose(cached, model({k: v.copy() for k, v in candidates.items()}))
+        np.testing.assert_array_equal(cached, model.sections(candidates)["frame"])
         prices.append(cached)
     assert not np.allclose(prices[0], prices[1])
 
