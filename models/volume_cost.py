@@ -308,11 +308,16 @@ class ClusterFrameModel:
         ``length[t, r]·pixels_per_step[j]·ratio[r, s]`` samples and
         ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions, ``rays[r]·pixels[j]``
         rays, with t = ``threshold[j]`` and s = ``scale_of[j]``."""
-        share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))
-        return _slowest_render(np.asarray(length, np.float64), np.asarray(span, np.float64),
-                               np.asarray(rays, np.float64), np.asarray(ratio, np.float64),
-                               self._coefficient_table, np.ascontiguousarray(share),
-                               threshold, scale_of, pixels, pixels_per_step,
+        def floats(a: ArrayLike) -> NDArray:
+            return np.ascontiguousarray(a, np.float64)
+
+        def indices(a: ArrayLike) -> NDArray:
+            return np.ascontiguousarray(a, np.int64)
+
+        share = np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64)
+        return _slowest_render(floats(length), floats(span), floats(rays), floats(ratio),
+                               self._coefficient_table, share, indices(threshold),
+                               indices(scale_of), floats(pixels), floats(pixels_per_step),
                                float(self.cores), float(self.threads))
 
     @functools.cached_property
