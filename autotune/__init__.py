@@ -31,7 +31,7 @@ from autotune.controllers import (
     FixedController,
     PIController,
 )
-from autotune.feedback import BiasCorrection, PartCorrections
+from autotune.feedback import BiasCorrection, PartCorrections, RunningOverhead
 from autotune.frame_loop import FrameLoop, FramePrice, Governed
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.learned import (
@@ -76,5 +76,6 @@ __all__ = [
     "PartCorrections",
     "Predictor",
     "PredictorError",
+    "RunningOverhead",
     "Tuner",
 ]

@@ -157,3 +157,22 @@ class PartCorrections:
             p, m = predicted.get(part, 0.0), measured.get(part, 0.0)
             if p > 0 and m > 0:
                 bias.update(p, m)
+
+
+class RunningOverhead:
+    """The part of a frame no model prices (launch, read-back, the choice itself, sharing the
+    knobs): the running mean of the first frames' measured overhead, then a slow average with
+    ``gain`` that follows a lasting change (a resize, another volume)."""
+
+    def __init__(self, gain: float = 0.2) -> None:
+        if not 0.0 < gain <= 1.0:
+            raise ValueError(f"overhead gain must be in (0, 1], got {gain!r}")
+        self.gain = gain
+        self.seconds = 0.0
+        self.frames = 0
+
+    def update(self, seconds: float) -> None:
+        """Learn one frame's overhead (seconds >= 0)."""
+        weight = max(self.gain, 1.0 / (self.frames + 1))
+        self.seconds += weight * (max(0.0, seconds) - self.seconds)
+        self.frames += 1

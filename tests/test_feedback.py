@@ -192,3 +192,20 @@ def test_a_part_far_from_where_it_was_learnt_restarts():
     parts.update({"primary": 0.010}, {"primary": 0.012})  # learns afresh at the new size
     assert parts.factors()["primary"] == pytest.approx(1.2, rel=0.01)
     assert parts.rescope({"primary": 0.011}) == []
+
+
+def test_running_overhead_averages_the_first_frames_then_follows_slowly():
+    from autotune import RunningOverhead
+
+    overhead = RunningOverhead(gain=0.2)
+    for seconds in (1.0, 2.0, 3.0):
+        overhead.update(seconds)
+    assert overhead.seconds == pytest.approx(2.0)  # the mean of the first frames
+    for _ in range(2):  # frames 4 and 5 still average (weight 1/4, 1/5 >= 0.2)
+        overhead.update(2.0)
+    overhead.update(12.0)  # then the slow average
+    assert overhead.seconds == pytest.approx(2.0 + 0.2 * 10.0)
+    overhead.update(-5.0)  # a frame faster than its parts: no overhead, not a negative one
+    assert overhead.seconds == pytest.approx(0.8 * 4.0)
+    with pytest.raises(ValueError, match="gain"):
+        RunningOverhead(gain=0.0)

@@ -235,7 +235,7 @@ def test_controlled_time_is_the_frame_the_user_waits_for(tracers, fitted):
         assert f.measured >= f.kernel_seconds + f.probe_seconds
         assert f.kernel_seconds == pytest.approx(sum(f.phase_seconds.values()))
         assert f.predicted > sum(f.predicted_phases.values()) + 0.9 * f.probe_seconds
-    assert r.overhead_seconds > 0.0
+    assert r.overhead.seconds > 0.0
     assert r.tuner.history[-1].measured == frames[-1].measured
 
 

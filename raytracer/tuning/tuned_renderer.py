@@ -28,6 +28,7 @@ from autotune import (
     Governed,
     KnobSpace,
     PartCorrections,
+    RunningOverhead,
 )
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
@@ -48,7 +49,6 @@ from raytracer.tuning.profile_store import find_app_calibration, find_device_pro
 
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
-OVERHEAD_GAIN = 0.2  # how fast the host-overhead estimate follows a change (resize, load)
 MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
 FEEDBACK = ("phase", "frame")  # per-phase corrections + the frame's, or the frame's only
 
@@ -181,7 +181,7 @@ class TunedRenderer(Governed):
         self.overlap_probe = self.tracer.device_info.kind != "CPU"
         self._pending_probe: tuple[tuple, Future, float] | None = None
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
-        self.overhead_seconds = 0.0  # running estimate: read-back + launch + host per frame
+        self.overhead = RunningOverhead()  # read-back + launch + host per frame
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase")
         self.loop.configure(self.space, self._price)
 
@@ -228,7 +228,7 @@ class TunedRenderer(Governed):
 
     def _known(self) -> float:
         """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
-        return self._spent + self.overhead_seconds
+        return self._spent + self.overhead.seconds
 
     def _measure(self, camera: Camera) -> tuple[Workload, float]:
         """The view's workload: from the probe started during the last frame, else now."""
@@ -277,10 +277,7 @@ class TunedRenderer(Governed):
             hidden = max(0.0, self.probe.last_seconds - (time.perf_counter() - started))
             self._pending_probe = (key, future, hidden)
         wall = time.perf_counter() - started_frame
-        overhead = max(0.0, wall - self._spent - frame.seconds)
-        # running mean over the first frames, then a slow average: a per-size constant
-        weight = max(OVERHEAD_GAIN, 1.0 / (self.frame_index + 1))
-        self.overhead_seconds += weight * (overhead - self.overhead_seconds)
+        self.overhead.update(wall - self._spent - frame.seconds)  # a per-size constant
         # a frame whose modelled kernels are a small part of it (an empty sky: probe and
         # overhead dominate) says little about the model's bias (autotune.frame_loop's rules)
         teaches = kernels >= MIN_KERNEL_SHARE * predicted
