@@ -81,7 +81,14 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
         frames.append(tuned.render(cam, reference=(i == 0)))
         assert len(shares) - before == (2 if i == 0 else 1)  # one state per frame rendered
     assert all(f.measured > 0 and f.predicted > 0 for f in frames)
-    assert all(f.measured >= f.record.frame_seconds for f in frames)  # probe + choice count
+    # the whole wait counts: probe, choice and frame
+    assert all(f.measured >= f.record.frame_seconds + f.probe_seconds + f.search_seconds
+               for f in frames)
+    assert tuned.overhead.frames == 3 and tuned.overhead.seconds > 0.0
+    # a frame's sections are the prices its choice was made with (the first frame's: no
+    # correction yet), not the next frame's
+    assert frames[0].sections["frame"] == pytest.approx(frames[0].predicted, rel=1e-12)
+    assert all(f.sections["frame"] > f.sections["render"] > 0 for f in frames)
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
 
 

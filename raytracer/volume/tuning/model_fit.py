@@ -89,7 +89,7 @@ class VolumeModel:
         self.workload: RankWorkload | None = None
         self.stages: list[list[StageWork]] = []
         self.gather_bytes = 0.0
-        self.spent = 0.0
+        self.spent = 0.0  # the frame's measured part: probe spent + the running overhead
         self.streamed: np.ndarray | float = 0.0  # each rank's streamed share, per volume
         # each rank's samples as its SIMD groups paid them over those taken, last frame
         self.group_ratio = np.ones((model.ranks, 1))

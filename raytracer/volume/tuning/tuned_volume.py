@@ -15,13 +15,15 @@ its fit in ``model_fit``; this module is the renderer that uses them frame by fr
 
 from __future__ import annotations
 
+import copy
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed
+from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhead
 from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
 from models.volume_cost import streamed_share
@@ -53,8 +55,8 @@ from raytracer.volume.tuning.model_fit import (
 from raytracer.volume.tuning.workload_probe import (
     BlockGrid,
     RankWorkload,
+    WorkloadProbe,
     brick_boxes,
-    probe_workload,
 )
 
 CONTROLLER_NAMES = tuple(CONTROLLERS)  # what a shared frame state's controller index names
@@ -66,15 +68,27 @@ class TunedVolumeFrame:
 
     image: np.ndarray
     settings: FrameSettings
-    measured: float  # rank 0's frame: probe + choice + render + composite + gather + upscale
+    measured: float  # rank 0's wait: probe + choice + render + composite + gather + upscale
+    # + the tuner's bookkeeping
     predicted: float
     corrected: float
     record: DistributedFrameRecord
     probe_seconds: float
     over_budget: bool = False
-    sections: dict[str, float] = field(default_factory=dict)
     quality: dict[str, float] = field(default_factory=dict)
     search_seconds: float = 0.0  # the controller's search for this frame
+    pricing: VolumeModel | None = field(default=None, repr=False)  # the model as it priced it
+
+    @functools.cached_property
+    def sections(self) -> dict[str, float]:
+        """Seconds per section the model predicted for the chosen setting (render, each
+        stage, composite, gather, finish, frame): priced when asked, as diagnostics, so the
+        governed loop does not pay for them."""
+        if self.pricing is None:
+            return {}
+        return {k: float(np.asarray(v).ravel()[0]) for k, v in
+                self.pricing.sections(one_setting(self.settings)).items()
+                if k != "render_per_rank"}
 
 
 class TunedVolumeRenderer(Governed):
@@ -95,7 +109,8 @@ class TunedVolumeRenderer(Governed):
         # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
         self.loop = FrameLoop(target_seconds, controller, pi_gains=pi_gains)
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
-        self.grid: BlockGrid | None = None
+        self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
+        self.probe: WorkloadProbe | None = None
         self.boxes = brick_boxes(renderer.partition)
         self.cores, self.threads = shared_cores(renderer)
         self.cache_bytes = core_cache_bytes()
@@ -104,12 +119,15 @@ class TunedVolumeRenderer(Governed):
         self.losses: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
+        self.overhead = RunningOverhead()  # rank 0: the choice + sharing the state, per frame
         if self.rank == 0:
             self._use_grid()
 
     def _use_grid(self) -> None:
-        """Rank 0: the block grid of the current volume and each brick's streamed share."""
+        """Rank 0: the block grid of the current volume, its probe and each brick's streamed
+        share."""
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
+        self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
         self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
                                        self.cache_bytes)
         if self.model is not None:
@@ -142,8 +160,7 @@ class TunedVolumeRenderer(Governed):
 
     def _probe(self, camera: Camera) -> tuple[RankWorkload, float]:
         t0 = time.perf_counter()
-        w = probe_workload(self.grid, camera, self.width, self.height, self.boxes,
-                           self.thresholds)
+        w = self.probe(camera, self.width, self.height)
         return w, time.perf_counter() - t0
 
     def _frame(self, camera: Camera, settings: FrameSettings | None
@@ -271,8 +288,9 @@ class TunedVolumeRenderer(Governed):
             self.loop.hold(knobs_of(self.fixed_settings))
 
     def _price(self, knobs: dict[str, np.ndarray]) -> FramePrice:
-        """The model's frame seconds of the candidates, apart from the time already spent
-        this frame (probe and choice: measured, never scaled by the correction)."""
+        """The model's frame seconds of the candidates, apart from the measured part (the
+        probe already spent and the running overhead of choosing and sharing the knobs: never
+        scaled by the correction)."""
         return FramePrice(self.model(knobs) - self.model.spent, self.model.spent)
 
     def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
@@ -303,29 +321,32 @@ class TunedVolumeRenderer(Governed):
         settings, decision, probe_s = None, None, 0.0
         if self.rank == 0:
             self.model.workload, probe_s = self._probe(camera)
-            self.model.spent = time.perf_counter() - t0
+            spent = time.perf_counter() - t0
+            # the model prices what is spent already and what the overhead will add
+            self.model.spent = spent + self.overhead.seconds
             decision = self.loop.choose()
             settings = settings_of(decision.knobs)
         settings, res = self._frame(camera, settings)
+        if self.rank == 0:
+            rec = res.record
+            pricing = copy.copy(self.model)  # as it priced this frame: for its sections
+            self.model.use_record(rec)
+            # the frame's whole wait: probe, choice, frame and this bookkeeping
+            measured = time.perf_counter() - t0
+            self.overhead.update(measured - spent - rec.frame_seconds)
+            self.loop.observe(measured, decision.corrected)
+            self.last_settings = settings
         quality: dict[str, float] = {}
-        if reference:
+        if reference:  # untimed
             _, ref = self._frame(camera, BEST)
             if self.rank == 0:
                 a, b = to_display(res.image), to_display(ref.image)
                 quality = {"psnr": psnr(a, b), "ssim": ssim(a, b)}
         if self.rank != 0:
             return None
-        rec = res.record
-        measured = self.model.spent + rec.frame_seconds
-        sections = {k: float(np.asarray(v).ravel()[0]) for k, v in
-                    self.model.sections(one_setting(settings)).items()
-                    if k != "render_per_rank"}
-        self.loop.observe(measured, decision.corrected)
-        self.model.use_record(rec)
-        self.last_settings = settings
         return TunedVolumeFrame(res.image, settings, measured, decision.predicted,
                                 decision.corrected, rec, probe_s, decision.over_budget,
-                                sections, quality, decision.search_seconds)
+                                quality, decision.search_seconds, pricing)
 
     def render_predicted(self, camera: Camera, settings: FrameSettings | None
                          ) -> tuple[FrameResult, dict[str, np.ndarray] | None]:

@@ -133,7 +133,7 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     """Per brick, the ray's samples inside it (clipped by a ray-box test, not a search per
     sample); per threshold (ascending) the voxels walked before the brick's own
     transmittance fell to 1 − threshold, totalled once when it does; a ray stops once every
-    threshold is passed."""
+    threshold is passed. All three per probe ray."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
     length = np.zeros((n_thr, n_bricks))
@@ -201,7 +201,8 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                 for j in range(k, n_thr):
                     span[j, b] += walked
                     length[j, b] += full
-    return length, span, rays
+    n = float(pw * ph)
+    return length / n, span / n, rays / n
 
 
 def brick_boxes(partition: Partition) -> NDArray[np.float64]:
@@ -225,25 +226,46 @@ def probe_raster(width: int, height: int, rays: int = PROBE_SIZE * PROBE_SIZE) -
     return pw, max(4, round(rays / pw))
 
 
+class WorkloadProbe:
+    """The probe of one volume's bricks, called once per frame with the view: what does not
+    change from frame to frame (the volume's and the bricks' boxes, the step's transmittance
+    table, the thresholds) is checked and laid out once, so a frame pays for little more than
+    the march (the governed loop probes right after a frame, when every Python call costs
+    several times its warm time).
+
+    ``brick_boxes`` is (ranks, 2, 3): each rank's brick as a world box [lo, hi);
+    ``thresholds`` ascending; about ``rays`` probe rays (the image's aspect) march at
+    ``step_vox`` voxels, with opacities per ``ref_step``."""
+
+    def __init__(self, grid: BlockGrid, brick_boxes: NDArray, thresholds: NDArray,
+                 ref_step: float = 1.0, rays: int = PROBE_SIZE * PROBE_SIZE,
+                 step_vox: float = 4.0) -> None:
+        self.thresholds = np.asarray(thresholds, np.float64)
+        if np.any(np.diff(self.thresholds) < 0):
+            raise ValueError(f"probe thresholds must be ascending, got "
+                             f"{self.thresholds.tolist()}")
+        self.grid, self.rays, self.step_vox = grid, rays, float(step_vox)
+        boxes = np.asarray(brick_boxes, np.float64)
+        self._bricks_lo = np.ascontiguousarray(boxes[:, 0])
+        self._bricks_hi = np.ascontiguousarray(boxes[:, 1])
+        self._volume_hi = grid.origin + (np.asarray(grid.dims) - 1.0) * grid.spacing
+        self._passes = grid.transmittance(step_vox / ref_step)
+
+    def __call__(self, camera: Camera, width: int, height: int) -> RankWorkload:
+        """Each brick's workload for ``camera`` rendering ``width`` x ``height`` pixels."""
+        pw, ph = probe_raster(width, height, self.rays)
+        eye, top_left, du, dv = camera.basis(pw, ph).astype(np.float64)
+        g = self.grid
+        length, span, hits = _march(eye, top_left, du, dv, pw, ph, g.origin, self._volume_hi,
+                                    g.origin, g.spacing, g.block, g.code, self._passes,
+                                    self._bricks_lo, self._bricks_hi, self.step_vox,
+                                    self.thresholds)
+        return RankWorkload(self.thresholds, length, span, hits)
+
+
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
                    brick_boxes: NDArray, thresholds: NDArray, ref_step: float = 1.0,
                    rays: int = PROBE_SIZE * PROBE_SIZE, step_vox: float = 4.0) -> RankWorkload:
-    """March about ``rays`` probe rays (the image's aspect) over the block grid for a camera.
-
-    ``brick_boxes`` is (ranks, 2, 3): each rank's brick as a world box [lo, hi);
-    ``thresholds`` ascending.
-    """
-    pw, ph = probe_raster(width, height, rays)
-    eye, top_left, du, dv = (v.astype(np.float64) for v in camera.basis(pw, ph))
-    vol_lo = grid.origin
-    vol_hi = grid.origin + (np.asarray(grid.dims) - 1.0) * grid.spacing
-    boxes = np.asarray(brick_boxes, np.float64)
-    thr = np.asarray(thresholds, np.float64)
-    if np.any(np.diff(thr) < 0):
-        raise ValueError(f"probe thresholds must be ascending, got {thr.tolist()}")
-    length, span, hits = _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, grid.origin,
-                          grid.spacing, grid.block, grid.code,
-                          grid.transmittance(step_vox / ref_step), boxes[:, 0], boxes[:, 1],
-                          float(step_vox), thr)
-    n = float(pw * ph)
-    return RankWorkload(thr, length / n, span / n, hits / n)
+    """One probe of ``camera`` (see :class:`WorkloadProbe`, which a frame loop keeps)."""
+    return WorkloadProbe(grid, brick_boxes, thresholds, ref_step, rays, step_vox)(
+        camera, width, height)
