@@ -77,6 +77,7 @@ class TunedVolumeFrame:
     over_budget: bool = False
     quality: dict[str, float] = field(default_factory=dict)
     search_seconds: float = 0.0  # the controller's search for this frame
+    bookkeeping_seconds: float = 0.0  # the tuner's work after the frame (feedback, record)
     pricing: VolumeModel | None = field(default=None, repr=False)  # the model as it priced it
 
     @functools.cached_property
@@ -329,6 +330,7 @@ class TunedVolumeRenderer(Governed):
         settings, res = self._frame(camera, settings)
         if self.rank == 0:
             rec = res.record
+            framed = time.perf_counter()
             pricing = copy.copy(self.model)  # as it priced this frame: for its sections
             self.model.use_record(rec)
             # the frame's whole wait: probe, choice, frame and this bookkeeping
@@ -336,6 +338,7 @@ class TunedVolumeRenderer(Governed):
             self.overhead.update(measured - spent - rec.frame_seconds)
             self.loop.observe(measured, decision.corrected)
             self.last_settings = settings
+            bookkeeping = time.perf_counter() - framed
         quality: dict[str, float] = {}
         if reference:  # untimed
             _, ref = self._frame(camera, BEST)
@@ -346,7 +349,7 @@ class TunedVolumeRenderer(Governed):
             return None
         return TunedVolumeFrame(res.image, settings, measured, decision.predicted,
                                 decision.corrected, rec, probe_s, decision.over_budget,
-                                quality, decision.search_seconds, pricing)
+                                quality, decision.search_seconds, bookkeeping, pricing)
 
     def render_predicted(self, camera: Camera, settings: FrameSettings | None
                          ) -> tuple[FrameResult, dict[str, np.ndarray] | None]:
