@@ -222,6 +222,23 @@ def test_ranks_launched_unpinned_are_pinned_to_their_own_cores():
         assert said[str(r)] == f"{len(cores)} 2 {per} pinned {mine} affinity {mine}", done.stdout
 
 
+@needs_mpiexec
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to share")
+def test_more_ranks_than_cores_are_pinned_round_robin():
+    """Oversubscribed, each core takes the same ranks every frame (rank r on core r mod
+    cores) instead of the OS moving them about."""
+    cores = sorted(os.sched_getaffinity(0))
+    ranks = 2 * len(cores)
+    done = _run(["pin"], ranks)
+    assert done.returncode == 0, done.stderr
+    said = dict(re.findall(r"rank (\d+) share (\d+ \d+ \d+ pinned \[[^]]*\] affinity "
+                           r"\[[^]]*\])", done.stdout))
+    for r in range(ranks):
+        mine = [cores[r % len(cores)]]
+        assert said[str(r)] == f"{len(cores)} {ranks} 1 pinned {mine} affinity {mine}", \
+            done.stdout
+
+
 def test_orphaned_segments_of_a_failed_job_are_removed(tmp_path):
     """Segments made since the job started that no process maps go; a mapped one (a live
     job's) and an older one stay."""

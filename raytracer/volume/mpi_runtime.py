@@ -272,11 +272,14 @@ def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,
     Each rank's OpenCL CPU device gets ``max(1, cores // ranks)`` threads
     (``AUTOTUNE_COMPUTE_UNITS`` and each CPU runtime's own limit,
     :func:`raytracer.opencl_runtimes.limit_cpu_threads`). Where the launcher left every rank
-    free to run on all the cores (hydra's default) and there are no more ranks than cores,
-    each rank is also pinned to its own slice of them, as ``mpiexec -bind-to core`` does:
-    unpinned, the OS runs ranks and their runtimes' threads on each other's cores (2 ranks on
-    2 cores, bonsai at 256²: 11 % of the per-rank render times ran over 15 % past their CPU
-    time; pinned here, 1.4 %; pinned by ``mpiexec -bind-to core``, 0.7 %). Call it before
+    free to run on all the cores (hydra's default), each rank is also pinned, as ``mpiexec
+    -bind-to core`` does: to its own slice of the cores where there are no more ranks than
+    cores, else rank r to core r mod cores. Unpinned, the OS runs ranks and their runtimes'
+    threads on each other's cores (2 ranks on 2 cores, bonsai at 256²: 11 % of the per-rank
+    render times ran over 15 % past their CPU time; pinned here, 1.4 %; pinned by ``mpiexec
+    -bind-to core``, 0.7 %); oversubscribed it is worse (4 ranks on 2 cores, bonsai at 256²:
+    one view at fixed knobs strayed 26 % from its median, pinned round robin 4.5-7 %, and
+    frames took 2.4x less). Call it before
     the first OpenCL platform query (threads started later inherit the pinning; the runtimes
     read their limits once); importing pyopencl is fine. ``cores`` names the machine's core
     count instead (nothing is pinned then); ``apply=False`` only reports the share, changing
@@ -299,9 +302,12 @@ def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,
     if cores is None:
         union = sorted(set().union(*masks))
         cores = len(union)
-        if apply and 1 < ranks <= cores and all(m == union for m in masks):
-            per = cores // ranks
-            pinned = tuple(union[node_rank * per : (node_rank + 1) * per])
+        if apply and ranks > 1 and all(m == union for m in masks):
+            if ranks <= cores:
+                per = cores // ranks
+                pinned = tuple(union[node_rank * per : (node_rank + 1) * per])
+            else:
+                pinned = (union[node_rank % cores],)
             with contextlib.suppress(AttributeError, OSError):
                 os.sched_setaffinity(0, pinned)
     threads = max(1, cores // ranks)
