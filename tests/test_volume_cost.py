@@ -53,8 +53,9 @@ def test_frame_is_max_render_plus_sum_of_stage_maxima():
 
 
 def test_round_trip_and_bad_dict():
-    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0, 0),), StageModel(0, 1e-9, 0),
-                              GatherModel(0, 0), meta={"device": "x"})
+    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0, 0),) * 2, StageModel(0, 1e-9, 0),
+                              GatherModel(0, 0), meta={"device": "x"}, cores=1.0,
+                              core_groups=(0, 0))
     again = ClusterFrameModel.from_dict(model.to_dict())
     assert again == model
     with pytest.raises(VolumeModelError, match="bad.json"):
@@ -103,6 +104,12 @@ def test_ranks_sharing_cores_finish_by_processor_sharing():
     assert finish.max() == pytest.approx(work.sum() / 2 + 0.5)
     two_threads = shared_finish(np.array([[4.0]]), cores=2.0, threads=2.0)
     assert two_threads[0, 0] == pytest.approx(2.0)
+    # pinned round robin, a core each for ranks (0, 2) and (1, 3): a core whose ranks are
+    # done does not help the other's
+    pinned = shared_finish(work, cores=2.0, core_groups=(0, 1, 0, 1))[:, 0]
+    np.testing.assert_allclose(pinned, [2.0, 5.0, 3.0, 4.0])
+    with pytest.raises(VolumeModelError, match="core group per rank"):
+        shared_finish(work, cores=2.0, core_groups=(0, 1))
 
 
 def test_render_fit_tells_cached_from_streamed_samples():
@@ -137,9 +144,10 @@ def test_group_ratio_grows_as_the_image_gets_coarser():
     assert got.shape == (2, 2) and np.all(got[:, 1] < got[:, 0]) and np.all(got >= 1.0)
 
 
-@pytest.mark.parametrize("ranks, cores, threads", [(2, np.inf, 1.0), (2, 1.0, 1.0),
-                                                    (5, 2.0, 1.0), (4, 4.0, 2.0)])
-def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads):
+@pytest.mark.parametrize("ranks, cores, threads, groups", [
+    (2, np.inf, 1.0, ()), (2, 1.0, 1.0, ()), (5, 2.0, 1.0, ()), (4, 4.0, 2.0, ()),
+    (4, 2.0, 1.0, (0, 1, 0, 1)), (5, 2.0, 1.0, (0, 1, 0, 1, 0)), (2, 2.0, 1.0, (3, 7))])
+def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, groups):
     """The tuner's compiled pricing is the general path's slowest rank, bit for bit, shared
     cores or not: the same formula in the same order of operations."""
     rng = np.random.default_rng(ranks)
@@ -147,7 +155,7 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads):
                                1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 2))
                    for _ in range(ranks))
     model = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10),
-                              cores=cores, threads=threads)
+                              cores=cores, threads=threads, core_groups=groups)
     length = rng.uniform(5, 80, (3, ranks))
     span = length + rng.uniform(0, 40, (3, ranks))
     rays = rng.uniform(0.1, 1.0, ranks)

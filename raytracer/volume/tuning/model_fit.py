@@ -10,6 +10,7 @@ modelled as sharing them (:func:`shared_cores`).
 from __future__ import annotations
 
 import math
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -183,16 +184,28 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
     return est_s, est_k, est_r, px, sec
 
 
+@dataclass(frozen=True)
+class CoreSharing:
+    """How the ranks share cores, as the model prices it (:func:`models.volume_cost.
+    shared_finish`): the cores they share, each rank's threads, and each rank's group of
+    pinned cores (() where the OS moves ranks between all the cores)."""
+
+    cores: float = math.inf
+    threads: float = 1.0
+    groups: tuple[int, ...] = ()
+
+
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,
-                     thresholds: np.ndarray, cores: float = math.inf,
-                     threads: float = 1.0) -> tuple[ClusterFrameModel, float]:
+                     thresholds: np.ndarray, sharing: CoreSharing | None = None
+                     ) -> tuple[ClusterFrameModel, float]:
     """Per-rank render models (CPU seconds of work), the joint compositing model and the
-    upscale cost; ``cores``/``threads``: how the ranks share the machine's cores.
+    upscale cost; ``sharing``: how the ranks share the machine's cores (none by default).
 
     One model per rank: a single model fitted on all ranks' rows priced random knobs on the
     validation volumes a little better (2 ranks at 256², four runs: 12.8-15.7 % against
     15.1-15.5 %), but the governed frames on bonsai's held-out orbit worse (8.6-11.5 %
     against 5.9-7.8 %): each brick's own costs matter where the tuner holds the target."""
+    sharing = sharing or CoreSharing()
     renders = [RenderModel.fit(*render_rows(samples, r, thresholds),
                                [s.streamed[r] for s in samples]) for r in range(ranks)]
     ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
@@ -213,7 +226,8 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
     return ClusterFrameModel(tuple(renders), stage, gather,
                              meta={"ranks": ranks, "frames": len(samples),
                                    "width": width, "height": height},
-                             cores=cores, threads=threads), finish
+                             cores=sharing.cores, threads=sharing.threads,
+                             core_groups=sharing.groups), finish
 
 
 DEFAULT_CORE_CACHE = 1 << 20  # bytes: a per-core L2 where the OS does not say
@@ -237,8 +251,15 @@ def core_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -
     return max(sizes, default=DEFAULT_CORE_CACHE)
 
 
-def shared_cores(renderer: DistributedRenderer) -> tuple[float, float]:
-    """(cores the ranks share, threads per rank). Ranks on one machine share its cores
-    (processor sharing); with a core per rank thread or more it changes nothing."""
+def shared_cores(renderer: DistributedRenderer) -> CoreSharing:
+    """Collective: how ``renderer``'s ranks share their machines' cores. Ranks on one machine
+    share its cores (processor sharing; with a core per rank thread or more it changes
+    nothing); ranks pinned to the same cores of a machine share only those."""
     node = renderer.node
-    return float(node.cores) * renderer.size / node.ranks, float(node.threads)
+    places = renderer.comm.allgather((socket.gethostname(), node.pinned))
+    groups: tuple[int, ...] = ()
+    if all(pinned for _, pinned in places):
+        names = {place: i for i, place in enumerate(dict.fromkeys(places))}
+        groups = tuple(names[place] for place in places)
+    return CoreSharing(float(node.cores) * renderer.size / node.ranks, float(node.threads),
+                       groups)

@@ -113,7 +113,7 @@ class TunedVolumeRenderer(Governed):
         self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
         self.probe: WorkloadProbe | None = None
         self.boxes = brick_boxes(renderer.partition)
-        self.cores, self.threads = shared_cores(renderer)
+        self.sharing = shared_cores(renderer)  # collective
         self.cache_bytes = core_cache_bytes()
         self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
         self.model: VolumeModel | None = None
@@ -212,8 +212,7 @@ class TunedVolumeRenderer(Governed):
             self.swap_renderer(home)
         if self.rank == 0:
             model, finish = fit_volume_model(samples, self.renderer.size, self.width,
-                                             self.height, self.thresholds, self.cores,
-                                             self.threads)
+                                             self.height, self.thresholds, self.sharing)
             self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
             self.model.streamed = self.streamed
             self.model.use_record(samples[-1].record)
