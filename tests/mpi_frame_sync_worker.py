@@ -37,7 +37,7 @@ def main() -> int:
     install_excepthook()
     comm = world()
     rank = comm.Get_rank()
-    sync = FrameSync(comm)
+    sync = FrameSync(comm, shares_core="--shares-core" in sys.argv)
     count = 0
     for i in range(len(OPS)):
         expected = pattern(i)

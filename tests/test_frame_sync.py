@@ -41,10 +41,11 @@ def test_one_process_shares_without_mpi():
 
 
 @needs_mpiexec
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_rank_0_pattern_is_restored_on_every_rank(ranks):
-    done = mpi_runtime.launch([WORKER], ranks, timeout=120, cwd=REPO,
-                                env={"PYTHONPATH": str(REPO)})
+@pytest.mark.parametrize("ranks, shares_core", [(2, False), (3, False), (3, True)])
+def test_rank_0_pattern_is_restored_on_every_rank(ranks, shares_core):
+    """Also where waiting ranks sleep between polls inside a block (ranks sharing cores)."""
+    done = mpi_runtime.launch([WORKER] + (["--shares-core"] if shares_core else []), ranks,
+                              timeout=120, cwd=REPO, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in range(ranks):
         assert f"OK rank={rank} states=7" in done.stdout, done.stdout
