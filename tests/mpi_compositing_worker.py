@@ -40,6 +40,7 @@ from raytracer.volume.compositing import (
 )
 from raytracer.volume.mpi_runtime import (
     AgreedError,
+    abort,
     agree,
     install_excepthook,
     share_node,
@@ -194,6 +195,12 @@ def main(argv: list[str]) -> int:
         threads = share_node(cores=int(argv[1])).threads
         print(f"rank {world().Get_rank()} threads {threads} env "
               f"{os.environ['POCL_MAX_PTHREAD_COUNT']}", flush=True)
+    elif argv[0] == "muted-abort":  # rank 1's stderr goes nowhere: only the launcher hears
+        comm = world()
+        if comm.Get_rank() == 1:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+            abort(comm, 3, "rank 1 failed: a message stderr lost")
+        comm.Barrier()
     elif argv[0] == "pin":
         share = share_node()
         print(f"rank {world().Get_rank()} share {share.cores} {share.ranks} {share.threads} "

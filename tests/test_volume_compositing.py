@@ -183,6 +183,15 @@ def test_raising_rank_ends_the_job_and_is_named(transport):
 
 
 @needs_mpiexec
+def test_an_aborting_ranks_message_reaches_the_caller_even_if_stderr_loses_it():
+    """Hydra's proxies may drop a dying rank's last stderr lines (seen on a loaded machine);
+    the rank also sends its message to the launcher, which adds it where it is missing."""
+    done = _run(["muted-abort"], 2)
+    assert done.returncode != 0
+    assert "rank 1 failed: a message stderr lost" in done.stderr, done.stdout + done.stderr
+
+
+@needs_mpiexec
 @pytest.mark.parametrize("transport", ["messages", "shared"])
 def test_watchdog_names_the_phase(transport):
     done, after = _fault("hang", transport)

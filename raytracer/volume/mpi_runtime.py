@@ -13,12 +13,13 @@ every way to get there:
   made the same on every rank, which then all raise the same error;
 - :func:`launch`: runs ``mpiexec -n K python -m mpi4py -m <module> ...`` (the ``-m mpi4py``
   runner aborts on unhandled exceptions too) and kills its own process group on timeout;
-- :func:`share_node`: ranks on one machine split its cores (each pinned to its own, each
-  OpenCL CPU device on its share: ``AUTOTUNE_COMPUTE_UNITS``), or per-rank timings mean
-  nothing.
+- :func:`share_node`: ranks on one machine split its cores (each pinned to its own, or round
+  robin where they outnumber the cores; each OpenCL CPU device on its share:
+  ``AUTOTUNE_COMPUTE_UNITS``), or per-rank timings mean nothing.
 
 A killed rank (SIGKILL, a crash) is handled by the launcher: hydra tears the job down and
-:func:`launch` names the rank (each rank runs under :mod:`rank_sentinel`, which reports it).
+:func:`launch` names the rank (each rank runs under :mod:`rank_sentinel`, which reports it);
+an aborting rank sends its message to the launcher as well as to stderr.
 Everything works without mpiexec as a one-process world.
 """
 
@@ -68,13 +69,31 @@ def _say(text: str) -> None:
 
 
 def abort(comm: Any = None, code: int = ABORT_EXCEPTION, message: str = "") -> None:
-    """Print ``message`` and end every rank of the job now (``Abort``; plain exit if one rank)."""
+    """Print ``message`` and end every rank of the job now (``Abort``; plain exit if one rank).
+
+    The message also goes to :func:`launch`'s monitor where there is one: hydra tears the
+    job down on ``Abort``, and on a loaded machine its proxies were seen to lose the ranks'
+    last stderr lines (2 of 12 aborts beside two busy loops), so ``launch`` adds them back."""
     comm = _comm(comm)
     if message:
         _say(message)
+        _tell_launcher(message)
     if comm.Get_size() > 1:
         comm.Abort(code)
     os._exit(code)
+
+
+def _tell_launcher(message: str) -> None:
+    """Send ``message`` to the monitor of the :func:`launch` that started this job, if any."""
+    import socket
+
+    name = os.environ.get(rank_sentinel.ENV)
+    if not name:
+        return
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1.0)
+        sock.connect("\0" + name)
+        sock.sendall(SAID + message.encode(errors="replace"))
 
 
 # ------------------------------------------------------------------------ excepthook
@@ -356,10 +375,14 @@ def launch_command(argv: Sequence[str], ranks: int, *, sentinel: bool = False) -
     return [exe, "-n", str(ranks), sys.executable, *watch, "-m", "mpi4py", *target, *argv[1:]]
 
 
+SAID = b"SAID "  # what opens a rank's last words to the monitor (see abort)
+
+
 class _Monitor:
     """Collects the sentinels' reports (``RANK PID SIGNAL``, one connection each) on a Linux
     abstract socket (no file is written): a sentinel reports only when its own rank was
-    killed by a signal while the job still stood, so the reports name the failed rank."""
+    killed by a signal while the job still stood, so the reports name the failed rank. A rank
+    that aborts sends its message too (``SAID ...``)."""
 
     def __init__(self) -> None:
         import socket
@@ -370,6 +393,7 @@ class _Monitor:
         self.server.listen(64)
         self.server.settimeout(0.2)
         self.killed: list[tuple[int, int, int]] = []  # (rank, pid, signal) in arrival order
+        self.said: list[str] = []  # aborting ranks' messages, in arrival order
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="mpi-monitor", daemon=True)
         self._thread.start()
@@ -393,8 +417,11 @@ class _Monitor:
             conn.settimeout(1.0)
             data = b""
             with contextlib.suppress(OSError):
-                while chunk := conn.recv(64):
+                while chunk := conn.recv(4096):
                     data += chunk
+        if data.startswith(SAID):
+            self.said.append(data[len(SAID):].decode(errors="replace"))
+            return
         with contextlib.suppress(ValueError):
             rank, pid, signum = (int(x) for x in data.split())
             self.killed.append((rank, pid, signum))
@@ -490,7 +517,7 @@ def launch(
     if proc.returncode:
         remove_orphaned_segments(started)
     if proc.returncode and monitor is not None:
-        note = _name_failed(f"{out}\n{err}", monitor.killed)
+        note = _name_failed(f"{out}\n{err}", monitor.killed, monitor.said)
         if note:
             if err is not None:
                 err += note
@@ -499,11 +526,15 @@ def launch(
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
-def _name_failed(output: str, killed: list[tuple[int, int, int]]) -> str:
-    """A ``rank R failed`` line for each rank a signal killed (its sentinel's report), unless
-    the output already names a failure (a rank's Python error or a watchdog's abort)."""
-    if not killed or re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
+def _name_failed(output: str, killed: list[tuple[int, int, int]], said: Sequence[str] = ()
+                 ) -> str:
+    """What names the failure where the output does not (a rank's Python error, a watchdog's
+    abort): the aborting ranks' own messages as they sent them, else a ``rank R failed``
+    line for each rank a signal killed (its sentinel's report)."""
+    if re.search(r"^rank \d+(:| failed)", output, re.MULTILINE):
         return ""
+    if said:
+        return "".join(m if m.endswith("\n") else m + "\n" for m in said)
     lines = []
     for rank, pid, signum in killed:
         signum_text = f"signal {signum}"
