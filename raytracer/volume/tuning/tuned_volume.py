@@ -121,7 +121,9 @@ class TunedVolumeRenderer(Governed):
         self.losses: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
-        self.overhead = RunningOverhead()  # rank 0: the choice + sharing the state, per frame
+        # rank 0: per frame, what is neither probe nor frame (the choice, sharing the state,
+        # the bookkeeping after the frame)
+        self.overhead = RunningOverhead()
         if self.rank == 0:
             self._use_grid()
 
@@ -333,7 +335,8 @@ class TunedVolumeRenderer(Governed):
             framed = time.perf_counter()
             pricing = copy.copy(self.model)  # as it priced this frame: for its sections
             self.model.use_record(rec)
-            # the frame's whole wait: probe, choice, frame and this bookkeeping
+            # the frame's whole wait: probe, choice, frame and this bookkeeping (the feedback
+            # below needs it, so it alone is left out)
             measured = time.perf_counter() - t0
             self.overhead.update(measured - spent - rec.frame_seconds)
             self.loop.observe(measured, decision.corrected)
