@@ -92,6 +92,22 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
 
 
+def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
+    """A renderer's first frames are slow: a swap renders its first few at the cheapest
+    setting, untimed, and a renderer swapped back in (already warm) renders none."""
+    from raytracer.volume.tuning.tuned_volume import WARMUP_FRAMES
+
+    vol, tf = bonsai
+    home = DistributedRenderer(vol, tf)
+    tuned = TunedVolumeRenderer(home, 32, 32, 0.05)
+    other = DistributedRenderer(*load_everywhere("neghip"))
+    tuned.swap_renderer(other)
+    assert other.frames_rendered == WARMUP_FRAMES and home.frames_rendered == 0
+    tuned.swap_renderer(home)
+    tuned.swap_renderer(other)
+    assert other.frames_rendered == WARMUP_FRAMES and home.frames_rendered == WARMUP_FRAMES
+
+
 def test_distributed_embedding_example_runs_on_two_ranks():
     from pathlib import Path
 

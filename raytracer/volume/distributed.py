@@ -304,6 +304,11 @@ class DistributedRenderer:
         self.local: LocalRenderer = local
         self._frame = 0
 
+    @property
+    def frames_rendered(self) -> int:
+        """Frames this renderer has rendered (the same on every rank: frames are collective)."""
+        return self._frame
+
     def render_frame(
         self, camera: Camera, width: int, height: int, settings: FrameSettings
     ) -> FrameResult:
