@@ -100,8 +100,11 @@ def group_max_total(taken: np.ndarray, lanes: tuple[int, int]) -> int:
 
 def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
     """Work-group (x, y) for ``info``: 8x8, but on a CPU whose SIMD width exceeds 8 a strip that
-    wide. Intel's CPU runtime packs work-items into SIMD lanes along x only, so 8x8 groups
-    leave its 16 lanes half empty: 16x4 is 1.45x faster per frame on bonsai (measured)."""
+    wide. Intel's CPU runtime runs work-items in SIMD lanes only when the group's x size is a
+    multiple of its width: a kernel whose work sits on one item in 16 took as long as the
+    uniform one at 8x8 and 4x16 (one item at a time) and 16x longer at 16x4, 16x16 and 32x2
+    (16 in lockstep); for the caster the lanes pay: 16x4 is 1.45x faster per frame on bonsai
+    (measured)."""
     if info.kind == "CPU" and TILE < info.simd_width <= GROUP_ITEMS:
         return info.simd_width, GROUP_ITEMS // info.simd_width
     return TILE, TILE
