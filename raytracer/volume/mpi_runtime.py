@@ -77,23 +77,10 @@ def abort(comm: Any = None, code: int = ABORT_EXCEPTION, message: str = "") -> N
     comm = _comm(comm)
     if message:
         _say(message)
-        _tell_launcher(message)
+        rank_sentinel.tell_launcher(SAID + message.encode(errors="replace"))
     if comm.Get_size() > 1:
         comm.Abort(code)
     os._exit(code)
-
-
-def _tell_launcher(message: str) -> None:
-    """Send ``message`` to the monitor of the :func:`launch` that started this job, if any."""
-    import socket
-
-    name = os.environ.get(rank_sentinel.ENV)
-    if not name:
-        return
-    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(1.0)
-        sock.connect("\0" + name)
-        sock.sendall(SAID + message.encode(errors="replace"))
 
 
 # ------------------------------------------------------------------------ excepthook
@@ -282,6 +269,11 @@ class NodeShare:
     ranks: int  # ranks of the communicator on this machine
     threads: int  # this rank's share: its OpenCL CPU device's threads
     pinned: tuple[int, ...] = ()  # the cores this rank was pinned to; () where left as launched
+
+    @property
+    def oversubscribed(self) -> bool:
+        """More ranks than cores on this machine: they take turns on the cores."""
+        return self.ranks > self.cores
 
 
 def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,

@@ -24,16 +24,24 @@ PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
-def _report(pid: int, signum: int) -> None:
+def tell_launcher(data: bytes) -> None:
+    """Send ``data`` on one connection to the socket of the launcher that started this job
+    (named by :data:`ENV`), if any; where no launcher listens, nothing is sent (hydra's own
+    output is all there is)."""
     name = os.environ.get(ENV)
     if not name:
         return
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(1.0)
             sock.connect("\0" + name)
-            sock.sendall(f"{os.environ.get('PMI_RANK', '-1')} {pid} {signum}".encode())
+            sock.sendall(data)
     except OSError:
-        pass  # no launcher listening: hydra's own message is all there is
+        pass
+
+
+def _report(pid: int, signum: int) -> None:
+    tell_launcher(f"{os.environ.get('PMI_RANK', '-1')} {pid} {signum}".encode())
 
 
 def main(argv: list[str]) -> None:
