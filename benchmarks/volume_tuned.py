@@ -356,7 +356,7 @@ def worker(args: argparse.Namespace) -> int:
     tuned, renderers, figures = model_errors(vol, tf, also, args.size, views, evaluation,
                                              calib_frames, comm)
     node = tuned.renderer.node  # the machine's cores and ranks, as the renderer shares them
-    out.update(figures, cores=node.cores, oversubscribed=node.ranks > node.cores)
+    out.update(figures, cores=node.cores, oversubscribed=node.oversubscribed)
 
     # the target: half the first view's full-quality frame time (rank 0's; the other ranks
     # take it from each frame's state)

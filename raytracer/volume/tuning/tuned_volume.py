@@ -109,8 +109,7 @@ class TunedVolumeRenderer(Governed):
         self.renderer = renderer
         self.comm = renderer.comm
         self.rank = renderer.rank
-        self.sync = FrameSync(self.comm,
-                              shares_core=renderer.node.ranks > renderer.node.cores)
+        self.sync = FrameSync(self.comm, shares_core=renderer.node.oversubscribed)
         self.width, self.height = width, height
         # target, controller, tuning switch and feedback rules: the core's one frame loop
         # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
