@@ -11,7 +11,7 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
   with ``miss = 1 - (1 - a_ca) m^2``: a node fetch misses the cache unless the seed's depth
   estimate and the view's coherence both keep it (independently; ``m^2`` is the primary
   equation's cache share). The seed prints ``a_ca`` alone, which is 0 for every view with a
-  4-wide BVH (shallow traversals); then incoherent rays (dragon, m = 0.25) cost what coherent
+  wide BVH (shallow traversals); then incoherent rays (dragon, m = 0.25) cost what coherent
   ones (sibenik, m = 0.98) do, and the held-out error was 24 % instead of 17 %;
   ``i_mu = a_m + h i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
   ``a_m``; here both use ``a_i`` (the probe measures ``a_i = a_w t_v``, see Workload).

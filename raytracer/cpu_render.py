@@ -3,7 +3,7 @@
 Two users: the probe traces tiles of the view to measure the workload, and the tests
 render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
-and ``traversal.trace`` walks the same 4-wide BVH as ``kernels/traverse.cl``, so the per-pixel
+and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl``, so the per-pixel
 counters (nodes visited, leaves tested) match the kernels'.
 
 (numba's on-disk cache keys a function on its own file only: after editing ``traversal.py``,

@@ -1,12 +1,13 @@
-"""Ray traversal of the flat 4-wide BVH on the CPU (numba): the probe, the CPU reference and
+"""Ray traversal of the flat 8-wide BVH on the CPU (numba): the probe, the CPU reference and
 the tests.
 
 Mirrors ``kernels/traverse.cl`` step for step (same slab planes picked by the ray's direction
 signs, same Möller–Trumbore, leaves in slot order with all of a leaf's triangles tested at once
-and its nearest hit kept, a single hit inner child taken directly, several sorted by entry
-distance with ties in slot order for closest hit and unsorted for any hit, the same culling of
-popped nodes), so counts measured here describe what the OpenCL kernels do. ``tests`` counts
-leaf tests (the kernels test a leaf's up to four triangles in one float4 test).
+and its nearest hit kept, hit inner children pushed last slot first with their entry
+distances, then the top popped for any hit or the nearest of those just pushed taken for
+closest hit, the same culling of popped nodes), so counts measured here describe what the
+OpenCL kernels do. ``tests`` counts leaf tests (the kernels test a leaf's up to four triangles
+in one float4 test).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-STACK_SIZE = 64  # bvh.KERNEL_STACK
+from raytracer.bvh import CHILD_COUNT, CHILD_INDEX, KERNEL_STACK, WIDTH, plane
+
 EPS_DIR = 1e-12
 NO_HIT = -1
-WIDTH = 4
 
 
 @nb.njit(cache=True, inline="always")
@@ -79,16 +80,14 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     """
     ix, iy, iz = safe_inverse(dx), safe_inverse(dy), safe_inverse(dz)
     oix, oiy, oiz = ox * ix, oy * iy, oz * iz
-    # float offsets of each axis' near / far plane block in a node (4 floats per block)
-    xn = 4 if ix < 0.0 else 0
-    yn = 12 if iy < 0.0 else 8
-    zn = 20 if iz < 0.0 else 16
-    xf, yf, zf = 4 - xn, 20 - yn, 36 - zn
-    stack = np.empty(STACK_SIZE, np.int32)
-    stack_t = np.empty(STACK_SIZE, np.float64)
+    # first floats of each axis' near / far plane in a node
+    xn, xf = plane(0, ix < 0.0), plane(0, ix >= 0.0)
+    yn, yf = plane(1, iy < 0.0), plane(1, iy >= 0.0)
+    zn, zf = plane(2, iz < 0.0), plane(2, iz >= 0.0)
+    stack = np.empty(KERNEL_STACK, np.int32)
+    stack_t = np.empty(KERNEL_STACK, np.float64)
     tn = np.empty(WIDTH, np.float64)
     hit = np.empty(WIDTH, np.bool_)
-    inner = np.empty(WIDTH, np.bool_)
     sp = 0
     node = 0
     best_t, best_prim, best_u, best_v = tmax, NO_HIT, 0.0, 0.0
@@ -113,55 +112,31 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
             tn[c] = t_near
             hit[c] = t_near <= t_far
         for c in range(WIDTH):  # leaves in slot order
-            count = ints[node, 28 + c]
+            count = ints[node, CHILD_COUNT + c]
             if hit[c] and count > 0 and tn[c] <= best_t:
                 tests += 1
-                t, k, u, v = intersect_leaf(tris, ints[node, 24 + c], count, ox, oy, oz, dx,
-                                            dy, dz, best_t)
+                t, k, u, v = intersect_leaf(tris, ints[node, CHILD_INDEX + c], count, ox, oy,
+                                            oz, dx, dy, dz, best_t)
                 if k >= 0:
                     best_t, best_prim, best_u, best_v = t, k, u, v
                     if any_hit:
                         return best_t, best_prim, best_u, best_v, steps, tests, last
-        # hit inner children still starting before the closest hit
-        n_in = 0
-        one = -1
-        for c in range(WIDTH):
-            inner[c] = hit[c] and ints[last, 28 + c] == 0 and tn[c] <= best_t
-            if inner[c]:
-                n_in += 1
-                one = ints[last, 24 + c]
-        if n_in <= 1:  # none: pop; one: it is the next node (no sort, no stack)
-            node = one
-        elif any_hit:
-            node = -1
-            for c in range(WIDTH - 1, -1, -1):  # popped in slot order
-                if inner[c]:
-                    stack[sp] = ints[last, 24 + c]
-                    sp += 1
-        else:
-            n0 = n1 = n2 = n3 = -1
-            d0 = d1 = d2 = d3 = np.inf
-            for c in range(WIDTH):  # insertion by entry distance, ties keep slot order
-                if inner[c]:
-                    ci, cd = ints[last, 24 + c], tn[c]
-                    if cd < d0:
-                        n0, d0, ci, cd = ci, cd, n0, d0
-                    if cd < d1:
-                        n1, d1, ci, cd = ci, cd, n1, d1
-                    if cd < d2:
-                        n2, d2, ci, cd = ci, cd, n2, d2
-                    if cd < d3:
-                        n3, d3, ci, cd = ci, cd, n3, d3
-            if n3 >= 0:
-                stack[sp], stack_t[sp] = n3, d3
+        # hit inner children still starting before the closest hit: pushed last slot first
+        node = -1
+        pushed = sp
+        for c in range(WIDTH - 1, -1, -1):
+            if hit[c] and ints[last, CHILD_COUNT + c] == 0 and tn[c] <= best_t:
+                stack[sp], stack_t[sp] = ints[last, CHILD_INDEX + c], tn[c]
                 sp += 1
-            if n2 >= 0:
-                stack[sp], stack_t[sp] = n2, d2
-                sp += 1
-            if n1 >= 0:
-                stack[sp], stack_t[sp] = n1, d1
-                sp += 1
-            node = n0
+        if any_hit or sp == pushed:  # any hit pops the top: slot order
+            continue
+        nearest = sp - 1  # closest hit: the nearest just pushed is next, the top takes its place
+        for j in range(pushed, sp - 1):
+            if stack_t[j] < stack_t[nearest]:
+                nearest = j
+        node = stack[nearest]
+        sp -= 1
+        stack[nearest], stack_t[nearest] = stack[sp], stack_t[sp]
     return best_t, best_prim, best_u, best_v, steps, tests, last
 
 

@@ -5,7 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raytracer.bvh import BVH, build_bvh, build_bvh_full_sweep
+from raytracer.bvh import (
+    BVH,
+    CHILD_COUNT,
+    CHILD_INDEX,
+    KERNEL_STACK,
+    NODE_FLOATS,
+    WIDTH,
+    build_bvh,
+    build_bvh_full_sweep,
+    plane,
+)
 from raytracer.traversal import brute_force, trace_rays
 
 RAYS = 2000
@@ -63,20 +73,21 @@ def test_tiny_meshes_exact(n: int, leaf_size: int) -> None:
 
 def test_root_is_leaf_layout() -> None:
     bvh = build_bvh(tiny_mesh(1), leaf_size=4)
-    assert bvh.nodes.shape == (1, 32)
+    assert bvh.nodes.shape == (1, NODE_FLOATS) == (1, 64)
     assert bvh.stats.inner_nodes == 0 and bvh.stats.leaves == 1 and bvh.stats.depth == 0
     ints = bvh.node_ints
-    assert ints[0, 24] == 0 and ints[0, 28] == 1  # child 0 is the one leaf
-    assert (ints[0, 29:32] == -1).all()  # the other three slots are empty
-    assert (bvh.nodes[0, [1, 2, 3, 9, 10, 11, 17, 18, 19]] == 1e20).all()  # inverted boxes
-    assert (bvh.nodes[0, [5, 6, 7, 13, 14, 15, 21, 22, 23]] == -1e20).all()
+    assert ints[0, CHILD_INDEX] == 0 and ints[0, CHILD_COUNT] == 1  # child 0 is the one leaf
+    assert (ints[0, CHILD_COUNT + 1:CHILD_COUNT + WIDTH] == -1).all()  # the others are empty
+    for a in range(3):  # empty slots have inverted boxes
+        assert (bvh.nodes[0, plane(a, False) + 1:plane(a, False) + WIDTH] == 1e20).all()
+        assert (bvh.nodes[0, plane(a, True) + 1:plane(a, True) + WIDTH] == -1e20).all()
 
 
 def wide_children(bvh: BVH) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every used child slot: (node, index, count) arrays (count 0 = inner, > 0 = leaf)."""
     ints = bvh.node_ints
-    node, slot = np.nonzero(ints[:, 28:32] >= 0)
-    return node, ints[node, 24 + slot], ints[node, 28 + slot]
+    node, slot = np.nonzero(ints[:, CHILD_COUNT:CHILD_COUNT + WIDTH] >= 0)
+    return node, ints[node, CHILD_INDEX + slot], ints[node, CHILD_COUNT + slot]
 
 
 def test_wide_layout_is_a_tree_over_all_triangles(scenes) -> None:
@@ -92,17 +103,19 @@ def test_wide_layout_is_a_tree_over_all_triangles(scenes) -> None:
         covered[first:first + n] += 1
     assert (covered == 1).all() and count.max() <= 4
     assert bvh.stats.wide_nodes == len(bvh.nodes) <= bvh.stats.inner_nodes
-    assert bvh.stats.stack_entries <= 64
+    assert bvh.stats.stack_entries <= KERNEL_STACK
     # a child's box lies inside the union of its parent's child boxes
     for n in range(1, min(len(bvh.nodes), 200)):
         parent = node[inner][index[inner] == n][0]
-        slot = np.nonzero((bvh.node_ints[parent, 24:28] == n)
-                          & (bvh.node_ints[parent, 28:32] == 0))[0][0]
+        p_ints = bvh.node_ints[parent]
+        slot = np.nonzero((p_ints[CHILD_INDEX:CHILD_INDEX + WIDTH] == n)
+                          & (p_ints[CHILD_COUNT:CHILD_COUNT + WIDTH] == 0))[0][0]
+        used = bvh.node_ints[n, CHILD_COUNT:CHILD_COUNT + WIDTH] >= 0
         for a in range(3):
-            p_lo, p_hi = bvh.nodes[parent, 8 * a + slot], bvh.nodes[parent, 8 * a + 4 + slot]
-            used = bvh.node_ints[n, 28:32] >= 0
-            assert (bvh.nodes[n, 8 * a:8 * a + 4][used] >= p_lo).all()
-            assert (bvh.nodes[n, 8 * a + 4:8 * a + 8][used] <= p_hi).all()
+            lo, hi = plane(a, False), plane(a, True)
+            p_lo, p_hi = bvh.nodes[parent, lo + slot], bvh.nodes[parent, hi + slot]
+            assert (bvh.nodes[n, lo:lo + WIDTH][used] >= p_lo).all()
+            assert (bvh.nodes[n, hi:hi + WIDTH][used] <= p_hi).all()
 
 
 @pytest.mark.parametrize("name", ["dragon-small", "city", "spheres", "bunny"])
@@ -123,8 +136,8 @@ def test_leaf_sizes_exact_and_stats(scenes, leaf_size: int) -> None:
     s = bvh.stats
     assert s.triangles == scene.triangle_count
     assert s.leaves == s.inner_nodes + 1  # a full binary tree
-    assert len(bvh.nodes) == s.wide_nodes and s.inner_nodes / 3 <= s.wide_nodes <= s.inner_nodes
-    assert s.depth >= 10 and s.stack_entries <= 64  # the kernels' stack holds 64 entries
+    assert len(bvh.nodes) == s.wide_nodes and s.inner_nodes / 7 <= s.wide_nodes <= s.inner_nodes
+    assert s.depth >= 10 and s.stack_entries <= KERNEL_STACK  # what the kernels' stack holds
     assert s.sah_cost > 0 and s.build_seconds > 0
     assert 1.0 <= s.mean_leaf_size <= leaf_size
     assert s.bytes == bvh.nodes.nbytes + bvh.triangles.nbytes
@@ -171,7 +184,7 @@ def test_coincident_centroids() -> None:
     Every hit is a 100-way tie, so only t (and hit or miss) must match, not the prim."""
     tris = np.repeat(tiny_mesh(1), 100, axis=0)
     bvh = build_bvh(tris, leaf_size=4)
-    assert bvh.stats.leaves >= 25 and bvh.node_ints[:, 28:32].max() <= 4
+    assert bvh.stats.leaves >= 25 and bvh.node_ints[:, CHILD_COUNT:].max() <= 4
     origins, dirs, tmax = random_rays(tris[0].min(axis=0), tris[0].max(axis=0), 500, seed=1)
     assert_exact(bvh, origins, dirs, tmax, min_same=0.0)
 

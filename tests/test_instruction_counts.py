@@ -17,6 +17,7 @@ from raytracer.tuning.instruction_counts import (
     source_sha256,
 )
 from tools.ptx_analysis import (
+    LEAF_SLOTS,
     LEAF_STUB,
     LEAF_TEST,
     compile_ptx,
@@ -131,8 +132,9 @@ def test_leaf_tests_are_split_out_by_the_leaf_less_compile() -> None:
 
     src = f"kernel void k() {{ {LEAF_TEST} }}"
     got = leaf_split_counts(src, PTX, fake_compile)
-    # the stub drops one leaf test's 1 compute + 1 memory instruction: a quarter per slot
-    assert got["k"] == LoopCounts(i_ct=8, i_ci=0.25, i_cco=5, i_mt=3, i_mi=0.25, i_mco=1)
+    # the stub drops one leaf test's 1 compute + 1 memory instruction, shared by the slots
+    assert LEAF_SLOTS == 8  # one LEAF copy per child slot of an 8-wide node
+    assert got["k"] == LoopCounts(i_ct=8, i_ci=1 / 8, i_cco=5, i_mt=3, i_mi=1 / 8, i_mco=1)
     assert got["flat"] == LoopCounts(i_cco=4, i_mco=1)
     assert seen == [src.replace(LEAF_TEST, LEAF_STUB)]
     with pytest.raises(KernelCountsError, match="leaf test"):

@@ -23,8 +23,9 @@ inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
 
 - the traversal loop is the innermost loop that reads global memory (the node fetch); its
   body holds the node fetch, the slab test, stack and loop control, the leaf test inlined
-  once per child slot (``LEAF(x) .. LEAF(w)``, no loop of its own) and any loop inside it
-  (the closest-hit pop that drops culled stack entries: local memory only); every other
+  once per child slot (``LEAF(s0) .. LEAF(s7)``, no loop of its own) and any loop inside it
+  (the closest-hit pop that drops culled stack entries and the scan for the nearest pushed
+  child: local memory only); every other
   loop must enclose it;
 - the leaf test is split out by a second compile of the source with the leaf test's line
   (``LEAF_TEST``) replaced by a miss (``LEAF_STUB``), which drops the test and what a hit
@@ -55,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from models.raytrace_cost import LoopCounts
+from raytracer.bvh import WIDTH
 from raytracer.tuning.instruction_counts import (
     LOOP_FIELDS,
     KernelCountsError,
@@ -367,7 +369,7 @@ def compile_ptx(source: str, clang: str = CLANG, libclc: str | Path | None = Non
 # of the source, replaced by a miss, gives the kernels without it (see the module docstring).
 LEAF_TEST = "int k = intersect_leaf(tris, idx.C, cnt.C, o, d, best, &t, &u, &v);"
 LEAF_STUB = "int k = -1;"
-LEAF_SLOTS = 4
+LEAF_SLOTS = WIDTH  # one LEAF copy per child slot
 
 
 def split_leaf_tests(full: dict[str, LoopCounts],

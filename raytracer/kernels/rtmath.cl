@@ -10,7 +10,7 @@
  * tests/test_tracer.py checks the compiled PoCL kernels for calls. */
 
 /* every helper is inlined, trace() included (PoCL's and clang's cost models would keep the
- * 4-wide traversal out of line) */
+ * 8-wide traversal out of line) */
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 #ifdef INLINE_MATH
@@ -23,6 +23,7 @@
                                (a).x * (b).y - (a).y * (b).x))
 #define COS(x) __builtin_cosf(x)
 #define SIN(x) __builtin_sinf(x)
+#define ANY8(v) (((v).s0 | (v).s1 | (v).s2 | (v).s3 | (v).s4 | (v).s5 | (v).s6 | (v).s7) < 0)
 #else
 #define FMIN(a, b) fmin(a, b)
 #define FMAX(a, b) fmax(a, b)
@@ -32,6 +33,7 @@
 #define CROSS3(a, b) cross(a, b)
 #define COS(x) cos(x)
 #define SIN(x) sin(x)
+#define ANY8(v) any(v)
 #endif
 
 ALWAYS_INLINE float3 normalize3(float3 v) {

@@ -40,7 +40,7 @@ ALWAYS_INLINE float3 offset_origin(float3 p, float3 n, float scene_scale) {
     return p + n * (SHADOW_EPS * scene_scale);
 }
 
-__kernel void primary(__global const float4* nodes, __global const float4* tris,
+__kernel void primary(__global const float8* nodes, __global const float4* tris,
                       const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                       const int width, const int height, __global float4* hits COUNTER_ARG) {
     int x = get_global_id(0), y = get_global_id(1);
@@ -54,7 +54,7 @@ __kernel void primary(__global const float4* nodes, __global const float4* tris,
     STORE_COUNTERS(i);
 }
 
-__kernel void shadow(__global const float4* nodes, __global const float4* tris,
+__kernel void shadow(__global const float8* nodes, __global const float4* tris,
                      __global const float4* normals,
                      const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                      const int width, const int height, const float4 light, const float scene_scale,
@@ -83,7 +83,7 @@ __kernel void shadow(__global const float4* nodes, __global const float4* tris,
     STORE_COUNTERS(i);
 }
 
-__kernel void ao(__global const float4* nodes, __global const float4* tris,
+__kernel void ao(__global const float8* nodes, __global const float4* tris,
                  __global const float4* normals,
                  const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                  const int width, const int height, const float ao_rays, const float ao_radius,

@@ -1,25 +1,25 @@
-/* BVH traversal shared by every tracer kernel (requires rtmath.cl before it). The 4-wide node
+/* BVH traversal shared by every tracer kernel (requires rtmath.cl before it). The 8-wide node
  * and the triangle byte layouts are documented in raytracer/bvh.py; raytracer/traversal.py is
  * the step-for-step CPU twin of this file (same tests, same order, same counters).
  *
- * One ray per work-item. A step loads one node and tests the four child boxes at once: each
+ * One ray per work-item. A step loads one node and tests the eight child boxes at once: each
  * axis' near and far planes are picked by the sign of the ray direction (an array offset, not
- * a min/max), so a slab is one float4 multiply-add per plane. Hit leaf children are tested
+ * a min/max), so a slab is one float8 multiply-add per plane. Hit leaf children are tested
  * in slot order, skipping a leaf whose box starts beyond the closest hit so far; a leaf's
  * (up to four) triangles are tested at once, one per float4 lane, and its nearest hit kept
- * (each work-item runs as scalar code on the CPU runtimes here, so these float4 lanes and the
- * box test's are the only SIMD a ray gets). Of the hit
- * inner children (those still starting before the closest hit), a single one is simply the
- * next node (the common case: no sort, no stack); several are, for closest-hit rays, sorted by
- * entry distance (insertion into four registers): the nearest is next and the others are
- * pushed far to near with their distances, so a popped node that starts beyond the closest
- * hit is dropped. Any-hit rays (shadow, AO) push several hit inner children unsorted (popped
- * in slot order) and stop at the first leaf with a hit. */
+ * (each work-item runs as scalar code on the CPU runtimes here, so these lanes and the box
+ * test's are the only SIMD a ray gets). The hit inner children (those still starting before
+ * the closest hit) are pushed with their entry distances, last slot first; an any-hit ray
+ * (shadow, AO) then pops the top (slot order), a closest-hit ray takes the nearest of those
+ * just pushed (ties: the first found scanning up from the lowest pushed; the top moves into
+ * its place), so a single hit child costs one push and pop and no sort. A popped node that
+ * starts beyond the closest hit is dropped. Any-hit rays stop at the first leaf with a hit.
+ * Eight children at a time instead of four (same leaves, the collapse opens two more levels)
+ * made every ray kind 7-38 % faster on Intel's CPU runtime. */
 
-#define STACK_SIZE 64 /* bvh.KERNEL_STACK: the build checks that no ray can need more */
+#define STACK_SIZE 96 /* bvh.KERNEL_STACK: the build checks that no ray can need more */
 #define EPS_DIR 1e-12f
 #define INF_T 1e30f   /* finite "no hit" sentinel: stays valid under -cl-fast-relaxed-math */
-#define EMPTY_T 2e30f /* an empty sort slot: beyond any entry distance */
 
 #ifdef COUNTERS
 #define COUNT(x) (x)
@@ -78,7 +78,7 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
     return first + lane;
 }
 
-/* Leaf child C (a component x/y/z/w): test its triangles if its box was hit and starts no
+/* Leaf child C (a component s0..s7): test its triangles if its box was hit and starts no
  * farther than the closest hit so far. */
 #define LEAF(C)                                                                 \
     if (hit.C && cnt.C > 0 && tn.C <= best) {                                   \
@@ -97,33 +97,22 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
         }                                                                       \
     }
 
-/* Any-hit: push inner child C (in: the hit inner children). */
-#define PUSH_ANY(C) \
-    if (in.C) stack[sp++] = idx.C;
-
-#define SWAP_IF_NEARER(J)                                 \
-    if (cd < d##J) {                                      \
-        int ti = n##J; float td = d##J;                   \
-        n##J = ci; d##J = cd; ci = ti; cd = td;           \
-    }
-
-/* Closest hit: insert inner child C into the sorted n0..n3 / d0..d3 (ties keep slot order). */
-#define SORT_IN(C)                                                              \
-    if (in.C) {                                                                 \
-        int ci = idx.C;                                                         \
-        float cd = tn.C;                                                        \
-        SWAP_IF_NEARER(0) SWAP_IF_NEARER(1) SWAP_IF_NEARER(2) SWAP_IF_NEARER(3) \
+/* Push inner child C (in: the hit inner children) with its entry distance. */
+#define PUSH(C)                   \
+    if (in.C) {                   \
+        stack[sp] = idx.C;        \
+        stack_t[sp++] = tn.C;     \
     }
 
 /* Closest hit (or any hit when any_hit) below tmax. Returns the packed triangle index or -1;
  * *t_io holds tmax on entry and the hit distance on exit. steps/tests count work (COUNTERS):
  * nodes visited and leaves tested. */
-ALWAYS_INLINE int trace(__global const float4* nodes, __global const float4* tris, float3 o,
+ALWAYS_INLINE int trace(__global const float8* nodes, __global const float4* tris, float3 o,
                         float3 d, float* t_io, float* u_out, float* v_out, const int any_hit,
                         int* steps, int* tests) {
     float3 inv = (float3)(safe_inverse(d.x), safe_inverse(d.y), safe_inverse(d.z));
     float3 oi = o * inv;
-    /* float4 offsets of each axis' near and far planes within a node */
+    /* float8 offsets of each axis' near and far planes within a node */
     const int xn = inv.x < 0.0f ? 1 : 0, yn = inv.y < 0.0f ? 3 : 2, zn = inv.z < 0.0f ? 5 : 4;
     const int xf = 1 - xn, yf = 5 - yn, zf = 9 - zn;
     int stack[STACK_SIZE];
@@ -140,35 +129,30 @@ ALWAYS_INLINE int trace(__global const float4* nodes, __global const float4* tri
             node = stack[sp];
         }
         COUNT((*steps)++);
-        __global const float4* n = nodes + 8 * node;
-        float4 tn = FMAX(FMAX(n[xn] * inv.x - oi.x, n[yn] * inv.y - oi.y),
-                         FMAX(n[zn] * inv.z - oi.z, (float4)(0.0f)));
-        float4 tf = FMIN(FMIN(n[xf] * inv.x - oi.x, n[yf] * inv.y - oi.y),
-                         FMIN(n[zf] * inv.z - oi.z, (float4)(best)));
-        int4 hit = tn <= tf;
-        int4 idx = as_int4(n[6]), cnt = as_int4(n[7]);
-        int4 leaf = hit & (cnt > 0);
-        if ((leaf.x | leaf.y | leaf.z | leaf.w) != 0) {
-            LEAF(x) LEAF(y) LEAF(z) LEAF(w)
+        __global const float8* n = nodes + 8 * node;
+        float8 tn = FMAX(FMAX(n[xn] * inv.x - oi.x, n[yn] * inv.y - oi.y),
+                         FMAX(n[zn] * inv.z - oi.z, (float8)(0.0f)));
+        float8 tf = FMIN(FMIN(n[xf] * inv.x - oi.x, n[yf] * inv.y - oi.y),
+                         FMIN(n[zf] * inv.z - oi.z, (float8)(best)));
+        int8 hit = tn <= tf;
+        int8 idx = as_int8(n[6]), cnt = as_int8(n[7]);
+        int8 leaf = hit & (cnt > 0);
+        if (ANY8(leaf)) {
+            LEAF(s0) LEAF(s1) LEAF(s2) LEAF(s3) LEAF(s4) LEAF(s5) LEAF(s6) LEAF(s7)
         }
-        int4 in = hit & (cnt == 0) & (tn <= (float4)(best));
-        int m = (in.x & 1) | (in.y & 2) | (in.z & 4) | (in.w & 8);
-        if (m == 0) {
-            node = -1;
-        } else if ((m & (m - 1)) == 0) { /* one inner child: no sort, no push */
-            node = m == 1 ? idx.x : m == 2 ? idx.y : m == 4 ? idx.z : idx.w;
-        } else if (any_hit) {
-            node = -1;
-            PUSH_ANY(w) PUSH_ANY(z) PUSH_ANY(y) PUSH_ANY(x) /* popped in slot order */
-        } else {
-            int n0 = -1, n1 = -1, n2 = -1, n3 = -1;
-            float d0 = EMPTY_T, d1 = EMPTY_T, d2 = EMPTY_T, d3 = EMPTY_T;
-            SORT_IN(x) SORT_IN(y) SORT_IN(z) SORT_IN(w)
-            if (n3 >= 0) { stack[sp] = n3; stack_t[sp++] = d3; }
-            if (n2 >= 0) { stack[sp] = n2; stack_t[sp++] = d2; }
-            if (n1 >= 0) { stack[sp] = n1; stack_t[sp++] = d1; }
-            node = n0;
-        }
+        int8 in = hit & (cnt == 0) & (tn <= (float8)(best));
+        node = -1;
+        if (!ANY8(in)) continue;
+        int pushed = sp;
+        PUSH(s7) PUSH(s6) PUSH(s5) PUSH(s4) PUSH(s3) PUSH(s2) PUSH(s1) PUSH(s0)
+        if (any_hit) continue;
+        int nearest = sp - 1; /* the nearest just pushed is next; the top takes its place */
+        for (int j = pushed; j < sp - 1; ++j)
+            if (stack_t[j] < stack_t[nearest]) nearest = j;
+        node = stack[nearest];
+        --sp;
+        stack[nearest] = stack[sp];
+        stack_t[nearest] = stack_t[sp];
     }
     *t_io = best;
     return prim;
