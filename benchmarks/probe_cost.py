@@ -1,5 +1,6 @@
 """``autotune bench probe``: what the CPU probe costs against a 30 fps frame budget, and
-what a coarser probe costs in accuracy.
+what a coarser probe costs in accuracy; and what a still camera gains by reusing the last
+frame's workload instead of probing again (governed frames, both ways interleaved).
 
 Reference measured in the same run: the OpenCL primary-ray phase of the same view at full
 resolution, so the ratio says how much of the frame's own tracing the probe adds. Accuracy:
@@ -21,11 +22,40 @@ from autotune.app.run_record import RunRecord, stamp
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.probe import Probe
-from raytracer.tuning.tuned_renderer import device_model
+from raytracer.tuning.tuned_renderer import TunedRenderer, device_model
 
 BUDGET_30FPS = 1.0 / 30.0
 REFERENCE_FACTOR = 2  # the accuracy reference: a probe at half the frame's resolution per axis
 ACCURACY_SETTINGS = RenderSettings(8, 0.1, True, True)
+STILL_SIZE = (480, 270)  # bench paper's frames
+STILL_FRAMES = 40  # per way; the first STILL_SETTLE are left out (feedback settling)
+STILL_SETTLE = 10
+
+
+def still_view(tracer: Tracer, frames: int = STILL_FRAMES) -> dict:
+    """Governed frames of one still view, the last workload reused or probed every frame,
+    interleaved; target: the median frame at ``ACCURACY_SETTINGS`` (as bench paper's)."""
+    scene, (width, height) = tracer.scene, STILL_SIZE
+    full = [tracer.render(scene.camera, width, height, ACCURACY_SETTINGS).seconds
+            for _ in range(5)]
+    target = float(np.median(full))
+    ways = {"reused": TunedRenderer(scene, width, height, target, tracer=tracer),
+            "probed_every_frame": TunedRenderer(scene, width, height, target, tracer=tracer)}
+    ways["probed_every_frame"].reuse_probe = False
+    logs: dict[str, list] = {name: [] for name in ways}
+    for _ in range(frames):
+        for name, renderer in ways.items():
+            f = renderer.render(scene.camera)
+            logs[name].append((f.measured, f.probe_seconds, f.settings.ao_rays))
+    out: dict = {"size": f"{width}x{height}", "target_ms": target * 1e3, "frames": frames,
+                 "settle_frames_left_out": STILL_SETTLE}
+    for name, rows in logs.items():
+        a = np.array(rows[STILL_SETTLE:], float)
+        out[name] = {"mean_frame_ms": float(a[:, 0].mean() * 1e3),
+                     "mean_probe_ms": float(a[:, 1].mean() * 1e3),
+                     "mean_ao_rays": float(a[:, 2].mean()),
+                     "mean_error_vs_target": float(np.mean(np.abs(a[:, 0] - target) / target))}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
                                   "ratio_to_primary_phase": ms / (primary * 1e3),
                                   "prediction_change_vs_reference_mean": float(np.mean(errors)),
                                   "prediction_change_vs_reference_max": float(np.max(errors))}
+        if not args.quick:
+            row["still_view"] = still_view(tracer)
         figures["scenes"][name] = row
     emit(stamp(figures, run), args.json, title="CPU probe cost at 1280x720")
     return 0

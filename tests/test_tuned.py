@@ -207,6 +207,29 @@ def test_overlapped_probe_gives_the_same_workload(tracers, fitted):
     assert third.workload == r.probe.measure(cams[0], W, H)
 
 
+def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
+    """A still camera reuses the last frame's workload (the probe is deterministic); a change
+    of view, size, AO radius or light probes again."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    probed = []
+    measure = r.probe.measure
+    monkeypatch.setattr(r.probe, "measure", lambda *a: probed.append(a) or measure(*a))
+    cams = calibration_views(tracer.scene, 2)
+    first = r.render(cams[0])
+    still = r.render(cams[0])
+    assert len(probed) == 1 and still.probe_seconds == 0.0 and still.workload == first.workload
+    r.render(cams[1])
+    r.ao_radius = 0.2
+    r.render(cams[1])
+    r.resize(W // 2, H // 2)
+    r.render(cams[1])
+    monkeypatch.setattr(tracer.scene, "light", tracer.scene.light + 1.0)
+    r.render(cams[1])
+    assert len(probed) == 5
+
+
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
     import raytracer.tuning.calibration_fit as calibrate_mod
 

@@ -90,6 +90,16 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     assert frames[0].sections["frame"] == pytest.approx(frames[0].predicted, rel=1e-12)
     assert all(f.sections["frame"] > f.sections["render"] > 0 for f in frames)
     assert 0.0 < frames[0].quality["ssim"] <= 1.0
+    # a still camera is not probed again (the probe is deterministic); another size is
+    probes = []
+    probe = tuned.probe
+    tuned.probe = lambda *a: probes.append(a) or probe(*a)
+    last = seed_orbit(vol.radius, 3)[-1]
+    still = tuned.render(last)
+    assert still.probe_seconds == 0.0 and probes == []
+    tuned.resize(40, 40)
+    tuned.render(last)
+    assert len(probes) == 1
 
 
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):

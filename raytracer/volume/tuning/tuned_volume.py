@@ -117,6 +117,7 @@ class TunedVolumeRenderer(Governed):
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
         self.probe: WorkloadProbe | None = None
+        self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
         self.boxes = brick_boxes(renderer.partition)
         self.sharing = shared_cores(renderer)  # collective
         self.cache_bytes = core_cache_bytes()
@@ -136,6 +137,7 @@ class TunedVolumeRenderer(Governed):
         share."""
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
         self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
+        self._probed = None  # another volume or transfer function: every view probed anew
         self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
                                        self.cache_bytes)
         if self.model is not None:
@@ -167,8 +169,15 @@ class TunedVolumeRenderer(Governed):
                                           state.settings)
 
     def _probe(self, camera: Camera) -> tuple[RankWorkload, float]:
+        """Rank 0: the view's workload and the seconds probing it took; the last frame's
+        workload (0 s) when neither the camera nor the size changed (the probe is
+        deterministic; a still camera is a viewer's common case)."""
+        view = (camera, self.width, self.height)
+        if self._probed is not None and self._probed[0] == view:
+            return self._probed[1], 0.0
         t0 = time.perf_counter()
         w = self.probe(camera, self.width, self.height)
+        self._probed = (view, w)
         return w, time.perf_counter() - t0
 
     def _frame(self, camera: Camera, settings: FrameSettings | None
