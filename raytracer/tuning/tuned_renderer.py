@@ -245,19 +245,16 @@ class TunedRenderer(Governed):
         frame saved), else from the probe started during the last frame, else probed now."""
         view = self._view(camera)
         pending, self._pending_probe = self._pending_probe, None
-        if pending is not None and pending[0] == view:
-            workload, seconds = pending[1].result(), pending[2]
-        elif self.reuse_probe and self._probed is not None and self._probed[0] == view:
-            if pending is not None:
-                pending[1].result()  # never leave a probe running
+        if pending is not None:
+            workload = pending[1].result()  # used or dropped, never left running
+            if pending[0] == view:
+                self._probed = (view, workload)
+                return workload, pending[2]
+        if self.reuse_probe and self._probed is not None and self._probed[0] == view:
             return self._probed[1], 0.0
-        else:
-            if pending is not None:
-                pending[1].result()  # a different view came: drop it, but never leave it running
-            workload = self.probe.measure(camera, self.width, self.height)
-            seconds = self.probe.last_seconds
+        workload = self.probe.measure(camera, self.width, self.height)
         self._probed = (view, workload)
-        return workload, seconds
+        return workload, self.probe.last_seconds
 
     def render(self, camera: Camera, next_camera: Camera | None = None) -> TunedFrame:
         """Probe the view, choose knobs (unless tuning is off), render, feed back the time.
