@@ -23,6 +23,12 @@ the point light, skipped where the light is behind the surface; 8 cosine-weighte
 hit pixel within 10 % of the scene diagonal). Only the rays actually traced count, the same
 number for both; the AO directions are drawn from the same distribution, not bit-identical.
 Our shadow/AO kernel time also includes the (cheap) pixels that trace nothing.
+
+Embree's batches get their rays ready-made (numpy, untimed); our shadow and AO phases build
+theirs in the kernel (normal fetch, offset, normalize; for AO the random numbers, basis and
+sin/cos). What that costs is timed beside the ratios: the same kernels with every any-hit
+``trace()`` call replaced by a use of its ray (:func:`without_traversal_source`), interleaved
+with the rest, so ``ratio_traversal_only`` compares the traversal alone.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import datetime as dt
 import json
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -50,7 +57,7 @@ from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
 from raytracer.opencl_device import one_device_per_runtime
 from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
 from raytracer.scene import Scene, load_scene
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tracer import RenderSettings, Tracer, kernel_source
 
 SCENES = ("dragon", "sibenik")
 AO_RAYS = 8
@@ -135,6 +142,19 @@ def ao_rays(
     )
 
 
+ANY_HIT_TRACE = re.compile(r"trace\(nodes, tris, o, ([^,]+), &t, &u, &v, 1, &steps, &tests\) >= 0")
+
+
+def without_traversal_source() -> str:
+    """The kernels with each any-hit ``trace()`` (shadow, AO) replaced by a use of its ray
+    that never counts as a hit, so the ray is still built but not traversed."""
+    source, n = ANY_HIT_TRACE.subn(r"(DOT3(o + (\1) * t, (float3)(1.0f)) > INF_T)",
+                                   kernel_source())
+    if n != 2:
+        raise RuntimeError(f"expected the shadow and AO kernels' any-hit trace() calls, found {n}")
+    return source
+
+
 def timed(run) -> tuple[float, float, Any]:
     """Wall seconds, process CPU seconds (all threads) and result of one ``run()``."""
     wall, cpu = time.perf_counter(), time.process_time()
@@ -161,7 +181,9 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
         scene = load_scene(name)
     tris = scene.triangles()
     tracer = Tracer(scene, device=device)
+    untraced = Tracer(scene, tracer.bvh, device=device, source=without_traversal_source())
     settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True)
+    untraced.render(scene.camera, width, height, settings)  # warm-up; its primary hits
     tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
     hits = tracer.hits().reshape(-1, 4)
     t = hits[:, 0].copy()
@@ -180,18 +202,22 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     }
     results = {kind: run() for kind, run in runs.items()}  # warm-up
 
-    def ours_phase(kind: str) -> float:
-        event = tracer.launch(kind, scene.camera, width, height, settings)
+    def phase(kind: str, who: Tracer = tracer) -> float:
+        event = who.launch(kind, scene.camera, width, height, settings)
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9
 
     best = {f"{who}_{what}": dict.fromkeys(RAY_KINDS, float("inf"))
-            for who in ("ours", "embree") for what in ("wall", "cpu")}
-    for _ in range(repeats):  # interleaved: ours' three phases, then Embree's three batches
+            for who in ("ours", "embree", "untraced") for what in ("wall", "cpu")}
+    for _ in range(repeats):  # interleaved: ours' three phases, untraced, Embree's batches
         for kind in RAY_KINDS:
-            _, cpu, sec = timed(lambda kind=kind: ours_phase(kind))
+            _, cpu, sec = timed(lambda kind=kind: phase(kind))
             best["ours_wall"][kind] = min(best["ours_wall"][kind], sec)
             best["ours_cpu"][kind] = min(best["ours_cpu"][kind], cpu)
+        for kind in ("shadow", "ao"):
+            _, cpu, sec = timed(lambda kind=kind: phase(kind, untraced))
+            best["untraced_wall"][kind] = min(best["untraced_wall"][kind], sec)
+            best["untraced_cpu"][kind] = min(best["untraced_cpu"][kind], cpu)
         for kind, run in runs.items():
             sec, cpu, results[kind] = timed(run)
             best["embree_wall"][kind] = min(best["embree_wall"][kind], sec)
@@ -230,6 +256,13 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     })
     for kind in ("shadow", "ao"):
         figures[kind]["embree_occluded_share"] = float(np.mean(np.asarray(results[kind]) >= 0))
+        untraced = best["untraced_cpu"][kind]
+        figures[kind].update({
+            "ours_without_traversal_cpu_s": untraced,
+            "share_without_traversal": untraced / best["ours_cpu"][kind],
+            "ratio_traversal_only": best["embree_cpu"][kind] / max(best["ours_cpu"][kind]
+                                                                   - untraced, 1e-12),
+        })
     figures["ours_frame_phase_ms"] = {k: v * 1e3 for k, v in frame.phase_seconds.items()}
     figures["embree_cpu_per_wall"] = threads
     figures["device"] = tracer.device.name

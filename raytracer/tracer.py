@@ -80,8 +80,8 @@ def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
     return options
 
 
-def _build(context: cl.Context, options: list[str]) -> cl.Program:
-    program = cl.Program(context, kernel_source())
+def _build(context: cl.Context, options: list[str], source: str) -> cl.Program:
+    program = cl.Program(context, source)
     try:
         return build_quietly(program, options)
     except cl.RuntimeError as exc:
@@ -93,7 +93,9 @@ class Tracer:
     """Renders a scene with OpenCL; phase times come from profiling events."""
 
     def __init__(self, scene: Scene, bvh: BVH | None = None, device: str | None = None,
-                 counters: bool = False, leaf_size: int = 4) -> None:
+                 counters: bool = False, leaf_size: int = 4, source: str | None = None) -> None:
+        """``source``: OpenCL C to build instead of :func:`kernel_source` (a variant of the
+        kernels with the same entry points, for measuring what a part of them costs)."""
         self.scene = scene
         self.bvh = bvh or build_bvh(scene.triangles(), leaf_size=leaf_size)
         self.device_info, dev = choose_device(device)
@@ -101,7 +103,8 @@ class Tracer:
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.counters = counters
-        self.program = _build(self.context, build_options(self.device_info, counters))
+        self.program = _build(self.context, build_options(self.device_info, counters),
+                              kernel_source() if source is None else source)
         self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
