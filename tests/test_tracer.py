@@ -70,6 +70,21 @@ def test_counters_match_cpu_twin(tracers):
         assert gpu == pytest.approx(cpu, rel=0.01), phase
 
 
+def test_kernels_without_traversal_trace_only_primary_rays(tracers):
+    """bench throughput's variant of the kernels: the shadow and AO rays are built but not
+    traversed (no node step, no leaf test), the primary rays as in the real kernels."""
+    from benchmarks.throughput import without_traversal_source
+
+    real = tracers("dragon-small", counters=True)
+    untraced = Tracer(real.scene, real.bvh, counters=True, source=without_traversal_source())
+    settings = RenderSettings(2, 0.1, True, True)
+    a = real.render(real.scene.camera, W, H, settings, seed=2)
+    b = untraced.render(real.scene.camera, W, H, settings, seed=2)
+    np.testing.assert_array_equal(a.counters["primary"], b.counters["primary"])
+    for phase in ("shadow", "ao"):
+        assert a.counters[phase].sum() > 0 and b.counters[phase].sum() == 0, phase
+
+
 def test_resize_between_frames(tracers):
     tracer = tracers("dragon-small")
     a = tracer.render(tracer.scene.camera, 40, 30)
