@@ -38,6 +38,7 @@ import numpy as np
 
 from autotune.app.animation import (
     REFERENCE_SETTINGS,
+    frame_times,
     heldout_camera_path,
     logs_to_dicts,
     measure_settings,
@@ -241,8 +242,7 @@ def noise_floor(renderer: TunedRenderer, camera: Camera, frames: int = 24) -> di
     """The target's setting rendered ``frames`` times on one view (after two warm-up frames):
     how far the frame strays from its median when nothing changes. A controller that knew
     every setting's cost exactly would still miss the target by this much on average."""
-    renderer.tuning, renderer.settings = False, REFERENCE_SETTINGS
-    seconds = [renderer.render(camera).measured for _ in range(frames + WARMUP_FRAMES)]
+    seconds = frame_times(renderer, camera, REFERENCE_SETTINGS, frames + WARMUP_FRAMES)
     renderer.tuning = True
     return frame_spread(seconds)
 

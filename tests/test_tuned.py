@@ -230,6 +230,22 @@ def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
     assert len(probed) == 5
 
 
+def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatch):
+    """A target or baseline measured on one view stands for frames of a moving path, which
+    all pay the probe: the still view's reuse is off while it is measured, and back after."""
+    from autotune.app.animation import REFERENCE_SETTINGS, frame_times
+
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    probed = []
+    measure = r.probe.measure
+    monkeypatch.setattr(r.probe, "measure", lambda *a: probed.append(a) or measure(*a))
+    times = frame_times(r, tracer.scene.camera, REFERENCE_SETTINGS, 3)
+    assert len(times) == 3 and len(probed) == 3
+    assert r.reuse_probe and not r.tuning
+
+
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
     import raytracer.tuning.calibration_fit as calibrate_mod
 

@@ -19,12 +19,23 @@ from raytracer.tuning.tuned_renderer import TunedRenderer
 REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
 
 
+def frame_times(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
+                frames: int) -> list[float]:
+    """Controlled times (the frame the user waits for: probe + kernels + read-back) of
+    ``frames`` frames of one view with fixed knobs, each probed as a frame of a moving path
+    would be (a still view would reuse its first probe); leaves the renderer's tuning off."""
+    renderer.tuning, renderer.settings = False, settings
+    reuse, renderer.reuse_probe = renderer.reuse_probe, False
+    try:
+        return [renderer.render(camera).measured for _ in range(frames)]
+    finally:
+        renderer.reuse_probe = reuse
+
+
 def measure_settings(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
                      repeats: int = 3) -> float:
-    """Median controlled time (the frame the user waits for: probe + kernels + read-back) of
-    ``repeats`` frames of one view with fixed knobs; leaves the renderer's tuning off."""
-    renderer.tuning, renderer.settings = False, settings
-    return float(np.median([renderer.render(camera).measured for _ in range(repeats)]))
+    """Median of :func:`frame_times`' ``repeats`` frames; leaves the renderer's tuning off."""
+    return float(np.median(frame_times(renderer, camera, settings, repeats)))
 
 
 def reference_frame_target(renderer: TunedRenderer, camera: Camera, repeats: int = 5) -> float:
