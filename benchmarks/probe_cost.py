@@ -34,7 +34,8 @@ STILL_SETTLE = 10
 
 def still_view(tracer: Tracer, frames: int = STILL_FRAMES) -> dict:
     """Governed frames of one still view, the last workload reused or probed every frame,
-    interleaved; target: the median frame at ``ACCURACY_SETTINGS`` (as bench paper's)."""
+    interleaved; target: the median kernel time of five frames at ``ACCURACY_SETTINGS``
+    (bench paper's setting, without the probe: one target both ways must meet)."""
     scene, (width, height) = tracer.scene, STILL_SIZE
     full = [tracer.render(scene.camera, width, height, ACCURACY_SETTINGS).seconds
             for _ in range(5)]
