@@ -139,6 +139,22 @@ def _leaf_tests(n, leaf_size):
     return (n + leaf_size - 1) // leaf_size
 
 
+@nb.njit(cache=True, inline="always")
+def _sides_cost(left_area, left_n, right_area, right_n, leaf_size):
+    """A split's two sides as the SAH counts them (each side's area times its leaf tests);
+    the split costs ``TRAVERSAL_COST`` plus this over the parent's area."""
+    return (left_area * _leaf_tests(left_n, leaf_size)
+            + right_area * _leaf_tests(right_n, leaf_size))
+
+
+@nb.njit(cache=True, inline="always")
+def _is_leaf(n, leaf_size, best_cost, parent_area):
+    """Whether ``n`` triangles make a leaf: they fit one leaf's test, and that test costs no
+    more than the best split (``best_cost``: its :func:`_sides_cost`)."""
+    split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
+    return n <= leaf_size and split_cost >= INTERSECT_COST * _leaf_tests(n, leaf_size)
+
+
 @nb.njit(cache=True, parallel=True)
 def _prepare(tris, threads):
     """(F,3,3) corners -> (F,8) boxes ``lo.xyz, 0, hi.xyz, 0``, identity ids, root bounds."""
@@ -256,8 +272,8 @@ def _sweep(cnt, bins, scale, right_area, right_n, leaf_size):
             l6 = max(l6, bins[a, b, 6])
             if ln == 0 or right_n[b + 1] == 0:
                 continue
-            cost = (_area(l0, l1, l2, l4, l5, l6) * _leaf_tests(ln, leaf_size)
-                    + right_area[b + 1] * _leaf_tests(right_n[b + 1], leaf_size))
+            cost = _sides_cost(_area(l0, l1, l2, l4, l5, l6), ln, right_area[b + 1],
+                               right_n[b + 1], leaf_size)
             if cost < best_cost:
                 best_cost, best_axis, best_bin = cost, a, b
     return best_cost, best_axis, best_bin
@@ -370,8 +386,8 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids, left_b
             h0 = max(h0, box[t, 4])
             h1 = max(h1, box[t, 5])
             h2 = max(h2, box[t, 6])
-            cost = (left_area[k - 1] * _leaf_tests(k, leaf_size)
-                    + _area(l0, l1, l2, h0, h1, h2) * _leaf_tests(n - k, leaf_size))
+            cost = _sides_cost(left_area[k - 1], k, _area(l0, l1, l2, h0, h1, h2), n - k,
+                               leaf_size)
             if cost < best_cost:
                 best_cost, best_axis, best_k = cost, a, k
                 for c in range(3):
@@ -429,8 +445,7 @@ def _split_node(
             box, ids, s, e, small[0], small[1], small[2], small[3], small[4], small[5], out_f,
             leaf_size,
         )
-        split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
-        if n <= leaf_size and split_cost >= INTERSECT_COST:
+        if _is_leaf(n, leaf_size, best_cost, parent_area):
             return -1
         if mid < 0:
             mid = s + n // 2
@@ -448,8 +463,7 @@ def _split_node(
             _reset_bins(cnt, bins)
             _bin_range(box, s, e, cmin, scale, cnt, bins)
         best_cost, best_axis, best_bin = _sweep(cnt, bins, scale, right_area, right_n, leaf_size)
-    split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
-    if n <= leaf_size and split_cost >= INTERSECT_COST:
+    if _is_leaf(n, leaf_size, best_cost, parent_area):
         return -1
     if best_axis < 0 or depth >= MEDIAN_DEPTH:
         # all centroids coincide, or the tree is deep (the kernels' stack is bounded):
@@ -999,16 +1013,15 @@ def _build_full_sweep(tri_lo, tri_hi, leaf_size):
                     h0 = max(h0, tri_hi[t, 0])
                     h1 = max(h1, tri_hi[t, 1])
                     h2 = max(h2, tri_hi[t, 2])
-                    cost = (left_area[k - 1] * _leaf_tests(k, leaf_size)
-                            + _area(l0, l1, l2, h0, h1, h2) * _leaf_tests(n - k, leaf_size))
+                    cost = _sides_cost(left_area[k - 1], k, _area(l0, l1, l2, h0, h1, h2),
+                                       n - k, leaf_size)
                     if cost < best_cost:
                         best_cost, best_axis, best_pos = cost, a, k
                         found = True
                 if found:
                     best_perm = perm
         parent_area = _area(lo[0], lo[1], lo[2], hi[0], hi[1], hi[2])
-        split_cost = TRAVERSAL_COST + (best_cost / parent_area if parent_area > 0 else np.inf)
-        if n <= 1 or (n <= leaf_size and split_cost >= INTERSECT_COST):
+        if n <= 1 or _is_leaf(n, leaf_size, best_cost, parent_area):
             node_first[node] = s
             node_count[node] = n
             continue
