@@ -117,19 +117,25 @@ class VolumeModel:
             self._geometry_key = (knobs, self.width, self.height)
         return self._geometry_cache
 
+    def _group_ratio(self, g: _CandidateGeometry) -> np.ndarray:
+        """(ranks, scales) each rank's last group ratio carried to each candidate scale."""
+        return group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
+
+    def _finish(self, g: _CandidateGeometry) -> np.ndarray:
+        """Each candidate's upscale to the display (none at full scale)."""
+        return np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
+
     def sections(self, knobs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
         g = self._geometry(knobs)
         w = self.workload
-        ratio = group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
-        samples = w.samples(g.threshold, g.pixels_per_step) * ratio[:, g.scale_of]
+        samples = w.samples(g.threshold, g.pixels_per_step) * self._group_ratio(g)[:, g.scale_of]
         work = self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed)
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
-        out["finish"] = np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height,
-                                 0.0)
+        out["finish"] = self._finish(g)
         out["frame"] = out["frame"] + out["finish"] + self.spent
         return out
 
@@ -139,14 +145,12 @@ class VolumeModel:
         warm, and fewer NumPy calls to pay for in caches the frame's render just evicted)."""
         g = self._geometry(knobs)
         w = self.workload
-        ratio = group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
-        render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, ratio,
+        render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, self._group_ratio(g),
                                                    self.streamed, g.threshold, g.scale_of,
                                                    g.pixels, g.pixels_per_step)
         comp = self.model.compositing_sections(self.stages, self.gather_bytes, g.scales)
-        finish = np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
-        return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of] + finish
-                + self.spent)
+        return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of]
+                + self._finish(g) + self.spent)
 
 
 def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], float]:
