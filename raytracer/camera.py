@@ -31,9 +31,10 @@ class Camera:
             raise ValueError(f"camera eye {self.eye} and target {self.target} must differ")
         fx, fy, fz = fx / norm, fy / norm, fz / norm
         rx, ry, rz = _cross((fx, fy, fz), tuple(map(float, self.up)))
-        if math.sqrt(rx * rx + ry * ry + rz * rz) < 1e-9:
-            rx, ry, rz = _cross((fx, fy, fz), (0.0, 0.0, 1.0))
         rn = math.sqrt(rx * rx + ry * ry + rz * rz)
+        if rn < 1e-9:
+            rx, ry, rz = _cross((fx, fy, fz), (0.0, 0.0, 1.0))
+            rn = math.sqrt(rx * rx + ry * ry + rz * rz)
         rx, ry, rz = rx / rn, ry / rn, rz / rn
         ux, uy, uz = _cross((rx, ry, rz), (fx, fy, fz))
         half_h = math.tan(math.radians(self.fov_y) / 2.0)
