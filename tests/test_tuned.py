@@ -207,15 +207,21 @@ def test_overlapped_probe_gives_the_same_workload(tracers, fitted):
     assert third.workload == r.probe.measure(cams[0], W, H)
 
 
+def counted_probes(tracer, fitted, monkeypatch) -> tuple[TunedRenderer, list]:
+    """A tuned renderer of ``tracer`` and the list its probe appends each view it probes to."""
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    probed: list = []
+    measure = r.probe.measure
+    monkeypatch.setattr(r.probe, "measure", lambda *a: probed.append(a) or measure(*a))
+    return r, probed
+
+
 def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
     """A still camera reuses the last frame's workload (the probe is deterministic); a change
     of view, size, AO radius or light probes again."""
     tracer = tracers("dragon-small")
-    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
-                      calibration=fitted.calibration, tracer=tracer)
-    probed = []
-    measure = r.probe.measure
-    monkeypatch.setattr(r.probe, "measure", lambda *a: probed.append(a) or measure(*a))
+    r, probed = counted_probes(tracer, fitted, monkeypatch)
     cams = calibration_views(tracer.scene, 2)
     first = r.render(cams[0])
     still = r.render(cams[0])
@@ -236,11 +242,7 @@ def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatc
     from autotune.app.animation import REFERENCE_SETTINGS, frame_times
 
     tracer = tracers("dragon-small")
-    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
-                      calibration=fitted.calibration, tracer=tracer)
-    probed = []
-    measure = r.probe.measure
-    monkeypatch.setattr(r.probe, "measure", lambda *a: probed.append(a) or measure(*a))
+    r, probed = counted_probes(tracer, fitted, monkeypatch)
     times = frame_times(r, tracer.scene.camera, REFERENCE_SETTINGS, 3)
     assert len(times) == 3 and len(probed) == 3
     assert r.reuse_probe and not r.tuning
