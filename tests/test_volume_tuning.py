@@ -41,6 +41,24 @@ def test_probe_estimates_each_bricks_samples_and_rays(bonsai):
         assert estimates[0] <= estimates[1]  # termination never adds samples
 
 
+def test_probe_prices_threshold_one_where_the_caster_stops(bonsai):
+    """The caster stops an opaque ray at threshold 1 too: the probe's samples at 1 stand in the
+    same ratio to the caster's as at any other threshold, at a fine and a coarse step."""
+    vol, tf = bonsai
+    part = kd_partition(vol.dims, 2, vol.spacing)
+    cam = seed_orbit(vol.radius, 12, orbits=1.0, phase=0.5)[0]
+    thresholds = np.array([0.975, 1.0])
+    w = probe_workload(BlockGrid.for_volume(vol, tf), cam, 96, 64, brick_boxes(part),
+                       thresholds, rays=4096)
+    for brick in part.bricks:
+        caster = Raycaster(vol, tf, brick)
+        for step in (0.5, 4.0):
+            ratios = [w.samples(np.array([j]), np.array([96 * 64 / step]))[brick.index, 0]
+                      / caster.render(cam, 96, 64, step, ert).samples
+                      for j, ert in enumerate(thresholds)]
+            assert ratios[1] == pytest.approx(ratios[0], rel=0.05), (brick, step, ratios)
+
+
 def test_every_knob_changes_the_prediction(bonsai):
     """A knob the model cannot price is a knob the tuner always turns up: with a real probe
     workload and any positive per-sample cost, each cheaper level predicts less."""

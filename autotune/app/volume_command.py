@@ -113,8 +113,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="image scale in (0, 1]: render at this share of each side, then "
                         "upscale (fixed knobs; default 1)")
     p.add_argument("--ert", type=unit_interval, default=None,
-                   help="early-ray-termination opacity in (0, 1], 1 = off (fixed knobs; "
-                        "default 1)")
+                   help="early-ray-termination opacity in (0, 1], 1 = only once opaque (fixed "
+                        "knobs; default 1)")
     p.add_argument("--algorithm", choices=ALGORITHMS, default="radix-k",
                    help="sort-last compositing algorithm")
     p.add_argument("--balance", action="store_true",

@@ -15,7 +15,7 @@ import numpy as np
 
 from raytracer.camera import Camera
 from raytracer.volume.partition import Brick, whole_brick
-from raytracer.volume.raycaster import owned_box, validate_knobs
+from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, owned_box, validate_knobs
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
@@ -87,7 +87,7 @@ def _render(vol: np.ndarray, lut: np.ndarray, basis: np.ndarray, origin: np.ndar
                 weight = (1.0 - acc[3]) * s[3]
                 acc[:3] += weight * s[:3]
                 acc[3] += weight
-                if ert < 1.0 and acc[3] >= ert:
+                if acc[3] >= ert:
                     break
             out[y, x] = acc
     return out
@@ -107,5 +107,5 @@ def render_reference(volume: Volume, tf: TransferFunction, camera: Camera, width
                   camera.basis(width, height).astype(np.float64),
                   np.asarray(volume.origin, np.float64), spacing, lo.astype(np.float64),
                   hi.astype(np.float64), float(np.float32(step * spacing.min())),
-                  float(ert_threshold), int(width), int(height))
+                  min(float(ert_threshold), 1.0 - OPAQUE_TRANSMITTANCE), int(width), int(height))
     return img.astype(np.float32)

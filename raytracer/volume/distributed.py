@@ -38,7 +38,8 @@ DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog
 
 @dataclass(frozen=True)
 class FrameSettings:
-    """The per-frame knobs: sample step (voxels), image scale (0, 1], ERT threshold (1 = off)."""
+    """The per-frame knobs: sample step (voxels), image scale (0, 1], ERT threshold
+    (1: a ray stops only once opaque)."""
 
     step: float = 1.0
     image_scale: float = 1.0

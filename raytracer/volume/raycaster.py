@@ -37,6 +37,12 @@ MIN_STEP = 1e-3
 #: Faces on the volume boundary are widened by this many voxels so that rounding never drops
 #: a ray's first or last sample; interior faces stay exact so bricks share none.
 BOUNDARY_EPS = 1e-3
+#: A ray stops once what it lets through falls to this, whatever its threshold (VTK's
+#: fixed-point caster stops there too): nothing behind can then change a pixel by more than
+#: 2^-15 of full intensity. Without it, threshold 1 stopped where float32 rounding happened
+#: to make the opacity exactly 1.0, which large steps through dense matter reach and small
+#: ones stall short of (its remainder rounding back up), so no probe could say where.
+OPAQUE_TRANSMITTANCE = 2.0**-15
 
 
 @dataclass
@@ -172,7 +178,8 @@ def validate_knobs(width: int, height: int, step: float, ert_threshold: float) -
     if not (math.isfinite(step) and step >= MIN_STEP):
         raise VolumeError(f"sample step must be >= {MIN_STEP} voxels, got {step}")
     if not (math.isfinite(ert_threshold) and 0.0 < ert_threshold <= 1.0):
-        raise VolumeError(f"early-termination threshold must be in (0, 1] (1 = off), "
+        raise VolumeError(f"early-termination threshold must be in (0, 1] (1: only when "
+                          f"opaque), "
                           f"got {ert_threshold}")
 
 
@@ -254,7 +261,8 @@ class Raycaster:
     def render(self, camera: Camera, width: int, height: int, step: float = 1.0,
                ert_threshold: float = 1.0, skip_empty: bool = True) -> BrickImage:
         """Ray-cast the brick at ``step`` voxels (relative to the smallest spacing) with early
-        termination at accumulated opacity ``ert_threshold`` (1.0 = off)."""
+        termination at accumulated opacity ``ert_threshold`` (at the latest once opaque:
+        :data:`OPAQUE_TRANSMITTANCE`)."""
         validate_knobs(width, height, step, ert_threshold)
         self._allocate(width, height)
         eye, top_left, du, dv = camera.basis(width, height)
@@ -271,7 +279,8 @@ class Raycaster:
             np.int32(1 if skip_empty else 0), self._lut(float(step)), np.int32(self.lut_size),
             _f4(eye), _f4(top_left), _f4(du), _f4(dv), _f4(self.volume.origin),
             _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
-            np.float32(ert_threshold), self._image, self._counters)
+            np.float32(min(ert_threshold, 1.0 - OPAQUE_TRANSMITTANCE)), self._image,
+            self._counters)
         rgba = np.empty((height, width, 4), np.float32)
         counts = self._counts
         cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])

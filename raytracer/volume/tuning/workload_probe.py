@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from raytracer.camera import Camera
 from raytracer.volume.partition import Partition
-from raytracer.volume.raycaster import SKIP_BLOCK
+from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, SKIP_BLOCK
 from raytracer.volume.transfer_function import TransferFunction
 from raytracer.volume.volume_data import Volume
 
@@ -132,7 +132,8 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
            passes, bricks_lo, bricks_hi, step_vox, thresholds):  # pragma: no cover
     """Per brick, the ray's samples inside it (clipped by a ray-box test, not a search per
     sample); per threshold (ascending) the voxels walked before the brick's own
-    transmittance fell to 1 − threshold, totalled once when it does; a ray stops once every
+    transmittance fell to 1 − threshold (at most OPAQUE_TRANSMITTANCE, where the caster
+    stops), totalled once when it does; a ray stops once every
     threshold is passed. All three per probe ray."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
@@ -143,7 +144,7 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     smin = min(spacing[0], min(spacing[1], spacing[2]))
     dt = step_vox * smin
     inv_cell = 1.0 / (spacing * block)
-    limits = 1.0 - thresholds
+    limits = np.maximum(1.0 - thresholds, OPAQUE_TRANSMITTANCE)  # as the caster stops
     d = np.empty(3)  # the ray's direction, filled in place (an array per ray cost 30 µs)
     for py in range(ph):
         for px in range(pw):
