@@ -203,19 +203,29 @@ def test_priced_grid_follows_a_resize(bonsai):
 
 def test_block_code_keeps_empty_blocks_and_faint_opacity():
     """The one-byte block code: empty stays empty, a faint block keeps its opacity within a
-    few per cent, and a block's code lets through what its opacity does."""
-    values = np.zeros((8, 8, 8), np.float32)
-    values[:4, :4, :4] = 1.0  # one block of value 1, the rest 0
-    values[4:, 4:, 4:] = 0.5
+    few per cent, a block sampled only for the visible voxel its far corner reads is not
+    empty, and a block's code lets through what its opacity does."""
+    values = np.zeros((16, 16, 16), np.float32)
+    values[:4, :4, :4] = 1.0  # one block of value 1
+    values[8:12, 8:12, 8:12] = 0.5  # one of 0.5, the rest 0
     alpha = np.zeros(256, np.float32)
     alpha[255], alpha[128] = 0.6, 0.004
     grid = BlockGrid.of(values, alpha, np.zeros(3), np.ones(3), block=4)
-    assert grid.nonempty.sum() == 2 and grid.code[0, 1, 0] == 0
+    assert grid.code[0, 0, 1] == 0  # its samples read only zeros
     assert grid.opacity[0, 0, 0] == pytest.approx(0.6, rel=0.01)
-    assert grid.opacity[1, 1, 1] == pytest.approx(0.004, rel=0.05)
+    assert grid.opacity[2, 2, 2] == pytest.approx(0.004, rel=0.05)
+    assert grid.nonempty[1, 1, 1] and grid.opacity[1, 1, 1] == 0.0  # its corner reads 0.5
     passes = grid.transmittance(2.0)
     assert passes[0] == 1.0
     assert passes[grid.code[0, 0, 0]] == pytest.approx((1 - 0.6) ** 2, rel=0.02)
+
+
+def test_probe_grid_skips_exactly_the_blocks_the_caster_skips(bonsai):
+    vol, tf = bonsai
+    grid = BlockGrid.for_volume(vol, tf)
+    skipped = Raycaster(vol, tf).empty
+    assert grid.code.shape == skipped.shape
+    np.testing.assert_array_equal(grid.nonempty, skipped == 0)
 
 
 def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
