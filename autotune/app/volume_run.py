@@ -22,8 +22,6 @@ import numpy as np
 from autotune.app import options as opt
 from autotune.app.volume_plot import plot
 
-CALIBRATION_VIEWS = 8
-
 
 def cmd_volumes(args: argparse.Namespace) -> int:
     """``autotune volumes``."""
@@ -199,7 +197,7 @@ class VolumeRun:
 
     def calibrate(self, first_camera: Any) -> None:
         """Fit the per-rank model on calibration views (collective); print how long it took."""
-        from raytracer.volume.tuning.model_fit import volume_calibration_views
+        from raytracer.volume.tuning.model_fit import CALIBRATION_VIEWS, volume_calibration_views
         from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 
         a = self.args
@@ -210,7 +208,7 @@ class VolumeRun:
                   f"({a.calibration_frames} frames + quality sweeps)...", file=sys.stderr,
                   flush=True)
         t0 = time.perf_counter()
-        self.tuned.calibrate(volume_calibration_views(self.volume.radius, CALIBRATION_VIEWS),
+        self.tuned.calibrate(volume_calibration_views(self.volume.radius),
                              frames=a.calibration_frames)
         if a.target_share is not None:
             full = self.tuned.full_quality_seconds(first_camera)  # None on ranks >= 1

@@ -39,8 +39,6 @@ from autotune.app.viewer import ViewerError
 from autotune.app.viewer.source import FINISHED, INTERRUPTED, ViewFrame
 from raytracer.camera import Camera
 
-CALIBRATION_VIEWS = 8
-
 
 def rank_state(tuned: Any) -> dict[str, Any]:
     """This rank's settings (rank 0 gathers them at the end: they must agree)."""
@@ -202,7 +200,7 @@ class VolumeSource:
                 print(f"\r{text}", end="", file=sys.stderr, flush=True)
             show(text)
 
-        print(f"calibrating on {CALIBRATION_VIEWS} views ({self.calibration_frames} "
+        print(f"calibrating on {len(self.views)} views ({self.calibration_frames} "
               f"frames + quality sweeps)...", file=sys.stderr, flush=True)
         with self.interrupts.during("calibrating"), _counting(self.tuned.renderer, each):
             self.tuned.calibrate(self.views, frames=self.calibration_frames)
@@ -348,7 +346,7 @@ def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
         if surface is not None:
             surface.close()
         raise
-    views = volume_calibration_views(volume.radius, CALIBRATION_VIEWS)
+    views = volume_calibration_views(volume.radius)
     if rank != 0:
         return follow(tuned, views, args.calibration_frames)
     interrupts.phase = "idle"

@@ -28,8 +28,12 @@ from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedFrameRecord, DistributedRenderer, FrameSettings
 from raytracer.volume.tuning.workload_probe import RankWorkload
 
+#: Calibration views of a volume (the command, the viewer and the benchmark all take this many)
+CALIBRATION_VIEWS = 8
 
-def volume_calibration_views(radius: float, count: int, seed: int = 7) -> list[Camera]:
+
+def volume_calibration_views(radius: float, count: int = CALIBRATION_VIEWS, seed: int = 7
+                             ) -> list[Camera]:
     """Views from random directions above and below the orbit plane, 2.2-3.4 radii out: the
     governed path (seed 000's orbit in the XZ plane) shares none of them."""
     rng = np.random.default_rng(seed)
