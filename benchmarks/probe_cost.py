@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from autotune.app.animation import orbit_camera_path
+from autotune.app.animation import REFERENCE_SETTINGS, orbit_camera_path
 from autotune.app.report import emit
 from autotune.app.run_record import RunRecord, stamp
 from raytracer.scene import load_scene
@@ -26,7 +26,6 @@ from raytracer.tuning.tuned_renderer import TunedRenderer, device_model
 
 BUDGET_30FPS = 1.0 / 30.0
 REFERENCE_FACTOR = 2  # the accuracy reference: a probe at half the frame's resolution per axis
-ACCURACY_SETTINGS = RenderSettings(8, 0.1, True, True)
 STILL_SIZE = (480, 270)  # bench paper's frames
 STILL_FRAMES = 40  # per way; the first STILL_SETTLE are left out (feedback settling)
 STILL_SETTLE = 10
@@ -34,10 +33,10 @@ STILL_SETTLE = 10
 
 def still_view(tracer: Tracer, frames: int = STILL_FRAMES) -> dict:
     """Governed frames of one still view, the last workload reused or probed every frame,
-    interleaved; target: the median kernel time of five frames at ``ACCURACY_SETTINGS``
+    interleaved; target: the median kernel time of five frames at ``REFERENCE_SETTINGS``
     (bench paper's setting, without the probe: one target both ways must meet)."""
     scene, (width, height) = tracer.scene, STILL_SIZE
-    full = [tracer.render(scene.camera, width, height, ACCURACY_SETTINGS).seconds
+    full = [tracer.render(scene.camera, width, height, REFERENCE_SETTINGS).seconds
             for _ in range(5)]
     target = float(np.median(full))
     ways = {"reused": TunedRenderer(scene, width, height, target, tracer=tracer),
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def predicted(probe: Probe, cam, model=model) -> float:
             w = probe.measure(cam, width, height)
-            return float(sum(model.phase_seconds(w, ACCURACY_SETTINGS).values()))
+            return float(sum(model.phase_seconds(w, REFERENCE_SETTINGS).values()))
 
         exact = Probe.for_tracer(tracer, factor=REFERENCE_FACTOR, min_pixels=1)
         truth = [predicted(exact, c) for c in cams]
