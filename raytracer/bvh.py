@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING
 import numba as nb
 import numpy as np
 
+from raytracer.jit_cache import njit
+
 if TYPE_CHECKING:
     from raytracer.scene import Scene
 
@@ -79,7 +81,7 @@ SMALL_NODE = 16  # nodes up to this many triangles get an exact sweep instead of
 MEDIAN_DEPTH = 40  # below this depth nodes split at the object median (bounds the stack)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def plane(axis: int, hi: bool) -> int:
     """First float of a node's ``lo`` (or ``hi``) plane of ``axis`` for its WIDTH children."""
     return 2 * WIDTH * axis + (WIDTH if hi else 0)
@@ -123,7 +125,7 @@ class BVH:
 # shared helpers
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _area(lo0, lo1, lo2, hi0, hi1, hi2):
     """Surface area of a box; 0 for an empty (inverted) box."""
     dx, dy, dz = hi0 - lo0, hi1 - lo1, hi2 - lo2
@@ -132,14 +134,14 @@ def _area(lo0, lo1, lo2, hi0, hi1, hi2):
     return 2.0 * (dx * dy + dy * dz + dz * dx)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _leaf_tests(n, leaf_size):
     """Leaf tests that ``n`` triangles cost: the kernels test up to ``leaf_size`` at once, so
     the SAH counts blocks of ``leaf_size``, not triangles (Embree's block SAH)."""
     return (n + leaf_size - 1) // leaf_size
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _sides_cost(left_area, left_n, right_area, right_n, leaf_size):
     """A split's two sides as the SAH counts them (each side's area times its leaf tests);
     the split costs ``TRAVERSAL_COST`` plus this over the parent's area."""
@@ -147,7 +149,7 @@ def _sides_cost(left_area, left_n, right_area, right_n, leaf_size):
             + right_area * _leaf_tests(right_n, leaf_size))
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _is_leaf(n, leaf_size, best_cost, parent_area):
     """Whether ``n`` triangles make a leaf: they fit one leaf's test, and that test costs no
     more than the best split (``best_cost``: its :func:`_sides_cost`)."""
@@ -155,7 +157,7 @@ def _is_leaf(n, leaf_size, best_cost, parent_area):
     return n <= leaf_size and split_cost >= INTERSECT_COST * _leaf_tests(n, leaf_size)
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _prepare(tris, threads):
     """(F,3,3) corners -> (F,8) boxes ``lo.xyz, 0, hi.xyz, 0``, identity ids, root bounds."""
     n = tris.shape[0]
@@ -196,7 +198,7 @@ def _prepare(tris, threads):
     return box, ids, root
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _bin_of(c2, cmin, scale, nbins):
     """Bin of a doubled centroid coordinate (the same expression for binning and partition)."""
     b = int((c2 - cmin) * scale)
@@ -207,7 +209,7 @@ def _bin_of(c2, cmin, scale, nbins):
     return b
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _bin_range(box, s, e, cmin, scale, cnt, bins):
     """Accumulate triangles s..e-1 into per-axis bins (counts and bounds)."""
     nbins = cnt.shape[1]
@@ -225,7 +227,7 @@ def _bin_range(box, s, e, cmin, scale, cnt, bins):
             bins[a, b, 6] = max(bins[a, b, 6], h2)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _reset_bins(cnt, bins):
     """Empty bins: zero counts, inverted bounds."""
     for a in range(3):
@@ -236,7 +238,7 @@ def _reset_bins(cnt, bins):
                 bins[a, b, 4 + c] = -np.inf
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _sweep(cnt, bins, scale, right_area, right_n, leaf_size):
     """Best (cost, axis, bin) over the bin boundaries of all usable axes; axis -1 if none."""
     nbins = cnt.shape[1]
@@ -279,7 +281,7 @@ def _sweep(cnt, bins, scale, right_area, right_n, leaf_size):
     return best_cost, best_axis, best_bin
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _child_bounds(bins, a, split, out):
     """Bounds of bins 0..split (out[0:8]) and the bins after it (out[8:16]) on axis a."""
     for h in range(2):
@@ -294,7 +296,7 @@ def _child_bounds(bins, a, split, out):
                 out[o + 4 + c] = max(out[o + 4 + c], bins[a, b, 4 + c])
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     """In-place partition of s..e-1 by bin <= split on axis a; cb gets both children's
     doubled-centroid bounds (left lo/hi in 0:6, right in 6:12). Returns the split index."""
@@ -329,7 +331,7 @@ def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     return i
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _range_bounds(box, s, e, out, o):
     """Exact bounds and doubled-centroid bounds of s..e-1 into out[o:o+8] and out[o+8:o+14]."""
     for c in range(3):
@@ -344,7 +346,7 @@ def _range_bounds(box, s, e, out, o):
             out[o + 11 + c] = max(out[o + 11 + c], cc)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids, left_box, out_f,
                  leaf_size):
     """Exact SAH sweep of a small node (insertion sort per axis); reorders s..e-1 along the
@@ -413,7 +415,7 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids, left_b
 ITEM_F = 14
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _split_node(
     box,
     ids,
@@ -486,7 +488,7 @@ def _split_node(
     return mid
 
 
-@nb.njit(cache=True)
+@njit()
 def _small_scratch():
     """Work arrays of ``_small_sweep``."""
     return (
@@ -499,7 +501,7 @@ def _small_scratch():
     )
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _push_children(node, left, s, mid, e, depth, out_f, node_first, node_count, st_i, st_f, sp):
     """Make ``node`` inner with children ``left``, ``left + 1`` and push both (right first, so
     the left subtree is built next: depth-first node order). Returns the new stack size."""
@@ -513,7 +515,7 @@ def _push_children(node, left, s, mid, e, depth, out_f, node_first, node_count, 
     return sp + 2
 
 
-@nb.njit(cache=True)
+@njit()
 def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, node_count, slot0):
     """Sequential binned-SAH build below one work item; new nodes go to slots from slot0."""
     cnt = np.zeros((3, BINS), np.int64)
@@ -570,7 +572,7 @@ def _build_subtree(box, ids, root_i, root_f, leaf_size, node_box, node_first, no
     return max_depth
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _bin_parallel(box, s, e, cmin, scale, cnt, bins, threads):
     """Binning of a big node split over threads, each into its own bins, then merged."""
     chunks = 2 * threads
@@ -598,13 +600,13 @@ def _bin_parallel(box, s, e, cmin, scale, cnt, bins, threads):
                     bins[a, b, 4 + k] = max(bins[a, b, 4 + k], pb[c, a, b, 4 + k])
 
 
-@nb.njit(cache=True)
+@njit()
 def _task_cap(n_tris, task_max):
     """Most subtree tasks the top phase may hand out (then it stops splitting)."""
     return 2 * (n_tris // max(task_max, 1)) + 64
 
 
-@nb.njit(cache=True)
+@njit()
 def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_count, threads):
     """Sequential top phase: splits nodes above task_max, returns the subtrees left to build."""
     n_tris = box.shape[0]
@@ -682,7 +684,7 @@ def _build_top(box, ids, root, leaf_size, task_max, node_box, node_first, node_c
     return n_nodes, tasks_i[:n_tasks], tasks_f[:n_tasks]
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _build_tasks(
     box, ids, tasks_i, tasks_f, leaf_size, node_box, node_first, node_count, base, threads
 ):
@@ -717,7 +719,7 @@ def _build_tasks(
     return depths.max() if n_tasks else 0
 
 
-@nb.njit(cache=True)
+@njit()
 def _dfs_order(node_first, node_count):
     """Inner nodes in depth-first preorder, plus leaves, max depth and SAH areas of the tree."""
     n_max = node_first.shape[0]
@@ -746,7 +748,7 @@ def _dfs_order(node_first, node_count):
     return order[:k], leaves, depth
 
 
-@nb.njit(cache=True)
+@njit()
 def _binary_sah(node_box, node_first, node_count, order, leaf_size):
     """SAH cost of the binary tree (C_trav = C_isect = 1 per leaf test of up to ``leaf_size``
     triangles, normalised by the root's area)."""
@@ -770,7 +772,7 @@ def _binary_sah(node_box, node_first, node_count, order, leaf_size):
     return cost / root_area
 
 
-@nb.njit(cache=True)
+@njit()
 def _collapse(node_box, node_first, node_count, n_inner):
     """Binary tree (slot arrays, root 0) -> WIDTH-wide nodes in the flat layout.
 
@@ -854,7 +856,7 @@ def _collapse(node_box, node_first, node_count, n_inner):
     return out[:n_wide].copy(), need[0]
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def _pack_corners(tris, ids):
     """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,- | e1,0 | e2,0``."""
     n = ids.shape[0]
@@ -959,7 +961,7 @@ def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
 # exact reference
 
 
-@nb.njit(cache=True)
+@njit()
 def _build_full_sweep(tri_lo, tri_hi, leaf_size):
     """Top-down SAH with an exact sweep over the centroid-sorted triangles on all 3 axes."""
     n_tris = tri_lo.shape[0]

@@ -4,10 +4,8 @@ Two users: the probe traces tiles of the view to measure the workload, and the t
 render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
 and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl``, so the per-pixel
-counters (nodes visited, leaves tested) match the kernels'.
-
-(numba's on-disk cache keys a function on its own file only: after editing ``traversal.py``,
-touch this file too, or ``render_cpu`` keeps a stale compiled ``trace``.)
+counters (nodes visited, leaves tested) match the kernels'. (Compiled code is cached under
+the digest of this file and of ``traversal.py`` and ``bvh.py``: :mod:`raytracer.jit_cache`.)
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ import math
 import numba as nb
 import numpy as np
 
+from raytracer.jit_cache import njit
 from raytracer.traversal import trace
 
 SHADOW_EPS = 1e-4
@@ -24,7 +23,7 @@ SHADOW_EPS = 1e-4
 PRIMARY, SHADOW, AO = 0, 1, 2
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def pcg_hash(v):
     """PCG hash on uint32 values carried in int64 (identical to tracer.cl's pcg_hash)."""
     state = (v * 747796405 + 2891336453) & 0xFFFFFFFF
@@ -32,13 +31,13 @@ def pcg_hash(v):
     return ((word >> 22) ^ word) & 0xFFFFFFFF
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _normalize(x, y, z):
     n = math.sqrt(x * x + y * y + z * z)
     return x / n, y / n, z / n
 
 
-@nb.njit(cache=True)
+@njit()
 def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays, ao_radius,
            shadows, phong, seed, counters, last_node, prim_out, row, col):
     """All phases for frame pixel (x, y); returns linear RGB. Its counters, last node and
@@ -133,7 +132,7 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
     return ar * k, ag * k, ab * k
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
+@njit(parallel=True, nogil=True)
 def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, ao_rays,
                ao_radius, shadows, phong, seed):
     """Render like the OpenCL tracer. Returns (RGBA8 image, counters (H,W,3,2),
@@ -154,7 +153,7 @@ def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, a
     return image, counters, last_node, prim
 
 
-@nb.njit(cache=True, parallel=True, nogil=True)
+@njit(parallel=True, nogil=True)
 def trace_tiles(nodes, ints, tris, normals, basis, width, corners, rows, cols, light, scale,
                 ao_rays, ao_radius, seed):
     """Trace ``rows`` x ``cols`` frame-resolution tiles whose top-left pixels (x, y) are

@@ -16,12 +16,13 @@ import numba as nb
 import numpy as np
 
 from raytracer.bvh import CHILD_COUNT, CHILD_INDEX, KERNEL_STACK, WIDTH, plane
+from raytracer.jit_cache import njit
 
 EPS_DIR = 1e-12
 NO_HIT = -1
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def safe_inverse(d):
     """1/d with tiny components replaced by a signed epsilon (keeps the slab test NaN-free)."""
     if abs(d) < EPS_DIR:
@@ -29,7 +30,7 @@ def safe_inverse(d):
     return 1.0 / d
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz):
     """Möller–Trumbore on packed triangle ``k``: returns (t, u, v); t = inf on a miss."""
     e1x, e1y, e1z = tris[k, 4], tris[k, 5], tris[k, 6]
@@ -57,7 +58,7 @@ def intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz):
     return t, u, v
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
     """The kernel's leaf test: every triangle of ``first .. first + count - 1`` tested, the
     nearest hit closer than ``best_t`` kept (ties: the lowest index). Returns (t, prim, u, v);
@@ -70,7 +71,7 @@ def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
     return best_t, best_prim, best_u, best_v
 
 
-@nb.njit(cache=True)
+@njit()
 def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     """Closest (or any, with ``any_hit``) hit below ``tmax``.
 
@@ -140,7 +141,7 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     return best_t, best_prim, best_u, best_v, steps, tests, last
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def trace_rays(nodes, ints, tris, origins, dirs, tmax, any_hit):
     """Trace many rays; returns (t, prim, steps, tests) arrays."""
     n = origins.shape[0]
@@ -166,7 +167,7 @@ def trace_rays(nodes, ints, tris, origins, dirs, tmax, any_hit):
     return t_out, prim_out, steps_out, tests_out
 
 
-@nb.njit(cache=True, parallel=True)
+@njit(parallel=True)
 def brute_force(tris, origins, dirs, tmax):
     """Closest hit by testing every triangle: the ground truth for BVH tests."""
     n = origins.shape[0]

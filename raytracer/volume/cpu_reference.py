@@ -14,13 +14,14 @@ import numba
 import numpy as np
 
 from raytracer.camera import Camera
+from raytracer.jit_cache import njit
 from raytracer.volume.partition import Brick, whole_brick
 from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, owned_box, validate_knobs
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
 
-@numba.njit(cache=True)
+@njit()
 def _trilinear(vol: np.ndarray, p: np.ndarray) -> float:
     nz, ny, nx = vol.shape
     n = (nx, ny, nz)
@@ -41,7 +42,7 @@ def _trilinear(vol: np.ndarray, p: np.ndarray) -> float:
     return v
 
 
-@numba.njit(parallel=True, cache=True)
+@njit(parallel=True)
 def _render(vol: np.ndarray, lut: np.ndarray, basis: np.ndarray, origin: np.ndarray,
             spacing: np.ndarray, lo: np.ndarray, hi: np.ndarray, dt: float, ert: float,
             width: int, height: int) -> np.ndarray:

@@ -11,6 +11,8 @@ import math
 import numba
 import numpy as np
 
+from raytracer.jit_cache import njit
+
 ML_FM = 6.0  # Marschner & Lobb (1994): f_M = 6, alpha = 0.25 on [-1, 1]^3
 ML_ALPHA = 0.25
 FIELD_BLOBS = 40
@@ -46,7 +48,7 @@ def _blob_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(t.astype(np.float32) for t in tables)
 
 
-@numba.njit(parallel=True, cache=True)
+@njit(parallel=True)
 def _blob_sum(gx: np.ndarray, gy: np.ndarray, gz: np.ndarray, out: np.ndarray) -> None:
     nb, n = gx.shape
     for z in numba.prange(n):

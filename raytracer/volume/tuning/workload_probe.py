@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 from numpy.typing import NDArray
 
 from raytracer.camera import Camera
+from raytracer.jit_cache import njit
 from raytracer.volume.empty_space import empty_blocks, minmax_grid
 from raytracer.volume.partition import Partition
 from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, SKIP_BLOCK
@@ -135,7 +135,7 @@ class RankWorkload:
         return self.rays[:, None] * np.asarray(pixels, np.float64)[None, :]
 
 
-@nb.njit(cache=True, fastmath=True)
+@njit(fastmath=True)
 def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, code,
            passes, bricks_lo, bricks_hi, step_vox, thresholds):  # pragma: no cover
     """Per brick, the ray's samples inside it (clipped by a ray-box test, not a search per
