@@ -16,7 +16,7 @@ import numpy as np
 from raytracer.camera import Camera
 from raytracer.jit_cache import njit
 from raytracer.volume.partition import Brick, whole_brick
-from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, owned_box, validate_knobs
+from raytracer.volume.raycaster import owned_box, stopping_opacity, validate_knobs
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
@@ -108,5 +108,5 @@ def render_reference(volume: Volume, tf: TransferFunction, camera: Camera, width
                   camera.basis(width, height).astype(np.float64),
                   np.asarray(volume.origin, np.float64), spacing, lo.astype(np.float64),
                   hi.astype(np.float64), float(np.float32(step * spacing.min())),
-                  min(float(ert_threshold), 1.0 - OPAQUE_TRANSMITTANCE), int(width), int(height))
+                  stopping_opacity(ert_threshold), int(width), int(height))
     return img.astype(np.float32)

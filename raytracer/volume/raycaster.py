@@ -45,6 +45,12 @@ BOUNDARY_EPS = 1e-3
 OPAQUE_TRANSMITTANCE = 2.0**-15
 
 
+def stopping_opacity(ert_threshold: float) -> float:
+    """The accumulated opacity at which a ray stops for ``ert_threshold``: the threshold, or
+    opaque (1 − :data:`OPAQUE_TRANSMITTANCE`) where that comes first."""
+    return min(float(ert_threshold), 1.0 - OPAQUE_TRANSMITTANCE)
+
+
 @dataclass
 class BrickImage:
     """One brick's rendering: premultiplied RGBA (H, W, 4) float32 and what it cost."""
@@ -287,8 +293,7 @@ class Raycaster:
             np.int32(1 if skip_empty else 0), self._lut(float(step)), np.int32(self.lut_size),
             _f4(eye), _f4(top_left), _f4(du), _f4(dv), _f4(self.volume.origin),
             _f4(1.0 / spacing), np.int32(width), np.int32(height), dt,
-            np.float32(min(ert_threshold, 1.0 - OPAQUE_TRANSMITTANCE)), self._image,
-            self._counters)
+            np.float32(stopping_opacity(ert_threshold)), self._image, self._counters)
         rgba = np.empty((height, width, 4), np.float32)
         counts = self._counts
         cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])
