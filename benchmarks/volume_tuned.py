@@ -196,8 +196,7 @@ def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
         carried[label] = evaluate_model(t, orbit, seed=seed)
         t.swap_renderer(home)
         fresh = TunedVolumeRenderer(renderers[label], t.width, t.height, 1.0)
-        fresh.calibrate(volume_calibration_views(vol.radius),
-                        frames=calib_frames)
+        fresh.calibrate(volume_calibration_views(vol.radius), frames=calib_frames)
         own[label] = evaluate_model(fresh, orbit, seed=seed)
     if tuned.rank != 0:
         return None, None, renderers["imbalanced"]
@@ -229,12 +228,13 @@ def model_errors(vol: Any, tf: Any, also: list[str], size: int, views: list,
         "imbalanced_close_up": evaluate_model(tuned, close_views(vol.radius, 8), seed=2),
     }
     renderers, test = {}, {}
+    carried_to = {"validation": validation, "test": test}
     own: dict[str, dict[str, Any]] = {"validation": {}, "test": {}}
     for i, name in enumerate(VALIDATION_VOLUMES + TEST_VOLUMES):
         carried, calibrated, renderers[name] = volume_errors(tuned, tuned_bal, name, comm,
                                                              3 + i, calib_frames)
         which = "validation" if name in VALIDATION_VOLUMES else "test"
-        (validation if which == "validation" else test)[name] = carried
+        carried_to[which][name] = carried
         own[which][name] = calibrated
     figures: dict[str, Any] = {}
     if tuned.rank == 0:
@@ -410,6 +410,11 @@ def worker(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- the launcher
 
 
+def mean_rank_error(volumes: dict[str, Any], part: str) -> float:
+    """Mean per-rank render error over ``volumes``' figures on partition ``part``."""
+    return float(np.mean([v[part]["rank_render_error"]["mean"] for v in volumes.values()]))
+
+
 def goals(f: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures: model errors on the test volumes, governed
     errors on held-out views (bonsai's orbit) and on a test volume; an oversubscribed run
@@ -422,17 +427,17 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
         " (oversubscribed)" if f["oversubscribed"] else "")
     out = {}
     for part in ("imbalanced", "balanced"):
-        value = float(np.mean([v[part]["rank_render_error"]["mean"] for v in test.values()]))
         out[f"model_error_{part}"] = at_most(
-            value, 0.05, f"mean |predicted - measured| / measured per-rank render time, test "
+            mean_rank_error(test, part), 0.05,
+            f"mean |predicted - measured| / measured per-rank render time, test "
             f"volumes {', '.join(test)} (orbit, random knobs), "
             f"{'cell-count' if part == 'imbalanced' else 'cost-balanced'} partition, model "
             f"fitted on {CALIBRATION_VOLUME}")
     own = f["model_error"]["self_calibrated"]["test"]
     for part in ("imbalanced", "balanced"):
-        value = float(np.mean([v[part]["rank_render_error"]["mean"] for v in own.values()]))
         out[f"model_error_self_calibrated_{part}"] = at_most(
-            value, 0.05, "the same, each test volume's model calibrated on its own "
+            mean_rank_error(own, part), 0.05,
+            "the same, each test volume's model calibrated on its own "
             "calibration views (off its orbit, random knobs), as `autotune volume` "
             "calibrates on the volume it is given")
     noise = f["noise_floor"]["mean_off_median"]
