@@ -65,12 +65,17 @@ TEST_VOLUMES = ("tooth", "headsq")
 
 
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
-    """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame."""
+    """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame;
+    beside the per-rank figure, the same model form fitted on and priced with the caster's
+    own counts (``rank_render_error_counted``: what is left without the probe's error)."""
+    from models.volume_cost import shared_finish
     from raytracer.volume.tuning.knobs import settings_of, volume_knob_space
+    from raytracer.volume.tuning.model_fit import counted_render_models
 
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
-    rank_err, frame_err, share = [], [], []
+    counted = counted_render_models(tuned.calibration_samples) if tuned.rank == 0 else ()
+    rank_err, counted_err, frame_err, share = [], [], [], []
     for cam in cameras:
         settings = None
         if tuned.rank == 0:
@@ -83,6 +88,14 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
         per_rank = sec["render_per_rank"][:, 0]
         measured = np.array([r.render_seconds for r in rec.ranks])
         rank_err.extend(np.abs(per_rank - measured) / measured)
+        cluster = tuned.model.model
+        streamed = np.broadcast_to(tuned.model.streamed, (len(rec.ranks),))
+        work = [[m.predict(r.samples * r.group_ratio, r.skipped, r.rays,
+                           rec.render_width * rec.render_height, m_share)]
+                for m, r, m_share in zip(counted, rec.ranks, streamed, strict=True)]
+        from_counts = shared_finish(np.array(work), cluster.cores, cluster.threads,
+                                    cluster.core_groups)[:, 0]
+        counted_err.extend(np.abs(from_counts - measured) / measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
@@ -93,6 +106,8 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
             "rank_render_error": {"mean": float(np.mean(rank_err)),
                                   "p95": float(np.percentile(rank_err, 95)),
                                   "max": float(np.max(rank_err))},
+            "rank_render_error_counted": {"mean": float(np.mean(counted_err)),
+                                          "p95": float(np.percentile(counted_err, 95))},
             "frame_error": {"mean": float(np.mean(frame_err)),
                             "p95": float(np.percentile(frame_err, 95))},
             "busiest_rank_sample_share": float(np.mean(share))}
@@ -410,9 +425,25 @@ def worker(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------- the launcher
 
 
-def mean_rank_error(volumes: dict[str, Any], part: str) -> float:
-    """Mean per-rank render error over ``volumes``' figures on partition ``part``."""
-    return float(np.mean([v[part]["rank_render_error"]["mean"] for v in volumes.values()]))
+def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_error"
+                    ) -> float:
+    """Mean per-rank render error (``key``) over ``volumes``' figures on partition ``part``."""
+    return float(np.mean([v[part][key]["mean"] for v in volumes.values()]))
+
+
+def probe_and_form(f: dict[str, Any]) -> dict[str, Any]:
+    """The test volumes' per-rank error split: priced from the probe (what the tuner does)
+    against the same model form fitted on and priced with the caster's own counts, carried
+    over and self-calibrated, per partition."""
+    errors = f["model_error"]
+    out = {}
+    for kind, volumes in (("carried_over", errors["test"]),
+                          ("self_calibrated", errors["self_calibrated"]["test"])):
+        for part in ("imbalanced", "balanced"):
+            out[f"{kind}_{part}"] = {
+                "probe": mean_rank_error(volumes, part),
+                "counted": mean_rank_error(volumes, part, "rank_render_error_counted")}
+    return out
 
 
 def goals(f: dict[str, Any]) -> dict[str, Any]:
@@ -541,6 +572,7 @@ def main(argv: list[str] | None = None) -> int:
                                "its share of the cores (not when there are more ranks than "
                                "cores), its OpenCL device on that many threads "
                                "(AUTOTUNE_COMPUTE_UNITS)")
+    figures["model_error_probe_and_form"] = probe_and_form(figures)
     figures["goals"] = goals(figures)
     stamp(figures, run)
     if args.plots:

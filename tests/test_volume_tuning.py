@@ -85,6 +85,7 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     renderer = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
     tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
+    assert len(tuned.calibration_samples) == 7  # the volume's first frame warms it up
     for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
     space = volume_knob_space(tuned.losses)
@@ -247,3 +248,36 @@ def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
             (d / name).write_text(f"{text}\n")
     assert core_cache_bytes(tmp_path) == 1 << 20
     assert core_cache_bytes(tmp_path / "missing") == DEFAULT_CORE_CACHE
+
+
+def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
+    """The model form fitted on the caster's counts (the probe-free reference of bench
+    volume-tuned): samples are priced as the SIMD groups paid them, and a frame made by the
+    form's own formula is priced back exactly."""
+    from types import SimpleNamespace
+
+    from raytracer.volume.distributed import RankTiming
+    from raytracer.volume.tuning.model_fit import counted_render_models
+
+    truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4)
+    rng = np.random.default_rng(1)
+    samples = []
+    for _ in range(24):
+        side = int(rng.integers(64, 256))
+        ranks = []
+        for r in range(2):
+            taken, skipped, rays = (int(v) for v in rng.integers(10**5, 10**7, 3))
+            ratio = rng.uniform(1.2, 2.0)
+            paid = round(taken * ratio)
+            cpu = float(truth.predict(paid, skipped, rays, side * side))
+            ranks.append(RankTiming(r, r, cpu * 1.1, cpu, taken, skipped, rays, 0.0,
+                                    cpu_seconds=cpu, group_samples=paid))
+        record = SimpleNamespace(ranks=ranks, render_width=side, render_height=side)
+        samples.append(SimpleNamespace(record=record, streamed=np.zeros(2)))
+    models = counted_render_models(samples)
+    assert len(models) == 2
+    for r, m in enumerate(models):
+        for s in samples:
+            t = s.record.ranks[r]
+            assert float(m.predict(t.group_samples, t.skipped, t.rays, s.record.render_width**2)) \
+                == pytest.approx(t.cpu_seconds, rel=1e-3)

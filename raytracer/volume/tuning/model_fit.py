@@ -25,7 +25,12 @@ from models.volume_cost import (
     group_ratio_at,
 )
 from raytracer.camera import Camera
-from raytracer.volume.distributed import DistributedFrameRecord, DistributedRenderer, FrameSettings
+from raytracer.volume.distributed import (
+    DistributedFrameRecord,
+    DistributedRenderer,
+    FrameSettings,
+    RankTiming,
+)
 from raytracer.volume.tuning.workload_probe import RankWorkload
 
 #: Calibration views of a volume (the command, the viewer and the benchmark all take this many)
@@ -187,9 +192,30 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
         est_k.append((w.span[idx, rank] - w.length[idx, rank]) / s.settings.step * pixels)
         est_r.append(w.rays[rank] * pixels)
         px.append(pixels)
-        cpu = rec.ranks[rank].cpu_seconds
-        sec.append(cpu if cpu > 0 else rec.ranks[rank].render_seconds)
+        sec.append(work_seconds(rec.ranks[rank]))
     return est_s, est_k, est_r, px, sec
+
+
+def work_seconds(timing: RankTiming) -> float:
+    """A rank's render work as the model fits it: CPU seconds (wall where none were taken)."""
+    return timing.cpu_seconds if timing.cpu_seconds > 0 else timing.render_seconds
+
+
+def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderModel, ...]:
+    """Per rank, the render model fitted as :func:`fit_volume_model` fits it but on the
+    caster's own counts of each calibration frame (samples as the SIMD groups paid them,
+    skipped positions, rays) instead of the probe's estimates: priced on the counts of the
+    frames it predicts, it shows what the model's form alone misses, without the probe's."""
+    ranks = len(samples[0].record.ranks)
+    models = []
+    for r in range(ranks):
+        timings = [s.record.ranks[r] for s in samples]
+        pixels = [s.record.render_width * s.record.render_height for s in samples]
+        models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
+                                      [t.skipped for t in timings], [t.rays for t in timings],
+                                      pixels, [work_seconds(t) for t in timings],
+                                      [s.streamed[r] for s in samples]))
+    return tuple(models)
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,7 @@ class TunedVolumeRenderer(Governed):
         self.cache_bytes = core_cache_bytes()
         self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
         self.model: VolumeModel | None = None
+        self.calibration_samples: list[CalibrationSample] = []  # rank 0: the model's frames
         self.losses: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
@@ -229,6 +230,7 @@ class TunedVolumeRenderer(Governed):
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
+            self.calibration_samples = samples
             model, finish = fit_volume_model(samples, self.renderer.size, self.width,
                                              self.height, self.thresholds, self.sharing)
             self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
