@@ -281,3 +281,11 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
             t = s.record.ranks[r]
             assert float(m.predict(t.group_samples, t.skipped, t.rays, s.record.render_width**2)) \
                 == pytest.approx(t.cpu_seconds, rel=1e-3)
+
+
+def test_counted_models_need_calibration_frames():
+    from models.volume_cost import VolumeModelError
+    from raytracer.volume.tuning.model_fit import counted_render_models
+
+    with pytest.raises(VolumeModelError, match="no calibration frames"):
+        counted_render_models([])

@@ -21,6 +21,7 @@ from models.volume_cost import (
     ClusterFrameModel,
     RenderModel,
     StageWork,
+    VolumeModelError,
     fit_compositing,
     group_ratio_at,
 )
@@ -206,6 +207,8 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     caster's own counts of each calibration frame (samples as the SIMD groups paid them,
     skipped positions, rays) instead of the probe's estimates: priced on the counts of the
     frames it predicts, it shows what the model's form alone misses, without the probe's."""
+    if not samples:
+        raise VolumeModelError("no calibration frames to fit the counted render models on")
     ranks = len(samples[0].record.ranks)
     models = []
     for r in range(ranks):
