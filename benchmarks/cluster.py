@@ -434,7 +434,8 @@ def _term(d: dict[str, Any]) -> Any:
 def train(rows: list[dict[str, Any]], term: Any, spread: bool = False, seed: int = 0,
           baseline: str = "term", hidden: tuple[int, ...] = (16, 8),
           lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)) -> Any:
-    """The cluster MLP on ``rows`` (λ by cross-validation over ``lambdas``)."""
+    """The cluster MLP on ``rows`` (the average of ``models.cluster_model.MEMBERS`` nets from
+    random starts ``seed``, ``seed`` + 1, ...; λ by cross-validation over ``lambdas``)."""
     from models.cluster_model import fit_cluster_model
     from raytracer.volume.tuning.cluster_data import training_arrays
 

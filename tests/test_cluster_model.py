@@ -96,3 +96,27 @@ def test_bad_training_data_and_model_files():
         ClusterModel.from_dict({"kind": "autotune-cluster-model", "version": 0}, "m.json")
     with pytest.raises(ClusterModelError, match="bandwidth"):
         CompositingTerm(1e-5, 0.0, 1e8)
+
+
+def test_an_ensemble_predicts_the_mean_of_its_networks_and_checks_their_shapes():
+    from models.cluster_model import Network
+
+    rng = np.random.default_rng(2)
+    nets = [Network([rng.normal(size=(16, 4)), rng.normal(size=(4, 1))],
+                    [rng.normal(size=4), rng.normal(size=1)]) for _ in range(3)]
+    term = CompositingTerm(1e-4, 1e9, 5e8)
+    x, _, px, rk = _synthetic(np.random.default_rng(3), 5, term)
+
+    def model(networks):
+        return ClusterModel(networks, np.zeros(16), np.ones(16), 20.0, 5.0, term, 0.1, {})
+
+    each = np.array([model([n]).predict(x, px, rk) for n in nets])
+    np.testing.assert_allclose(model(nets).predict(x, px, rk), each.mean(axis=0))
+    again = ClusterModel.from_dict(model(nets).to_dict(), "m.json")
+    np.testing.assert_allclose(again.predict(x, px, rk), model(nets).predict(x, px, rk))
+    bad = model(nets).to_dict()
+    bad["networks"][1]["weights"][1] = [[0.0]] * 5  # 4 outputs feed 5 inputs
+    with pytest.raises(ClusterModelError, match="m.json: layer shapes do not chain"):
+        ClusterModel.from_dict(bad, "m.json")
+    with pytest.raises(ClusterModelError, match="members must be >= 1"):
+        fit_cluster_model(x, np.ones(5), px, rk, members=0)

@@ -18,7 +18,7 @@ from autotune.app.cluster_files import (
     write_model,
     write_training_data,
 )
-from models.cluster_model import ClusterModel, ClusterModelError, CompositingTerm
+from models.cluster_model import ClusterModel, ClusterModelError, CompositingTerm, Network
 from models.perf_histogram import HistogramError, PathHistogram
 from raytracer.volume.tuning.cluster_data import TrainingData, TrainingDataError
 
@@ -30,8 +30,8 @@ def files(tmp_path_factory):
     """A tiny hand-made model (16 features -> 4 ReLU -> 1; no training needed here: the
     network's fit is tested in test_cluster_model.py) and a histogram file."""
     rng = np.random.default_rng(0)
-    model = ClusterModel([rng.normal(size=(16, 4)), rng.normal(size=(4, 1))],
-                         [np.zeros(4), np.zeros(1)], np.zeros(16), np.ones(16), 20.0, 5.0,
+    model = ClusterModel([Network([rng.normal(size=(16, 4)), rng.normal(size=(4, 1))],
+                                 [np.zeros(4), np.zeros(1)])], np.zeros(16), np.ones(16), 20.0, 5.0,
                          TERM, 0.1, {"ranks": [1, 8], "image_pixels": [128**2, 256**2]})
     folder = tmp_path_factory.mktemp("predict")
     write_model(folder / "m.json", model)
