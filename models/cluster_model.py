@@ -2,16 +2,17 @@
 
 A small MLP (the seed's 16+8 ReLU with L2; λ chosen on a validation set) maps
 ``(image pixels, ranks, performance-histogram features)`` to the mean frame time over a path.
-Beyond the seed, the model averages :data:`MEMBERS` such nets trained from different random
-starts: on this project's 126 training rows one net's fit depends on its start (cross-validated
-MSE 0.017-0.028 over five starts), and the average of five is below the mean single net's in
-every check made (two training sets x two fold splits, 2-7 % lower).
+The model averages :data:`MEMBERS` such nets trained from different random starts: on this
+project's 126 training rows one net's fit depends on its start (cross-validated MSE
+0.017-0.028 over five starts), and the average of five is below the mean single net's in every
+check made (two training sets x two fold splits, 2-7 % lower).
+
 Beyond the seed, an explicit compositing term (:class:`CompositingTerm`: latency, bandwidth and
 blend rate from a microbenchmark) is subtracted before learning and added back after, so the
 network learns only what the render-time distribution does to the frame, and a cluster with a
 faster network is predicted by changing the term's three numbers, not by retraining.
 
-The trained network is stored as plain weights in versioned JSON (no pickles), and evaluated
+The trained networks are stored as plain weights in versioned JSON (no pickles), and evaluated
 with numpy, so a model file outlives library versions.
 """
 
