@@ -32,6 +32,12 @@ from typing import Any
 
 from autotune.app import options as opt
 
+#: Calibration frames by default (also bench volume-tuned's, for a model calibrated on a
+#: volume's own views): on bonsai at 512², 20 ms, six runs each, 16 frames held the target at
+#: 7.3 % mean off, 48 at 6.3 % (calibration 1.5 -> 2.3 s). The viewer keeps 16: its 1280x720
+#: frames take seconds each.
+CALIBRATION_FRAMES = 48
+
 DEFAULT_OUT = Path("volume_out")
 RANK_ENV = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 
@@ -125,9 +131,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="governed, with the target F times the first view's full-quality frame "
                         "(measured after calibration): a target this machine can hold without "
                         "knowing its speed (instead of --target-ms/--fps)")
-    # 48: bonsai at 512², 20 ms, six runs each: 7.3 % mean off target with 16, 6.3 % with 48
-    # (calibration 1.5 -> 2.3 s); the viewer keeps 16 (its 1280x720 frames take seconds each)
-    p.add_argument("--calibration-frames", type=opt.positive_int, default=48,
+    p.add_argument("--calibration-frames", type=opt.positive_int, default=CALIBRATION_FRAMES,
                    help="frames rendered to calibrate the model before a governed run")
     p.add_argument("--quality", action=argparse.BooleanOptionalAction, default=True,
                    help="governed runs: also render each frame at full quality (untimed) for "
