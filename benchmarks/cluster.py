@@ -549,6 +549,7 @@ def train_models(cfg: dict[str, Any], data: Any, shm: Any, slow: Any
         "rows": {"histogram": len(rows), "per_frame": len(pf_rows), "slow_network": len(slow_rows)},
         "lambda": {k: m.lam for k, m in models.items()},
         "validation_mse": {k: m.meta["validation_mse"] for k, m in models.items()},
+        "unconverged_fits": {k: m.meta["unconverged_fits"] for k, m in models.items()},
         "seconds": time.perf_counter() - t0}
     return models, training, rows
 

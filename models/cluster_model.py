@@ -19,6 +19,7 @@ with numpy, so a model file outlives library versions.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -210,6 +211,7 @@ def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ran
 def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
          term: CompositingTerm | None, hidden: Sequence[int], lambdas: Sequence[float],
          seed: int, where: str, baseline: str, folds: int, members: int) -> ClusterModel:
+    from sklearn.exceptions import ConvergenceWarning
     from sklearn.neural_network import MLPRegressor
 
     x = np.asarray(x, np.float64)
@@ -234,12 +236,23 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
         cut = max(1, int(0.8 * len(y)))
         splits = [(order[:cut], order[cut:] if cut < len(y) else order[:1])]
 
+    unconverged = 0  # fits whose optimizer stopped short (kept: the folds score them)
+
     def train(idx: NDArray, lam: float) -> list[Network]:
+        nonlocal unconverged
         nets = []
         for start in range(seed, seed + members):
             net = MLPRegressor(hidden_layer_sizes=tuple(hidden), activation="relu", alpha=lam,
                                solver="lbfgs", max_iter=5000, random_state=start)
-            net.fit(xs[idx], ys[idx])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConvergenceWarning)
+                net.fit(xs[idx], ys[idx])
+            for warning in caught:
+                if issubclass(warning.category, ConvergenceWarning):
+                    unconverged += 1
+                else:
+                    warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                           warning.lineno)
             nets.append(Network([np.asarray(w) for w in net.coefs_],
                                 [np.asarray(b) for b in net.intercepts_]))
         return nets
@@ -253,7 +266,7 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
     return ClusterModel(train(np.arange(len(y)), best), x_mean, x_std, y_mean, y_std,
                         term, best, {"validation_mse": scores, "rows": int(len(y)),
                                      "hidden": list(hidden), "folds": len(splits),
-                                     "members": members},
+                                     "members": members, "unconverged_fits": unconverged},
                         baseline)
 
 

@@ -120,3 +120,20 @@ def test_an_ensemble_predicts_the_mean_of_its_networks_and_checks_their_shapes()
         ClusterModel.from_dict(bad, "m.json")
     with pytest.raises(ClusterModelError, match="members must be >= 1"):
         fit_cluster_model(x, np.ones(5), px, rk, members=0)
+
+
+def test_fits_that_stop_short_are_counted_not_printed(monkeypatch, recwarn):
+    """lbfgs stopping short is a count in the model's meta, not a warning on the user's
+    terminal: the cross-validation scores those fits like any other."""
+    from sklearn.neural_network import MLPRegressor
+
+    class StopsShort(MLPRegressor):
+        def __init__(self, **kw):
+            super().__init__(**{**kw, "max_iter": 2})
+
+    monkeypatch.setattr("sklearn.neural_network.MLPRegressor", StopsShort)
+    term = CompositingTerm(1e-4, 1e9, 5e8)
+    x, y, px, rk = _synthetic(np.random.default_rng(0), 40, term)
+    model = fit_cluster_model(x, y, px, rk, term=term, lambdas=(1.0,), members=2, folds=2)
+    assert model.meta["unconverged_fits"] == 6  # 2 folds x 2 members + 2 final
+    assert not [w for w in recwarn.list if "converge" in str(w.message)]
