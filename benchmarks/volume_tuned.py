@@ -40,6 +40,7 @@ knob broadcast + local render + compositing + gather + upscale).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -75,7 +76,10 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
 
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
-    counted = counted_render_models(tuned.calibration_samples) if tuned.rank == 0 else ()
+    counted = None  # rank 0: the frame model with its render models fitted on the counts
+    if tuned.rank == 0:
+        counted = dataclasses.replace(tuned.model.model,
+                                      render=counted_render_models(tuned.calibration_samples))
     rank_err, counted_err, frame_err, share = [], [], [], []
     for cam in cameras:
         settings = None
@@ -89,13 +93,11 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
         per_rank = sec["render_per_rank"][:, 0]
         measured = np.array([r.render_seconds for r in rec.ranks])
         rank_err.extend(np.abs(per_rank - measured) / measured)
-        cluster = tuned.model.model
-        streamed = np.broadcast_to(tuned.model.streamed, (len(rec.ranks),))
-        work = [[m.predict(r.samples * r.group_ratio, r.skipped, r.rays,
-                           rec.render_width * rec.render_height, m_share)]
-                for m, r, m_share in zip(counted, rec.ranks, streamed, strict=True)]
-        from_counts = shared_finish(np.array(work), cluster.cores, cluster.threads,
-                                    cluster.core_groups)[:, 0]
+        counts = np.array([[r.samples * r.group_ratio, r.skipped, r.rays] for r in rec.ranks])
+        work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3],
+                                 rec.render_width * rec.render_height, tuned.model.streamed)
+        from_counts = shared_finish(work, counted.cores, counted.threads,
+                                    counted.core_groups)[:, 0]
         counted_err.extend(np.abs(from_counts - measured) / measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)

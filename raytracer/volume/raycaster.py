@@ -185,8 +185,7 @@ def validate_knobs(width: int, height: int, step: float, ert_threshold: float) -
         raise VolumeError(f"sample step must be >= {MIN_STEP} voxels, got {step}")
     if not (math.isfinite(ert_threshold) and 0.0 < ert_threshold <= 1.0):
         raise VolumeError(f"early-termination threshold must be in (0, 1] (1: only when "
-                          f"opaque), "
-                          f"got {ert_threshold}")
+                          f"opaque), got {ert_threshold}")
 
 
 def _f4(v) -> np.ndarray:

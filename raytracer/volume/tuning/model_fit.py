@@ -210,10 +210,10 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     if not samples:
         raise VolumeModelError("no calibration frames to fit the counted render models on")
     ranks = len(samples[0].record.ranks)
+    pixels = [s.record.render_width * s.record.render_height for s in samples]
     models = []
     for r in range(ranks):
         timings = [s.record.ranks[r] for s in samples]
-        pixels = [s.record.render_width * s.record.render_height for s in samples]
         models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
                                       [t.skipped for t in timings], [t.rays for t in timings],
                                       pixels, [work_seconds(t) for t in timings],
