@@ -85,20 +85,6 @@ def _check_coefficients(model: Any, what: str) -> None:
             raise VolumeModelError(f"{what}: {k} must be finite and >= 0, got {v}")
 
 
-#: How a SIMD group's excess over its lanes' mean samples grows as the image gets coarser
-#: (adjacent pixels' rays lie farther apart): ``(ratio - 1) ∝ scale^-GROUP_EXCESS_EXPONENT``,
-#: measured on bonsai (the calibration volume): 0.59, 0.72 and 0.96 at 256², 192² and 128²
-GROUP_EXCESS_EXPONENT = 0.7
-
-
-def group_ratio_at(ratio: ArrayLike, measured_scale: float, scale: ArrayLike) -> NDArray:
-    """A rank's samples as its SIMD groups pay them over those taken (``ratio``, measured at
-    image scale ``measured_scale``), carried to image scale ``scale``."""
-    excess = np.asarray(ratio, np.float64) - 1.0
-    return 1.0 + excess * (np.asarray(scale, np.float64) / measured_scale) ** (
-        -GROUP_EXCESS_EXPONENT)
-
-
 def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
     """Share of a brick's reads that stream from memory: ``W / (W + cache)``, 0 for no data."""
     w = np.asarray(working_set_bytes, np.float64)
@@ -321,7 +307,7 @@ class ClusterFrameModel:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
-        ``length[t, r]·pixels_per_step[j]·ratio[r, s]`` samples and
+        ``length[t, r]·pixels_per_step[j]·ratio[t, r, s]`` samples and
         ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions, ``rays[r]·pixels[j]``
         rays, with t = ``threshold[j]`` and s = ``scale_of[j]``."""
         def floats(a: ArrayLike) -> NDArray:
@@ -426,7 +412,7 @@ def _slowest_render(length, span, rays, ratio, coef, streamed, threshold, scale_
         per_step, px = pixels_per_step[j], pixels[j]
         for r in range(ranks):
             m = streamed[r]
-            samples = length[t, r] * per_step * ratio[r, s]
+            samples = length[t, r] * per_step * ratio[t, r, s]
             skipped = (span[t, r] - length[t, r]) * per_step
             work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m) * samples
                        + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped

@@ -4,14 +4,12 @@ import numpy as np
 import pytest
 
 from models.volume_cost import (
-    GROUP_EXCESS_EXPONENT,
     ClusterFrameModel,
     GatherModel,
     RenderModel,
     StageModel,
     StageWork,
     VolumeModelError,
-    group_ratio_at,
 )
 
 
@@ -135,15 +133,6 @@ def test_render_fit_tells_cached_from_streamed_samples():
         streamed_share([1.0], 0.0)
 
 
-def test_group_ratio_grows_as_the_image_gets_coarser():
-    """A SIMD group's excess over its lanes' mean grows as scale^-0.7 (bonsai: 0.59 at 256²,
-    0.96 at 128²); at the scale it was measured at it is what was measured."""
-    assert group_ratio_at(1.59, 1.0, 1.0) == pytest.approx(1.59)
-    assert group_ratio_at(1.59, 1.0, 0.5) == pytest.approx(1 + 0.59 * 2 ** GROUP_EXCESS_EXPONENT)
-    got = group_ratio_at(np.array([[1.5], [2.0]]), 0.5, np.array([[0.5, 1.0]]))
-    assert got.shape == (2, 2) and np.all(got[:, 1] < got[:, 0]) and np.all(got >= 1.0)
-
-
 @pytest.mark.parametrize("ranks, cores, threads, groups", [
     (2, np.inf, 1.0, ()), (2, 1.0, 1.0, ()), (5, 2.0, 1.0, ()), (4, 4.0, 2.0, ()),
     (4, 2.0, 1.0, (0, 1, 0, 1)), (5, 2.0, 1.0, (0, 1, 0, 1, 0)), (2, 2.0, 1.0, (3, 7))])
@@ -159,14 +148,14 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     length = rng.uniform(5, 80, (3, ranks))
     span = length + rng.uniform(0, 40, (3, ranks))
     rays = rng.uniform(0.1, 1.0, ranks)
-    ratio = rng.uniform(1.0, 2.0, (ranks, 4))
+    ratio = rng.uniform(1.0, 2.0, (3, ranks, 4))
     streamed = rng.uniform(0, 1, ranks)
     threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
     pixels = rng.uniform(1e4, 3e5, 300)
     per_step = pixels * rng.uniform(0.25, 2.0, 300)
     compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, threshold,
                                             scale_of, pixels, per_step)
-    samples = length[threshold].T * per_step * ratio[:, scale_of]
+    samples = length[threshold].T * per_step * ratio[threshold, :, scale_of].T
     skipped = (span - length)[threshold].T * per_step
     work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed)
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]

@@ -1,5 +1,7 @@
 """The governed volume renderer: probe estimates, every knob priced, a governed run end to end."""
 
+import copy
+
 import numpy as np
 import pytest
 
@@ -119,6 +121,31 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     tuned.resize(40, 40)
     tuned.render(last)
     assert len(probes) == 1
+
+
+def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
+    """The group-ratio fit learns from every calibration and governed frame of the volume
+    rendered, and the model prices with it; another volume starts a fit of its own (priced
+    from the last frame's ratio until it has a frame), and the home volume swapped back in
+    has its fit again."""
+    vol, tf = bonsai
+    home = DistributedRenderer(vol, tf)
+    tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=6)
+    fit = tuned.group_fit
+    assert fit.fitted.all() and tuned.model.group_fit is fit
+    learned = copy.copy(fit)
+    tuned.render(seed_orbit(vol.radius, 2)[1])
+    assert not np.array_equal(fit.predict(np.ones((1, 1)), 1.0),
+                              learned.predict(np.ones((1, 1)), 1.0))  # the frame taught it
+    other = DistributedRenderer(*load_everywhere("neghip"))
+    tuned.swap_renderer(other)
+    assert tuned.model.group_fit is tuned.group_fit is not fit
+    assert not tuned.group_fit.fitted.any()
+    tuned.render(seed_orbit(other.volume.radius, 2)[0])
+    assert tuned.group_fit.fitted.all()
+    tuned.swap_renderer(home)
+    assert tuned.model.group_fit is fit
 
 
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
@@ -289,3 +316,29 @@ def test_counted_models_need_calibration_frames():
 
     with pytest.raises(VolumeModelError, match="no calibration frames"):
         counted_render_models([])
+
+
+def test_probe_roughness_counts_each_jump_between_adjacent_rays():
+    """A volume filled on its left half, seen head-on (every ray crosses the whole depth):
+    each probe row has one jump from the full depth to nothing, so the mean change between
+    adjacent rays is depth / (rays across − 1); filled everywhere, adjacent rays walk alike
+    and the roughness is ~0."""
+    from raytracer.camera import Camera
+
+    n = 64
+    alpha = np.full(256, 1e-3, np.float32)  # faint: no ray terminates
+    alpha[:2] = 0.0  # value 0 (and the lookup's one entry of margin) is empty
+    part = kd_partition((n, n, n), 1)  # a box centred on the origin
+    origin = np.asarray(part.origin, np.float64)
+    cam = Camera((0.0, 0.0, 1000.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0),
+                 2.0 * np.degrees(np.arctan(24.0 / 1000.0)))
+    half = np.zeros((n, n, n), np.float32)
+    half[:, :, : n // 2] = 1.0
+    grid = BlockGrid.of(half, alpha, origin, np.ones(3))
+    w = probe_workload(grid, cam, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
+    depth = n - 1.0
+    assert w.neighbour_change[:, 0] == pytest.approx(depth / (w.probe_width - 1), rel=0.1)
+    assert w.roughness[:, 0] == pytest.approx(w.neighbour_change[:, 0] / w.length[:, 0])
+    full = BlockGrid.of(np.ones((n, n, n), np.float32), alpha, origin, np.ones(3))
+    w = probe_workload(full, cam, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
+    assert np.all(w.length[:, 0] > 0.9 * depth) and np.all(w.roughness < 0.02)

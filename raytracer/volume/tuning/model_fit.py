@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from models.simd_groups import GroupRatioFit, group_ratio_at, roughness_at
 from models.volume_cost import (
     ClusterFrameModel,
     RenderModel,
     StageWork,
     VolumeModelError,
     fit_compositing,
-    group_ratio_at,
 )
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -105,13 +105,16 @@ class VolumeModel:
         # each rank's samples as its SIMD groups paid them over those taken, last frame
         self.group_ratio = np.ones((model.ranks, 1))
         self.group_ratio_scale = 1.0  # the image scale that ratio was measured at
+        # each rank's group ratio from the probe's roughness, fitted on the frames of the
+        # current volume (the last frame's ratio stands in until a rank has one)
+        self.group_fit = GroupRatioFit(model.ranks)
         self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
         self._geometry_cache: _CandidateGeometry | None = None
 
     def use_record(self, record: DistributedFrameRecord) -> None:
         """Take the compositing work per stage (at scale 1) and each rank's group ratio (its
-        samples as its SIMD groups paid them: the slowest lane sets a group's time, and that
-        ratio moves only a little from one view to the next) from the last frame's record."""
+        samples as its SIMD groups paid them: the slowest lane sets a group's time) from the
+        last frame's record: that ratio prices a rank the group fit has no frame for yet."""
         self.stages, self.gather_bytes = stage_work(record)
         self.group_ratio = np.array([r.group_ratio for r in record.ranks])[:, None]
         self.group_ratio_scale = record.render_width / record.width
@@ -128,8 +131,12 @@ class VolumeModel:
         return self._geometry_cache
 
     def _group_ratio(self, g: _CandidateGeometry) -> np.ndarray:
-        """(ranks, scales) each rank's last group ratio carried to each candidate scale."""
-        return group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
+        """(thresholds, ranks, scales) each rank's group ratio at each probed threshold and
+        candidate scale: fitted on the probe's roughness, else the last frame's carried."""
+        roughness = roughness_at(self.workload.roughness[:, :, None], self.workload.probe_width,
+                                 self.width * g.scales[None, None, :])
+        last = group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
+        return self.group_fit.predict(roughness, last[None])
 
     def _finish(self, g: _CandidateGeometry) -> np.ndarray:
         """Each candidate's upscale to the display (none at full scale)."""
@@ -139,7 +146,8 @@ class VolumeModel:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
         g = self._geometry(knobs)
         w = self.workload
-        samples = w.samples(g.threshold, g.pixels_per_step) * self._group_ratio(g)[:, g.scale_of]
+        samples = (w.samples(g.threshold, g.pixels_per_step)
+                   * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
         work = self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed)
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
@@ -161,6 +169,16 @@ class VolumeModel:
         comp = self.model.compositing_sections(self.stages, self.gather_bytes, g.scales)
         return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of]
                 + self._finish(g) + self.spent)
+
+
+def group_observation(workload: RankWorkload, record: DistributedFrameRecord
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """What a rendered frame tells :class:`~models.simd_groups.GroupRatioFit`: each rank's
+    probe roughness at the frame's threshold, carried to its rendered width, and the group
+    ratio the caster counted."""
+    t = int(np.abs(workload.thresholds - record.settings.ert_threshold).argmin())
+    return (roughness_at(workload.roughness[t], workload.probe_width, record.render_width),
+            np.array([r.group_ratio for r in record.ranks]))
 
 
 def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], float]:

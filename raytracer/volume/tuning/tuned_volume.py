@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ import numpy as np
 from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhead
 from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
+from models.simd_groups import GroupRatioFit
 from models.volume_cost import streamed_share
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -51,6 +53,7 @@ from raytracer.volume.tuning.model_fit import (
     VolumeModel,
     core_cache_bytes,
     fit_volume_model,
+    group_observation,
     shared_cores,
 )
 from raytracer.volume.tuning.workload_probe import (
@@ -122,6 +125,11 @@ class TunedVolumeRenderer(Governed):
         self.sharing = shared_cores(renderer)  # collective
         self.cache_bytes = core_cache_bytes()
         self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
+        # rank 0: each renderer's group-ratio fit, kept while the renderer lives (a volume
+        # swapped out and back in keeps what its frames taught)
+        self._group_fits: weakref.WeakKeyDictionary[DistributedRenderer, GroupRatioFit] = \
+            weakref.WeakKeyDictionary()
+        self.group_fit = GroupRatioFit(renderer.size)
         self.model: VolumeModel | None = None
         self.calibration_samples: list[CalibrationSample] = []  # rank 0: the model's frames
         self.losses: QualityLosses | None = None
@@ -134,15 +142,25 @@ class TunedVolumeRenderer(Governed):
             self._use_grid()
 
     def _use_grid(self) -> None:
-        """Rank 0: the block grid of the current volume, its probe and each brick's streamed
-        share."""
+        """Rank 0: the block grid of the current volume, its probe, each brick's streamed
+        share and the renderer's group-ratio fit."""
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
         self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
         self._probed = None  # another volume or transfer function: every view probed anew
         self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
                                        self.cache_bytes)
+        self.group_fit = self._group_fits.setdefault(self.renderer,
+                                                     GroupRatioFit(self.renderer.size))
         if self.model is not None:
             self.model.streamed = self.streamed
+            self.model.group_fit = self.group_fit
+
+    def _learn(self, workload: RankWorkload, result: FrameResult) -> None:
+        """Rank 0: what a rendered frame of the current renderer tells the model (the
+        compositing work and the group ratios it measured)."""
+        self.group_fit.observe(*group_observation(workload, result.record))
+        if self.model is not None:
+            self.model.use_record(result.record)
 
     # ------------------------------------------------------------- the frame protocol
 
@@ -227,6 +245,7 @@ class TunedVolumeRenderer(Governed):
                 if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
                     samples.append(CalibrationSample(workload, settings, res.record,
                                                      self.streamed))
+                    self._learn(workload, res)
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
@@ -235,6 +254,7 @@ class TunedVolumeRenderer(Governed):
                                              self.height, self.thresholds, self.sharing)
             self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
             self.model.streamed = self.streamed
+            self.model.group_fit = self.group_fit
             self.model.use_record(samples[-1].record)
             # price the candidates once here, untimed: the first call compiles the pricing
             # (0.6 s, which the first governed frame would otherwise pay)
@@ -362,7 +382,8 @@ class TunedVolumeRenderer(Governed):
             rec = res.record
             framed = time.perf_counter()
             pricing = copy.copy(self.model)  # as it priced this frame: for its sections
-            self.model.use_record(rec)
+            pricing.group_fit = copy.copy(self.group_fit)
+            self._learn(self.model.workload, res)
             # the frame's whole wait: probe, choice, frame and this bookkeeping (the feedback
             # below needs it, so it alone is left out)
             measured = time.perf_counter() - t0
@@ -393,5 +414,5 @@ class TunedVolumeRenderer(Governed):
         self.model.spent = 0.0
         _, res = self._frame(camera, settings)
         sections = self.model.sections(one_setting(settings))
-        self.model.use_record(res.record)
+        self._learn(self.model.workload, res)
         return res, sections

@@ -121,6 +121,17 @@ class RankWorkload:
     length: NDArray[np.float64]  # (T, ranks) mean voxels walked in non-empty blocks per ray
     span: NDArray[np.float64]  # (T, ranks) mean voxels walked in the brick (any block) per ray
     rays: NDArray[np.float64]  # (ranks,) share of probe rays that enter the brick
+    # (T, ranks) mean |difference| of horizontally adjacent probe rays' non-empty lengths
+    neighbour_change: NDArray[np.float64]
+    probe_width: int  # probe rays across the image (what the neighbours' distance is)
+
+    @property
+    def roughness(self) -> NDArray[np.float64]:
+        """(T, ranks) how much the non-empty length changes from one probe ray to the next,
+        relative to its mean (0 where no ray walks any): what makes the lanes of a SIMD group
+        take unequal samples, so the group pays for its longest ray."""
+        return np.divide(self.neighbour_change, self.length,
+                         out=np.zeros_like(self.neighbour_change), where=self.length > 0)
 
     def samples(self, threshold_index: NDArray, pixels_per_step: NDArray) -> NDArray:
         """(ranks, candidates) samples for candidate thresholds and pixels / step (voxels)."""
@@ -142,12 +153,16 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     sample); per threshold (ascending) the voxels walked before the brick's own
     transmittance fell to 1 − threshold (at most OPAQUE_TRANSMITTANCE, where the caster
     stops), totalled once when it does; a ray stops once every
-    threshold is passed. All three per probe ray."""
+    threshold is passed. All three per probe ray, and per threshold and brick the mean
+    |difference| of horizontally adjacent rays' non-empty lengths (per pair of rays)."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
     length = np.zeros((n_thr, n_bricks))
     span = np.zeros((n_thr, n_bricks))
     rays = np.zeros(n_bricks)
+    change = np.zeros((n_thr, n_bricks))  # Σ |this ray's length − its left neighbour's|
+    mine = np.zeros((n_thr, n_bricks))  # this ray's non-empty length per threshold, brick
+    left = np.zeros((n_thr, n_bricks))  # its left neighbour's
     bz, by, bx = code.shape
     smin = min(spacing[0], min(spacing[1], spacing[2]))
     dt = step_vox * smin
@@ -168,9 +183,8 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                 tb = (vol_hi[a] - eye[a]) * inv
                 t0 = max(t0, min(ta, tb))
                 t1 = min(t1, max(ta, tb))
-            if t0 >= t1:
-                continue
-            for b in range(n_bricks):
+            mine[:] = 0.0
+            for b in range(n_bricks if t0 < t1 else 0):
                 # the ray's samples t0 + (i + 0.5)·dt that fall in this brick: [enter, leave)
                 enter, leave = t0, t1
                 for a in range(3):
@@ -192,6 +206,7 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                     while k < n_thr and trans <= limits[k]:
                         span[k, b] += walked
                         length[k, b] += full
+                        mine[k, b] = full
                         k += 1
                     if k == n_thr:
                         break
@@ -210,8 +225,14 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                 for j in range(k, n_thr):
                     span[j, b] += walked
                     length[j, b] += full
+                    mine[j, b] = full
+            if px > 0:
+                for j in range(n_thr):
+                    for b in range(n_bricks):
+                        change[j, b] += abs(mine[j, b] - left[j, b])
+            left[:] = mine
     n = float(pw * ph)
-    return length / n, span / n, rays / n
+    return length / n, span / n, rays / n, change / max(1.0, float((pw - 1) * ph))
 
 
 def brick_boxes(partition: Partition) -> NDArray[np.float64]:
@@ -265,11 +286,11 @@ class WorkloadProbe:
         pw, ph = probe_raster(width, height, self.rays)
         eye, top_left, du, dv = camera.basis(pw, ph).astype(np.float64)
         g = self.grid
-        length, span, hits = _march(eye, top_left, du, dv, pw, ph, g.origin, self._volume_hi,
-                                    g.origin, g.spacing, g.block, g.code, self._passes,
-                                    self._bricks_lo, self._bricks_hi, self.step_vox,
-                                    self.thresholds)
-        return RankWorkload(self.thresholds, length, span, hits)
+        length, span, hits, change = _march(
+            eye, top_left, du, dv, pw, ph, g.origin, self._volume_hi, g.origin, g.spacing,
+            g.block, g.code, self._passes, self._bricks_lo, self._bricks_hi, self.step_vox,
+            self.thresholds)
+        return RankWorkload(self.thresholds, length, span, hits, change, pw)
 
 
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
