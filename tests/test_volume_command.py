@@ -133,6 +133,14 @@ def test_argument_errors_are_printed_by_rank_0_only(capsys, monkeypatch):
     assert volume_command.launcher_rank() == 0
 
 
+def test_too_few_calibration_frames_are_refused_before_anything_renders(capsys):
+    """Too few frames to fit the model: one argument error, not a fit error after rendering."""
+    with pytest.raises(SystemExit) as exc:
+        main(["volume", "--volume", "bonsai", "--target-ms", "50", "--calibration-frames", "3"])
+    assert exc.value.code == 2
+    assert "--calibration-frames: must be >= 6" in capsys.readouterr().err
+
+
 def test_target_share_and_target_ms_are_exclusive(tmp_path):
     import subprocess
     import sys

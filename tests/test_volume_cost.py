@@ -160,3 +160,18 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed)
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
     np.testing.assert_array_equal(compiled, general)
+
+
+def test_the_fewest_calibration_frames_fit_one_volumes_render_model():
+    """``--calibration-frames`` (``autotune volume`` and the viewer) asks for as many frames
+    as the model needs: the first is not fitted, the rest fit one volume's render model, and
+    one fewer cannot."""
+    from autotune.app.options import MIN_CALIBRATION_FRAMES
+
+    rng = np.random.default_rng(3)
+    n = MIN_CALIBRATION_FRAMES - 1
+    rows = [rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n), rng.uniform(1e3, 2e5, n),
+            rng.choice([65536.0, 262144.0], n), rng.uniform(1e-3, 1e-2, n)]
+    RenderModel.fit(*rows)
+    with pytest.raises(VolumeModelError, match="cannot fit"):
+        RenderModel.fit(*(r[1:] for r in rows))

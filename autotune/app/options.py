@@ -54,6 +54,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: Frames a volume calibration needs at least: the first is not fitted, and the per-rank
+#: render model of one volume has 5 coefficients (models.volume_cost.RenderModel.fit)
+MIN_CALIBRATION_FRAMES = 6
+
+
+def calibration_frames(text: str) -> int:
+    """``--calibration-frames``: enough frames to fit the volume model."""
+    value = positive_int(text)
+    if value < MIN_CALIBRATION_FRAMES:
+        raise argparse.ArgumentTypeError(
+            f"must be >= {MIN_CALIBRATION_FRAMES} (the first is not fitted, and the per-rank "
+            f"model has {MIN_CALIBRATION_FRAMES - 1} coefficients), got {text!r}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     value = integer(text)
     if value < 0:

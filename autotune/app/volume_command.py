@@ -131,7 +131,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="governed, with the target F times the first view's full-quality frame "
                         "(measured after calibration): a target this machine can hold without "
                         "knowing its speed (instead of --target-ms/--fps)")
-    p.add_argument("--calibration-frames", type=opt.positive_int, default=CALIBRATION_FRAMES,
+    p.add_argument("--calibration-frames", type=opt.calibration_frames,
+                   default=CALIBRATION_FRAMES,
                    help="frames rendered to calibrate the model before a governed run")
     p.add_argument("--quality", action=argparse.BooleanOptionalAction, default=True,
                    help="governed runs: also render each frame at full quality (untimed) for "

@@ -13,8 +13,6 @@ import sys
 
 from autotune.app import options as opt
 
-MIN_CALIBRATION_FRAMES = 6
-
 
 class ViewerError(RuntimeError):
     """The viewer cannot start or go on; the message says why and what to do instead."""
@@ -31,15 +29,6 @@ class _SizeAlias(argparse.Action):
                 self, f"size must be WIDTHxHEIGHT, each 1..{opt.MAX_SIZE}, got {values!r}"
             ) from None
         namespace.width, namespace.height = w, h
-
-
-def _calibration_frames(text: str) -> int:
-    value = opt.positive_int(text)
-    if value < MIN_CALIBRATION_FRAMES:
-        raise argparse.ArgumentTypeError(
-            f"must be >= {MIN_CALIBRATION_FRAMES} (the first is not fitted, and the per-rank "
-            f"model has 5 coefficients), got {text!r}")
-    return value
 
 
 def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -70,7 +59,7 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
     )
     p.add_argument(
         "--calibration-frames",
-        type=_calibration_frames,
+        type=opt.calibration_frames,
         default=16,
         help="with --volume: frames rendered to calibrate the per-rank model first",
     )
