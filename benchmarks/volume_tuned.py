@@ -79,7 +79,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
     counted = None  # rank 0: the frame model with its render models fitted on the counts
     if tuned.rank == 0:
         counted = dataclasses.replace(tuned.model.model,
-                                      render=counted_render_models(tuned.calibration_samples))
+                                      render=counted_render_models(tuned.pricing_samples))
     rank_err, counted_err, frame_err, share = [], [], [], []
     for cam in cameras:
         settings = None

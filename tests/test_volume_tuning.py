@@ -148,6 +148,29 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     assert tuned.model.group_fit is fit
 
 
+def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
+    """Calibrated beside another volume, each volume's ranks get render models fitted on its
+    own frames; a volume swapped in uncalibrated is priced by the models fitted on all."""
+    vol, tf = bonsai
+    home = DistributedRenderer(vol, tf)
+    also = DistributedRenderer(*load_everywhere("neghip"))
+    tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7,
+                    also=[(also, volume_calibration_views(also.volume.radius, 3))])
+    assert len(tuned.calibration_samples) == 12 and len(tuned.pricing_samples) == 6
+    own = tuned.model.model.render
+    assert own == tuned.fit.render and own != tuned.joint_model.render
+    assert tuned.model.model.stage == tuned.joint_model.stage  # compositing: one model
+    tuned.swap_renderer(also)
+    assert tuned.model.model.render == tuned.fit.render not in (own, tuned.joint_model.render)
+    assert tuned.pricing_samples == tuned.fit.samples
+    tuned.swap_renderer(DistributedRenderer(*load_everywhere("marschner-lobb:24")))
+    assert tuned.model.model.render == tuned.joint_model.render
+    assert tuned.pricing_samples == tuned.calibration_samples
+    tuned.swap_renderer(home)
+    assert tuned.model.model.render == own
+
+
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
     """A renderer's first frames are slow: a swap renders its first few at the cheapest
     setting, untimed, and a renderer swapped back in (already warm) renders none."""

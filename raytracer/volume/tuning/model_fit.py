@@ -250,6 +250,13 @@ class CoreSharing:
     groups: tuple[int, ...] = ()
 
 
+def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, thresholds: np.ndarray
+                      ) -> tuple[RenderModel, ...]:
+    """Each rank's render model fitted on the probe's estimates of ``samples``."""
+    return tuple(RenderModel.fit(*render_rows(samples, r, thresholds),
+                                 [s.streamed[r] for s in samples]) for r in range(ranks))
+
+
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,
                      thresholds: np.ndarray, sharing: CoreSharing | None = None
                      ) -> tuple[ClusterFrameModel, float]:
@@ -261,8 +268,7 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
     15.1-15.5 %), but the governed frames on bonsai's held-out orbit worse (8.6-11.5 %
     against 5.9-7.8 %): each brick's own costs matter where the tuner holds the target."""
     sharing = sharing or CoreSharing()
-    renders = [RenderModel.fit(*render_rows(samples, r, thresholds),
-                               [s.streamed[r] for s in samples]) for r in range(ranks)]
+    renders = fit_render_models(samples, ranks, thresholds)
     ratio, nbytes, blended, gbytes, comp = [], [], [], [], []
     for s in samples:
         rec = s.record
@@ -278,7 +284,7 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
     up = [(s.record.finish_seconds, s.record.width * s.record.height) for s in samples
           if s.settings.image_scale < 1.0]
     finish = float(np.median([t / p for t, p in up])) if up else 0.0
-    return ClusterFrameModel(tuple(renders), stage, gather,
+    return ClusterFrameModel(renders, stage, gather,
                              meta={"ranks": ranks, "frames": len(samples),
                                    "width": width, "height": height},
                              cores=sharing.cores, threads=sharing.threads,

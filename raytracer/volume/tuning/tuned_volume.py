@@ -16,6 +16,7 @@ its fit in ``model_fit``; this module is the renderer that uses them frame by fr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import time
 import weakref
@@ -28,7 +29,7 @@ from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhe
 from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
 from models.simd_groups import GroupRatioFit
-from models.volume_cost import streamed_share
+from models.volume_cost import ClusterFrameModel, RenderModel, streamed_share
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -52,6 +53,7 @@ from raytracer.volume.tuning.model_fit import (
     CalibrationSample,
     VolumeModel,
     core_cache_bytes,
+    fit_render_models,
     fit_volume_model,
     group_observation,
     shared_cores,
@@ -68,6 +70,17 @@ from raytracer.volume.tuning.workload_probe import (
 #: first given this many of the cheapest frames, untimed
 WARMUP_FRAMES = 3
 CONTROLLER_NAMES = tuple(CONTROLLERS)  # what a shared frame state's controller index names
+
+
+@dataclass
+class RendererFit:
+    """Rank 0: what the tuner learned of one renderer, kept while the renderer lives (a
+    volume swapped out and back in keeps it): its SIMD group ratios and, where it was
+    calibrated, its calibration frames and each rank's render model fitted on them alone."""
+
+    group_fit: GroupRatioFit
+    samples: list[CalibrationSample] = field(default_factory=list)
+    render: tuple[RenderModel, ...] = ()
 
 
 @dataclass
@@ -125,13 +138,15 @@ class TunedVolumeRenderer(Governed):
         self.sharing = shared_cores(renderer)  # collective
         self.cache_bytes = core_cache_bytes()
         self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
-        # rank 0: each renderer's group-ratio fit, kept while the renderer lives (a volume
-        # swapped out and back in keeps what its frames taught)
-        self._group_fits: weakref.WeakKeyDictionary[DistributedRenderer, GroupRatioFit] = \
+        # rank 0: what each renderer taught the tuner, and the current renderer's
+        self._fits: weakref.WeakKeyDictionary[DistributedRenderer, RendererFit] = \
             weakref.WeakKeyDictionary()
-        self.group_fit = GroupRatioFit(renderer.size)
+        self.fit = RendererFit(GroupRatioFit(renderer.size))
         self.model: VolumeModel | None = None
-        self.calibration_samples: list[CalibrationSample] = []  # rank 0: the model's frames
+        # rank 0: the frame model fitted on every calibrated volume's frames (what prices a
+        # volume that was not calibrated), and those frames
+        self.joint_model: ClusterFrameModel | None = None
+        self.calibration_samples: list[CalibrationSample] = []
         self.losses: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
@@ -143,17 +158,37 @@ class TunedVolumeRenderer(Governed):
 
     def _use_grid(self) -> None:
         """Rank 0: the block grid of the current volume, its probe, each brick's streamed
-        share and the renderer's group-ratio fit."""
+        share and what the tuner learned of the renderer."""
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
         self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
         self._probed = None  # another volume or transfer function: every view probed anew
         self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
                                        self.cache_bytes)
-        self.group_fit = self._group_fits.setdefault(self.renderer,
-                                                     GroupRatioFit(self.renderer.size))
+        self.fit = self._fits.setdefault(self.renderer,
+                                         RendererFit(GroupRatioFit(self.renderer.size)))
         if self.model is not None:
-            self.model.streamed = self.streamed
-            self.model.group_fit = self.group_fit
+            self._price_with_fit()
+
+    def _price_with_fit(self) -> None:
+        """Rank 0: the model prices the current renderer with what it learned of it: its own
+        render models where it was calibrated (bonsai's held-out orbit, 2 ranks, collected
+        frames: 9.3 % per rank at 256² and 9.5 % at 512² against 14.2 % and 14.8 % from the
+        models fitted on bonsai and ironprot together), else the joint ones."""
+        self.model.streamed = self.streamed
+        self.model.group_fit = self.fit.group_fit
+        self.model.model = (dataclasses.replace(self.joint_model, render=self.fit.render)
+                            if self.fit.render else self.joint_model)
+
+    @property
+    def group_fit(self) -> GroupRatioFit:
+        """Rank 0: the current renderer's SIMD group-ratio fit."""
+        return self.fit.group_fit
+
+    @property
+    def pricing_samples(self) -> list[CalibrationSample]:
+        """Rank 0: the calibration frames the current renderer's render models were fitted
+        on: its own where it was calibrated, else every calibrated volume's."""
+        return self.fit.samples or self.calibration_samples
 
     def _learn(self, workload: RankWorkload, result: FrameResult) -> None:
         """Rank 0: what a rendered frame of the current renderer tells the model (the
@@ -222,16 +257,21 @@ class TunedVolumeRenderer(Governed):
         """Render ``frames`` calibration frames (random knobs on ``cameras``) of this volume
         and as many of each renderer in ``also`` (other volumes on the same ranks: their
         working sets tell the model what the cache is worth), fit the model, then measure the
-        quality losses of each knob on the first camera of this volume."""
+        quality losses of each knob on the first camera of this volume. Each calibrated
+        volume gets render models of its own; a volume swapped in later is priced by the
+        models fitted on all of them."""
         rng = np.random.default_rng(seed)
         space = volume_knob_space()
         samples: list[CalibrationSample] = []
+        fits: list[RendererFit] = []
         home = self.renderer
         for renderer, views in ((home, cameras), *also):
             if renderer is not self.renderer:  # the home volume's grid is already built
                 self.swap_renderer(renderer)
             else:
                 self._warm_up()
+            fits.append(self.fit)
+            self.fit.samples = []
             for i in range(frames):
                 cam = views[i % len(views)]
                 settings = workload = None
@@ -245,16 +285,22 @@ class TunedVolumeRenderer(Governed):
                 if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
                     samples.append(CalibrationSample(workload, settings, res.record,
                                                      self.streamed))
+                    self.fit.samples.append(samples[-1])
                     self._learn(workload, res)
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
             self.calibration_samples = samples
-            model, finish = fit_volume_model(samples, self.renderer.size, self.width,
-                                             self.height, self.thresholds, self.sharing)
-            self.model = VolumeModel(model, finish, self.width, self.height, self.thresholds)
-            self.model.streamed = self.streamed
-            self.model.group_fit = self.group_fit
+            self.joint_model, finish = fit_volume_model(samples, self.renderer.size, self.width,
+                                                        self.height, self.thresholds,
+                                                        self.sharing)
+            for fit in fits:
+                fit.render = fit_render_models(fit.samples, self.renderer.size,
+                                               self.thresholds) if also else \
+                    self.joint_model.render
+            self.model = VolumeModel(self.joint_model, finish, self.width, self.height,
+                                     self.thresholds)
+            self._price_with_fit()
             self.model.use_record(samples[-1].record)
             # price the candidates once here, untimed: the first call compiles the pricing
             # (0.6 s, which the first governed frame would otherwise pay)
