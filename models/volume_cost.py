@@ -302,14 +302,15 @@ class ClusterFrameModel:
 
     def slowest_render_on_grid(self, length: NDArray, span: NDArray, rays: NDArray,
                                ratio: NDArray, streamed: ArrayLike, threshold: NDArray,
-                               scale_of: NDArray, pixels: NDArray, pixels_per_step: NDArray
-                               ) -> NDArray:
+                               scale_of: NDArray, pixels: NDArray, pixels_per_step: NDArray,
+                               correction: ArrayLike = 1.0) -> NDArray:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
         ``length[t, r]·pixels_per_step[j]·ratio[t, r, s]`` samples and
         ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions, ``rays[r]·pixels[j]``
-        rays, with t = ``threshold[j]`` and s = ``scale_of[j]``."""
+        rays, with t = ``threshold[j]`` and s = ``scale_of[j]``, its work times
+        ``correction[r]`` (a number for all ranks, or one per rank)."""
         def floats(a: ArrayLike) -> NDArray:
             return np.ascontiguousarray(a, np.float64)
 
@@ -317,9 +318,10 @@ class ClusterFrameModel:
             return np.ascontiguousarray(a, np.int64)
 
         share = np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64)
+        factor = np.array(np.broadcast_to(correction, (self.ranks,)), np.float64)
         group_of, group_cores = self._group_table
         return _slowest_render(floats(length), floats(span), floats(rays), floats(ratio),
-                               self._coefficient_table, share, indices(threshold),
+                               self._coefficient_table, share, factor, indices(threshold),
                                indices(scale_of), floats(pixels), floats(pixels_per_step),
                                group_of, group_cores, float(self.threads))
 
@@ -398,8 +400,9 @@ class ClusterFrameModel:
 
 
 @nb.njit(cache=True)
-def _slowest_render(length, span, rays, ratio, coef, streamed, threshold, scale_of, pixels,
-                    pixels_per_step, group_of, group_cores, threads):  # pragma: no cover
+def _slowest_render(length, span, rays, ratio, coef, streamed, correction, threshold, scale_of,
+                    pixels, pixels_per_step, group_of, group_cores, threads
+                    ):  # pragma: no cover
     """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
     rank and candidate, then :func:`shared_finish`'s slowest rank of each core group, in the
     same order of operations."""
@@ -416,7 +419,8 @@ def _slowest_render(length, span, rays, ratio, coef, streamed, threshold, scale_
             skipped = (span[t, r] - length[t, r]) * per_step
             work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m) * samples
                        + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
-                       + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r])
+                       + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]
+                       ) * correction[r]
         slowest = 0.0
         for g in range(groups):
             members = 0

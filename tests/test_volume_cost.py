@@ -150,14 +150,16 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     rays = rng.uniform(0.1, 1.0, ranks)
     ratio = rng.uniform(1.0, 2.0, (3, ranks, 4))
     streamed = rng.uniform(0, 1, ranks)
+    correction = rng.uniform(0.7, 1.4, ranks)
     threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
     pixels = rng.uniform(1e4, 3e5, 300)
     per_step = pixels * rng.uniform(0.25, 2.0, 300)
     compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, threshold,
-                                            scale_of, pixels, per_step)
+                                            scale_of, pixels, per_step, correction)
     samples = length[threshold].T * per_step * ratio[threshold, :, scale_of].T
     skipped = (span - length)[threshold].T * per_step
-    work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed)
+    work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed) \
+        * correction[:, None]
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
     np.testing.assert_array_equal(compiled, general)
 

@@ -127,7 +127,8 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     """The group-ratio fit learns from every calibration and governed frame of the volume
     rendered, and the model prices with it; another volume starts a fit of its own (priced
     from the last frame's ratio until it has a frame), and the home volume swapped back in
-    has its fit again."""
+    has its fit again. The ranks' correction learns from governed frames alike, and starts
+    anew with a new calibration."""
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
@@ -138,14 +139,19 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     tuned.render(seed_orbit(vol.radius, 2)[1])
     assert not np.array_equal(fit.predict(np.ones((1, 1)), 1.0),
                               learned.predict(np.ones((1, 1)), 1.0))  # the frame taught it
+    correction = tuned.fit.correction
+    assert tuned.model.correction is correction and not np.all(correction.factor == 1.0)
     other = DistributedRenderer(*load_everywhere("neghip"))
     tuned.swap_renderer(other)
     assert tuned.model.group_fit is tuned.group_fit is not fit
     assert not tuned.group_fit.fitted.any()
+    assert np.all(tuned.model.correction.factor == 1.0)  # nothing learned of it yet
     tuned.render(seed_orbit(other.volume.radius, 2)[0])
-    assert tuned.group_fit.fitted.all()
+    assert tuned.group_fit.fitted.all() and not np.all(tuned.model.correction.factor == 1.0)
     tuned.swap_renderer(home)
-    assert tuned.model.group_fit is fit
+    assert tuned.model.group_fit is fit and tuned.model.correction is correction
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7)  # a new fit
+    assert np.all(tuned.model.correction.factor == 1.0)
 
 
 def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit, group_ratio_at, roughness_at
 from models.volume_cost import (
     ClusterFrameModel,
@@ -32,6 +33,7 @@ from raytracer.volume.distributed import (
     FrameSettings,
     RankTiming,
 )
+from raytracer.volume.tuning.knobs import one_setting
 from raytracer.volume.tuning.workload_probe import RankWorkload
 
 #: Calibration views of a volume (the command, the viewer and the benchmark all take this many)
@@ -108,6 +110,8 @@ class VolumeModel:
         # each rank's group ratio from the probe's roughness, fitted on the frames of the
         # current volume (the last frame's ratio stands in until a rank has one)
         self.group_fit = GroupRatioFit(model.ranks)
+        # each rank's correction learned from the frames of the current volume
+        self.correction = RankCorrection(model.ranks)
         self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
         self._geometry_cache: _CandidateGeometry | None = None
 
@@ -142,14 +146,26 @@ class VolumeModel:
         """Each candidate's upscale to the display (none at full scale)."""
         return np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
 
-    def sections(self, knobs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
-        g = self._geometry(knobs)
+    def _uncorrected_work(self, g: _CandidateGeometry) -> np.ndarray:
+        """(ranks, candidates) CPU seconds of each rank's render, before its correction."""
         w = self.workload
         samples = (w.samples(g.threshold, g.pixels_per_step)
                    * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
-        work = self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
+        return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed)
+
+    def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
+        """(ranks,) each rank's render CPU seconds at ``settings`` for the current workload,
+        before its correction: what a frame's measured seconds are set against. Priced
+        without the candidates' cached geometry, which the next frame's choice needs."""
+        g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
+                                  self.height)
+        return self._uncorrected_work(g)[:, 0]
+
+    def sections(self, knobs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
+        g = self._geometry(knobs)
+        work = self._uncorrected_work(g) * self.correction.factor[:, None]
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
@@ -165,7 +181,8 @@ class VolumeModel:
         w = self.workload
         render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, self._group_ratio(g),
                                                    self.streamed, g.threshold, g.scale_of,
-                                                   g.pixels, g.pixels_per_step)
+                                                   g.pixels, g.pixels_per_step,
+                                                   self.correction.factor)
         comp = self.model.compositing_sections(self.stages, self.gather_bytes, g.scales)
         return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of]
                 + self._finish(g) + self.spent)

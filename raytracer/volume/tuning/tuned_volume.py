@@ -28,6 +28,7 @@ import numpy as np
 from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhead
 from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
+from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit
 from models.volume_cost import ClusterFrameModel, RenderModel, streamed_share
 from raytracer.camera import Camera
@@ -57,6 +58,7 @@ from raytracer.volume.tuning.model_fit import (
     fit_volume_model,
     group_observation,
     shared_cores,
+    work_seconds,
 )
 from raytracer.volume.tuning.workload_probe import (
     BlockGrid,
@@ -75,12 +77,19 @@ CONTROLLER_NAMES = tuple(CONTROLLERS)  # what a shared frame state's controller 
 @dataclass
 class RendererFit:
     """Rank 0: what the tuner learned of one renderer, kept while the renderer lives (a
-    volume swapped out and back in keeps it): its SIMD group ratios and, where it was
-    calibrated, its calibration frames and each rank's render model fitted on them alone."""
+    volume swapped out and back in keeps it): its SIMD group ratios, each rank's correction
+    of the render model and, where it was calibrated, its calibration frames and each rank's
+    render model fitted on them alone."""
 
     group_fit: GroupRatioFit
+    correction: RankCorrection
     samples: list[CalibrationSample] = field(default_factory=list)
     render: tuple[RenderModel, ...] = ()
+
+    @classmethod
+    def new(cls, ranks: int) -> RendererFit:
+        """What the tuner knows of a renderer it has not seen render."""
+        return cls(GroupRatioFit(ranks), RankCorrection(ranks))
 
 
 @dataclass
@@ -141,7 +150,7 @@ class TunedVolumeRenderer(Governed):
         # rank 0: what each renderer taught the tuner, and the current renderer's
         self._fits: weakref.WeakKeyDictionary[DistributedRenderer, RendererFit] = \
             weakref.WeakKeyDictionary()
-        self.fit = RendererFit(GroupRatioFit(renderer.size))
+        self.fit = RendererFit.new(renderer.size)
         self.model: VolumeModel | None = None
         # rank 0: the frame model fitted on every calibrated volume's frames (what prices a
         # volume that was not calibrated), and those frames
@@ -164,8 +173,7 @@ class TunedVolumeRenderer(Governed):
         self._probed = None  # another volume or transfer function: every view probed anew
         self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
                                        self.cache_bytes)
-        self.fit = self._fits.setdefault(self.renderer,
-                                         RendererFit(GroupRatioFit(self.renderer.size)))
+        self.fit = self._fits.setdefault(self.renderer, RendererFit.new(self.renderer.size))
         if self.model is not None:
             self._price_with_fit()
 
@@ -176,6 +184,7 @@ class TunedVolumeRenderer(Governed):
         models fitted on bonsai and ironprot together), else the joint ones."""
         self.model.streamed = self.streamed
         self.model.group_fit = self.fit.group_fit
+        self.model.correction = self.fit.correction
         self.model.model = (dataclasses.replace(self.joint_model, render=self.fit.render)
                             if self.fit.render else self.joint_model)
 
@@ -190,12 +199,16 @@ class TunedVolumeRenderer(Governed):
         on: its own where it was calibrated, else every calibrated volume's."""
         return self.fit.samples or self.calibration_samples
 
-    def _learn(self, workload: RankWorkload, result: FrameResult) -> None:
-        """Rank 0: what a rendered frame of the current renderer tells the model (the
-        compositing work and the group ratios it measured)."""
-        self.group_fit.observe(*group_observation(workload, result.record))
-        if self.model is not None:
-            self.model.use_record(result.record)
+    def _learn(self, result: FrameResult) -> None:
+        """Rank 0: what a frame the model priced (its workload the model's) tells it: each
+        rank's measured against its predicted work (while the correction learns), the group
+        ratios, the compositing work."""
+        rec = result.record
+        if self.fit.correction.learning:
+            predicted = self.model.uncorrected_rank_work(rec.settings)
+            self.fit.correction.observe([work_seconds(r) for r in rec.ranks], predicted)
+        self.group_fit.observe(*group_observation(self.model.workload, rec))
+        self.model.use_record(rec)
 
     # ------------------------------------------------------------- the frame protocol
 
@@ -272,6 +285,7 @@ class TunedVolumeRenderer(Governed):
                 self._warm_up()
             fits.append(self.fit)
             self.fit.samples = []
+            self.fit.correction = RankCorrection(renderer.size)  # a new fit: nothing to correct
             for i in range(frames):
                 cam = views[i % len(views)]
                 settings = workload = None
@@ -286,7 +300,7 @@ class TunedVolumeRenderer(Governed):
                     samples.append(CalibrationSample(workload, settings, res.record,
                                                      self.streamed))
                     self.fit.samples.append(samples[-1])
-                    self._learn(workload, res)
+                    self.group_fit.observe(*group_observation(workload, res.record))
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
@@ -429,7 +443,8 @@ class TunedVolumeRenderer(Governed):
             framed = time.perf_counter()
             pricing = copy.copy(self.model)  # as it priced this frame: for its sections
             pricing.group_fit = copy.copy(self.group_fit)
-            self._learn(self.model.workload, res)
+            pricing.correction = copy.copy(self.fit.correction)
+            self._learn(res)
             # the frame's whole wait: probe, choice, frame and this bookkeeping (the feedback
             # below needs it, so it alone is left out)
             measured = time.perf_counter() - t0
@@ -460,5 +475,5 @@ class TunedVolumeRenderer(Governed):
         self.model.spent = 0.0
         _, res = self._frame(camera, settings)
         sections = self.model.sections(one_setting(settings))
-        self._learn(self.model.workload, res)
+        self._learn(res)
         return res, sections
