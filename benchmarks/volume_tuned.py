@@ -95,7 +95,8 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
         rank_err.extend(np.abs(per_rank - measured) / measured)
         counts = np.array([[r.samples * r.group_ratio, r.skipped, r.rays] for r in rec.ranks])
         work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3],
-                                 rec.render_width * rec.render_height, tuned.model.streamed)
+                                 rec.render_width * rec.render_height, tuned.model.streamed,
+                                 tuned.model.workload.slice_crossing)
         from_counts = shared_finish(work, counted.cores, counted.threads,
                                     counted.core_groups)[:, 0]
         counted_err.extend(np.abs(from_counts - measured) / measured)

@@ -10,7 +10,14 @@ calibrated per rank by non-negative least squares from measured section timings:
   they stream from memory, mixed by the brick's *streamed share* ``m = W / (W + L2)`` (``W``:
   bytes of the brick's non-empty blocks): bonsai's 6 MB per brick and a 0.6 MB volume differ
   by 2-3x per sample on the same machine, which one constant cannot carry from one volume to
-  another;
+  another; and a sample costs ``z·samples`` more as the rays cross the volume's z slices
+  faster (``z``: the mean |z component| of their direction in voxels): a step along z, the
+  slowest axis of the brick's memory, lands a slice away, where one along x stays in the same
+  cache line (chosen on the validation volumes' collected frames, 2 ranks, with each rank's
+  correction (models.rank_correction) applied: the per-rank error 7.3 -> 7.2 % at 256² and
+  6.7 -> 5.6 % at 512² calibrated on the volume itself, 9.1 -> 9.0 % and 8.1 -> 7.8 % carried
+  over from bonsai and ironprot; the calibration frames' residuals had correlated with it at
+  0.3-0.6 on every volume);
 * each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (seed 004's
   neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
 * the gather to rank 0: ``α_g + β_g·bytes``.
@@ -36,6 +43,8 @@ from scipy.optimize import least_squares, nnls
 #: Streamed shares of the calibration frames closer than this cannot tell the cached and the
 #: streamed cost apart: the fit then gives both the same value
 MIN_STREAMED_SPREAD = 0.1
+#: Nor can slice crossings closer than this tell a crossing cost from the cost of a sample
+MIN_CROSSING_SPREAD = 0.1
 ROBUST_SCALE = 0.1  # residuals (relative) beyond ~10 % count linearly, not squared
 STAGE_TERMS = ("partners", "bytes", "pixels")
 GATHER_TERMS = ("const", "bytes")
@@ -95,12 +104,14 @@ def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
 
 
 def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skipped: ArrayLike,
-                   rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
-    """:class:`RenderModel`'s formula on its seven ``coefficients`` (field order): numbers
+                   rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0,
+                   slice_crossing: ArrayLike = 0.0) -> NDArray:
+    """:class:`RenderModel`'s formula on its eight ``coefficients`` (field order): numbers
     for one rank, or (ranks, 1) arrays against (ranks, candidates) counts for all at once."""
-    a, e, b, c, d, a_streamed, e_streamed = coefficients
+    a, e, b, c, d, a_streamed, e_streamed, a_crossing = coefficients
     m = np.asarray(streamed, np.float64)
-    return ((a * (1 - m) + a_streamed * m) * np.asarray(samples, np.float64)
+    return ((a * (1 - m) + a_streamed * m + a_crossing * np.asarray(slice_crossing, np.float64))
+            * np.asarray(samples, np.float64)
             + (e * (1 - m) + e_streamed * m) * np.asarray(skipped, np.float64)
             + b * np.asarray(rays, np.float64) + c * np.asarray(pixels, np.float64) + d)
 
@@ -108,7 +119,8 @@ def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skippe
 @dataclass(frozen=True)
 class RenderModel:
     """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s, with
-    ``a``, ``e`` mixed between their cached and streamed values by the streamed share."""
+    ``a``, ``e`` mixed between their cached and streamed values by the streamed share and
+    ``a`` growing by ``per_sample_crossing`` times the rays' slice crossing."""
 
     per_sample: float
     per_skipped: float
@@ -117,6 +129,7 @@ class RenderModel:
     constant: float
     per_sample_streamed: float = 0.0
     per_skipped_streamed: float = 0.0
+    per_sample_crossing: float = 0.0
     fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
 
     def __post_init__(self) -> None:
@@ -124,30 +137,38 @@ class RenderModel:
 
     @property
     def coefficients(self) -> tuple[float, ...]:
-        """The seven costs in field order (what :func:`render_seconds` takes)."""
+        """The eight costs in field order (what :func:`render_seconds` takes)."""
         return (self.per_sample, self.per_skipped, self.per_ray, self.per_pixel, self.constant,
-                self.per_sample_streamed, self.per_skipped_streamed)
+                self.per_sample_streamed, self.per_skipped_streamed, self.per_sample_crossing)
 
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
-        return render_seconds(self.coefficients, samples, skipped, rays, pixels, streamed)
+                pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0
+                ) -> NDArray:
+        return render_seconds(self.coefficients, samples, skipped, rays, pixels, streamed,
+                              slice_crossing)
 
     @classmethod
     def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
-            seconds: ArrayLike, streamed: ArrayLike = 0.0) -> RenderModel:
+            seconds: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0
+            ) -> RenderModel:
         """Fit on timed frames; where their streamed shares barely differ (one volume), the
-        cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD)."""
+        cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD), and where
+        their slice crossings barely differ (one direction), there is no crossing cost."""
         y = np.asarray(seconds, np.float64)
         m = np.broadcast_to(np.asarray(streamed, np.float64), y.shape)
+        z = np.broadcast_to(np.asarray(slice_crossing, np.float64), y.shape)
         s, k = np.asarray(samples, np.float64), np.asarray(skipped, np.float64)
-        if np.ptp(m) < MIN_STREAMED_SPREAD:
-            x = _design([s, k, rays, pixels, 1.0], len(y))
-            coef, err = _fit_nnls(x, y, "render model")
-            a, e, b, c, d = map(float, coef)
-            return cls(a, e, b, c, d, a, e, fit_error=err)
-        x = _design([s * (1 - m), k * (1 - m), rays, pixels, 1.0, s * m, k * m], len(y))
-        coef, err = _fit_nnls(x, y, "render model")
-        return cls(*map(float, coef), fit_error=err)
+        crossing = [s * z] if np.ptp(z) >= MIN_CROSSING_SPREAD else []
+        one = np.ptp(m) < MIN_STREAMED_SPREAD
+        columns = [s, k, rays, pixels, 1.0] if one else \
+            [s * (1 - m), k * (1 - m), rays, pixels, 1.0, s * m, k * m]
+        coef, err = _fit_nnls(_design(columns + crossing, len(y)), y, "render model")
+        values = [float(v) for v in coef]
+        if one:  # the cached and the streamed costs are the same
+            values[5:5] = values[:2]
+        if not crossing:
+            values.append(0.0)
+        return cls(*values, fit_error=err)
 
 
 @dataclass(frozen=True)
@@ -279,12 +300,13 @@ class ClusterFrameModel:
         return len(self.render)
 
     def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                  pixels: ArrayLike, streamed: ArrayLike = 0.0) -> NDArray:
+                  pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0
+                  ) -> NDArray:
         """(ranks, candidates) CPU seconds of each rank's local render.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
         (candidates,) rendered pixels; ``streamed``: each rank's streamed share (a number for
-        all, or one per rank)."""
+        all, or one per rank); ``slice_crossing``: the view's (the same for every rank)."""
         samples = np.atleast_2d(np.asarray(samples, np.float64))
         skipped = np.atleast_2d(np.asarray(skipped, np.float64))
         rays = np.atleast_2d(np.asarray(rays, np.float64))
@@ -293,7 +315,8 @@ class ClusterFrameModel:
             raise VolumeModelError(f"expected ({self.ranks}, candidates) samples, skipped and "
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))[:, None]
-        return render_seconds(self._stacked_render, samples, skipped, rays, pixels, share)
+        return render_seconds(self._stacked_render, samples, skipped, rays, pixels, share,
+                              slice_crossing)
 
     @functools.cached_property
     def _stacked_render(self) -> tuple[NDArray, ...]:
@@ -301,9 +324,10 @@ class ClusterFrameModel:
         return tuple(c[:, None] for c in self._coefficient_table)
 
     def slowest_render_on_grid(self, length: NDArray, span: NDArray, rays: NDArray,
-                               ratio: NDArray, streamed: ArrayLike, threshold: NDArray,
-                               scale_of: NDArray, pixels: NDArray, pixels_per_step: NDArray,
-                               correction: ArrayLike = 1.0) -> NDArray:
+                               ratio: NDArray, streamed: ArrayLike, slice_crossing: float,
+                               threshold: NDArray, scale_of: NDArray, pixels: NDArray,
+                               pixels_per_step: NDArray, correction: ArrayLike = 1.0
+                               ) -> NDArray:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
@@ -321,7 +345,8 @@ class ClusterFrameModel:
         factor = np.array(np.broadcast_to(correction, (self.ranks,)), np.float64)
         group_of, group_cores = self._group_table
         return _slowest_render(floats(length), floats(span), floats(rays), floats(ratio),
-                               self._coefficient_table, share, factor, indices(threshold),
+                               self._coefficient_table, share, float(slice_crossing),
+                               factor, indices(threshold),
                                indices(scale_of), floats(pixels), floats(pixels_per_step),
                                group_of, group_cores, float(self.threads))
 
@@ -336,7 +361,7 @@ class ClusterFrameModel:
 
     @functools.cached_property
     def _coefficient_table(self) -> NDArray:
-        """(7, ranks) the render coefficients in field order."""
+        """(8, ranks) the render coefficients in field order."""
         return np.array([m.coefficients for m in self.render], np.float64).T.copy()
 
     def compositing_sections(self, stages: Sequence[Sequence[StageWork]], gather_bytes: float,
@@ -370,11 +395,12 @@ class ClusterFrameModel:
     def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                          pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
                          gather_bytes: float, image_scale: ArrayLike = 1.0,
-                         streamed: ArrayLike = 0.0) -> dict[str, NDArray]:
+                         streamed: ArrayLike = 0.0, slice_crossing: float = 0.0
+                         ) -> dict[str, NDArray]:
         """Seconds per section (render, each stage, composite, gather, frame) for candidates:
         :meth:`rank_work`'s arguments, then :meth:`compositing_sections`'; ``image_scale``
         is a number for all candidates or one per candidate."""
-        work = self.rank_work(samples, skipped, rays, pixels, streamed)
+        work = self.rank_work(samples, skipped, rays, pixels, streamed, slice_crossing)
         scale = np.broadcast_to(np.asarray(image_scale, np.float64), work.shape[1:])
         return self.sections_of(work, self.compositing_sections(stages, gather_bytes, scale))
 
@@ -400,7 +426,8 @@ class ClusterFrameModel:
 
 
 @nb.njit(cache=True)
-def _slowest_render(length, span, rays, ratio, coef, streamed, correction, threshold, scale_of,
+def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correction, threshold,
+                    scale_of,
                     pixels, pixels_per_step, group_of, group_cores, threads
                     ):  # pragma: no cover
     """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
@@ -417,7 +444,8 @@ def _slowest_render(length, span, rays, ratio, coef, streamed, correction, thres
             m = streamed[r]
             samples = length[t, r] * per_step * ratio[t, r, s]
             skipped = (span[t, r] - length[t, r]) * per_step
-            work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m) * samples
+            work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + coef[7, r] * crossing)
+                       * samples
                        + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
                        + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]
                        ) * correction[r]

@@ -133,6 +133,27 @@ def test_render_fit_tells_cached_from_streamed_samples():
         streamed_share([1.0], 0.0)
 
 
+def test_render_fit_recovers_the_cost_of_crossing_slices():
+    """Views from many directions (slice crossings 0.05-0.95) recover a sample's extra cost
+    per unit of crossing, cached and streamed; frames from one direction cannot tell it from
+    a sample's own cost and get none."""
+    rng = np.random.default_rng(2)
+    n = 48
+    samples, skipped = rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n)
+    rays, pixels = rng.uniform(1e3, 2e5, n), rng.choice([65536.0, 262144.0], n)
+    z = rng.uniform(0.05, 0.95, n)
+    for m in (0.5, np.where(np.arange(n) % 2 == 0, 0.1, 0.8)):
+        truth = RenderModel(1e-9, 2e-10, 5e-8, 1e-9, 1e-3, 3e-9, 2e-10,
+                            per_sample_crossing=1e-9)
+        y = truth.predict(samples, skipped, rays, pixels, m, z)
+        fit = RenderModel.fit(samples, skipped, rays, pixels, y, m, z)
+        assert fit.per_sample_crossing == pytest.approx(1e-9, rel=0.05)
+        np.testing.assert_allclose(fit.predict(samples, skipped, rays, pixels, m, z), y,
+                                   rtol=0.01)
+    one = RenderModel.fit(samples, skipped, rays, pixels, y, m, 0.4)
+    assert one.per_sample_crossing == 0.0
+
+
 @pytest.mark.parametrize("ranks, cores, threads, groups", [
     (2, np.inf, 1.0, ()), (2, 1.0, 1.0, ()), (5, 2.0, 1.0, ()), (4, 4.0, 2.0, ()),
     (4, 2.0, 1.0, (0, 1, 0, 1)), (5, 2.0, 1.0, (0, 1, 0, 1, 0)), (2, 2.0, 1.0, (3, 7))])
@@ -141,7 +162,7 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     cores or not: the same formula in the same order of operations."""
     rng = np.random.default_rng(ranks)
     render = tuple(RenderModel(*rng.uniform(1e-9, 2e-8, 2), 1e-7 * rng.uniform(), 1e-8,
-                               1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 2))
+                               1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 3))
                    for _ in range(ranks))
     model = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10),
                               cores=cores, threads=threads, core_groups=groups)
@@ -151,29 +172,31 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     ratio = rng.uniform(1.0, 2.0, (3, ranks, 4))
     streamed = rng.uniform(0, 1, ranks)
     correction = rng.uniform(0.7, 1.4, ranks)
+    crossing = rng.uniform(0, 1)
     threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
     pixels = rng.uniform(1e4, 3e5, 300)
     per_step = pixels * rng.uniform(0.25, 2.0, 300)
-    compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, threshold,
-                                            scale_of, pixels, per_step, correction)
+    compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, crossing,
+                                            threshold, scale_of, pixels, per_step, correction)
     samples = length[threshold].T * per_step * ratio[threshold, :, scale_of].T
     skipped = (span - length)[threshold].T * per_step
-    work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed) \
-        * correction[:, None]
+    work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed,
+                           crossing) * correction[:, None]
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
     np.testing.assert_array_equal(compiled, general)
 
 
 def test_the_fewest_calibration_frames_fit_one_volumes_render_model():
     """``--calibration-frames`` (``autotune volume`` and the viewer) asks for as many frames
-    as the model needs: the first is not fitted, the rest fit one volume's render model, and
-    one fewer cannot."""
+    as the model needs: the first is not fitted, the rest fit one volume's render model
+    (views from several directions), and one fewer cannot."""
     from autotune.app.options import MIN_CALIBRATION_FRAMES
 
     rng = np.random.default_rng(3)
     n = MIN_CALIBRATION_FRAMES - 1
     rows = [rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n), rng.uniform(1e3, 2e5, n),
             rng.choice([65536.0, 262144.0], n), rng.uniform(1e-3, 1e-2, n)]
-    RenderModel.fit(*rows)
+    z = rng.uniform(0.05, 0.95, n)
+    RenderModel.fit(*rows, 0.5, z)
     with pytest.raises(VolumeModelError, match="cannot fit"):
-        RenderModel.fit(*(r[1:] for r in rows))
+        RenderModel.fit(*(r[1:] for r in rows), 0.5, z[1:])

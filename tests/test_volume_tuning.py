@@ -132,7 +132,7 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=6)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7)
     fit = tuned.group_fit
     assert fit.fitted.all() and tuned.model.group_fit is fit
     learned = copy.copy(fit)
@@ -309,34 +309,37 @@ def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
 def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
     """The model form fitted on the caster's counts (the probe-free reference of bench
     volume-tuned): samples are priced as the SIMD groups paid them, and a frame made by the
-    form's own formula is priced back exactly."""
+    form's own formula is priced back exactly, the view's slice crossing included."""
     from types import SimpleNamespace
 
     from raytracer.volume.distributed import RankTiming
     from raytracer.volume.tuning.model_fit import counted_render_models
 
-    truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4)
+    truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8)
     rng = np.random.default_rng(1)
     samples = []
     for _ in range(24):
         side = int(rng.integers(64, 256))
+        crossing = rng.uniform(0.05, 0.95)
         ranks = []
         for r in range(2):
             taken, skipped, rays = (int(v) for v in rng.integers(10**5, 10**7, 3))
             ratio = rng.uniform(1.2, 2.0)
             paid = round(taken * ratio)
-            cpu = float(truth.predict(paid, skipped, rays, side * side))
+            cpu = float(truth.predict(paid, skipped, rays, side * side, 0.0, crossing))
             ranks.append(RankTiming(r, r, cpu * 1.1, cpu, taken, skipped, rays, 0.0,
                                     cpu_seconds=cpu, group_samples=paid))
         record = SimpleNamespace(ranks=ranks, render_width=side, render_height=side)
-        samples.append(SimpleNamespace(record=record, streamed=np.zeros(2)))
+        samples.append(SimpleNamespace(record=record, streamed=np.zeros(2),
+                                       workload=SimpleNamespace(slice_crossing=crossing)))
     models = counted_render_models(samples)
     assert len(models) == 2
     for r, m in enumerate(models):
         for s in samples:
             t = s.record.ranks[r]
-            assert float(m.predict(t.group_samples, t.skipped, t.rays, s.record.render_width**2)) \
-                == pytest.approx(t.cpu_seconds, rel=1e-3)
+            z = s.workload.slice_crossing
+            assert float(m.predict(t.group_samples, t.skipped, t.rays, s.record.render_width**2,
+                                   0.0, z)) == pytest.approx(t.cpu_seconds, rel=1e-3)
 
 
 def test_counted_models_need_calibration_frames():
@@ -371,3 +374,13 @@ def test_probe_roughness_counts_each_jump_between_adjacent_rays():
     full = BlockGrid.of(np.ones((n, n, n), np.float32), alpha, origin, np.ones(3))
     w = probe_workload(full, cam, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
     assert np.all(w.length[:, 0] > 0.9 * depth) and np.all(w.roughness < 0.02)
+    # looking down z, the rays cross a slice per voxel; looking along x, almost none
+    assert w.slice_crossing == pytest.approx(1.0, abs=1e-3)
+    side = Camera((1000.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), cam.fov_y)
+    w = probe_workload(full, side, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
+    assert w.slice_crossing < 0.02
+    # in voxels: slices twice as far apart in the world are crossed half as fast
+    tall = BlockGrid.of(np.ones((n, n, n), np.float32), alpha, origin, np.array([1., 1., 2.]))
+    oblique = Camera((1000.0, 0.0, 1000.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), cam.fov_y)
+    w = probe_workload(tall, oblique, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
+    assert w.slice_crossing == pytest.approx(1 / np.sqrt(5), rel=0.05)

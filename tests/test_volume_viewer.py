@@ -27,7 +27,7 @@ from raytracer.volume import mpi_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--volume", "marschner-lobb:24", "--width", "64", "--height", "64",
-         "--calibration-frames", "6", "--target-ms", "40"]
+         "--calibration-frames", "7", "--target-ms", "40"]
 needs_mpiexec = pytest.mark.skipif(
     mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )

@@ -55,8 +55,8 @@ def positive_int(text: str) -> int:
 
 
 #: Frames a volume calibration needs at least: the first is not fitted, and the per-rank
-#: render model of one volume has 5 coefficients (models.volume_cost.RenderModel.fit)
-MIN_CALIBRATION_FRAMES = 6
+#: render model of one volume has 6 coefficients (models.volume_cost.RenderModel.fit)
+MIN_CALIBRATION_FRAMES = 7
 
 
 def calibration_frames(text: str) -> int:

@@ -152,7 +152,8 @@ class VolumeModel:
         samples = (w.samples(g.threshold, g.pixels_per_step)
                    * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
         return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
-                                    w.ray_counts(g.pixels), g.pixels, self.streamed)
+                                    w.ray_counts(g.pixels), g.pixels, self.streamed,
+                                    w.slice_crossing)
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render CPU seconds at ``settings`` for the current workload,
@@ -180,8 +181,8 @@ class VolumeModel:
         g = self._geometry(knobs)
         w = self.workload
         render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, self._group_ratio(g),
-                                                   self.streamed, g.threshold, g.scale_of,
-                                                   g.pixels, g.pixels_per_step,
+                                                   self.streamed, w.slice_crossing, g.threshold,
+                                                   g.scale_of, g.pixels, g.pixels_per_step,
                                                    self.correction.factor)
         comp = self.model.compositing_sections(self.stages, self.gather_bytes, g.scales)
         return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of]
@@ -246,13 +247,14 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
         raise VolumeModelError("no calibration frames to fit the counted render models on")
     ranks = len(samples[0].record.ranks)
     pixels = [s.record.render_width * s.record.render_height for s in samples]
+    crossing = [s.workload.slice_crossing for s in samples]  # the view's, not a count
     models = []
     for r in range(ranks):
         timings = [s.record.ranks[r] for s in samples]
         models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
                                       [t.skipped for t in timings], [t.rays for t in timings],
                                       pixels, [work_seconds(t) for t in timings],
-                                      [s.streamed[r] for s in samples]))
+                                      [s.streamed[r] for s in samples], crossing))
     return tuple(models)
 
 
@@ -270,8 +272,10 @@ class CoreSharing:
 def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, thresholds: np.ndarray
                       ) -> tuple[RenderModel, ...]:
     """Each rank's render model fitted on the probe's estimates of ``samples``."""
+    crossing = [s.workload.slice_crossing for s in samples]
     return tuple(RenderModel.fit(*render_rows(samples, r, thresholds),
-                                 [s.streamed[r] for s in samples]) for r in range(ranks))
+                                 [s.streamed[r] for s in samples], crossing)
+                 for r in range(ranks))
 
 
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,

@@ -124,6 +124,10 @@ class RankWorkload:
     # (T, ranks) mean |difference| of horizontally adjacent probe rays' non-empty lengths
     neighbour_change: NDArray[np.float64]
     probe_width: int  # probe rays across the image (what the neighbours' distance is)
+    # mean |z component| of the rays' direction in voxels: how fast they cross the volume's
+    # z slices, its slowest memory axis (a step along z lands a slice away; along x, in the
+    # same cache line)
+    slice_crossing: float
 
     @property
     def roughness(self) -> NDArray[np.float64]:
@@ -154,7 +158,8 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     transmittance fell to 1 − threshold (at most OPAQUE_TRANSMITTANCE, where the caster
     stops), totalled once when it does; a ray stops once every
     threshold is passed. All three per probe ray, and per threshold and brick the mean
-    |difference| of horizontally adjacent rays' non-empty lengths (per pair of rays)."""
+    |difference| of horizontally adjacent rays' non-empty lengths (per pair of rays); last
+    the mean |z component| of the direction, in voxels, of the rays that enter the volume."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
     length = np.zeros((n_thr, n_bricks))
@@ -163,6 +168,7 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     change = np.zeros((n_thr, n_bricks))  # Σ |this ray's length − its left neighbour's|
     mine = np.zeros((n_thr, n_bricks))  # this ray's non-empty length per threshold, brick
     left = np.zeros((n_thr, n_bricks))  # its left neighbour's
+    crossing, entering = 0.0, 0  # Σ |z component| of rays entering the volume, their count
     bz, by, bx = code.shape
     smin = min(spacing[0], min(spacing[1], spacing[2]))
     dt = step_vox * smin
@@ -184,6 +190,10 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                 t0 = max(t0, min(ta, tb))
                 t1 = min(t1, max(ta, tb))
             mine[:] = 0.0
+            if t0 < t1:
+                vx, vy, vz = d[0] / spacing[0], d[1] / spacing[1], d[2] / spacing[2]
+                crossing += abs(vz) / math.sqrt(vx * vx + vy * vy + vz * vz)
+                entering += 1
             for b in range(n_bricks if t0 < t1 else 0):
                 # the ray's samples t0 + (i + 0.5)·dt that fall in this brick: [enter, leave)
                 enter, leave = t0, t1
@@ -232,7 +242,8 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                         change[j, b] += abs(mine[j, b] - left[j, b])
             left[:] = mine
     n = float(pw * ph)
-    return length / n, span / n, rays / n, change / max(1.0, float((pw - 1) * ph))
+    return (length / n, span / n, rays / n, change / max(1.0, float((pw - 1) * ph)),
+            crossing / max(entering, 1))
 
 
 def brick_boxes(partition: Partition) -> NDArray[np.float64]:
@@ -286,11 +297,11 @@ class WorkloadProbe:
         pw, ph = probe_raster(width, height, self.rays)
         eye, top_left, du, dv = camera.basis(pw, ph).astype(np.float64)
         g = self.grid
-        length, span, hits, change = _march(
+        length, span, hits, change, crossing = _march(
             eye, top_left, du, dv, pw, ph, g.origin, self._volume_hi, g.origin, g.spacing,
             g.block, g.code, self._passes, self._bricks_lo, self._bricks_hi, self.step_vox,
             self.thresholds)
-        return RankWorkload(self.thresholds, length, span, hits, change, pw)
+        return RankWorkload(self.thresholds, length, span, hits, change, pw, crossing)
 
 
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
