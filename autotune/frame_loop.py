@@ -42,6 +42,7 @@ from autotune.knobs import KnobSpace
 from autotune.tuner import Tuner
 
 DEFAULT_PI_GAINS = (0.1, 0.1)
+DEFAULT_FEEDBACK_GAIN = 0.1  # the feed-forward controller's slow bias feedback
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,14 @@ class FrameLoop:
 
     def __init__(self, target_seconds: float, controller: str = DEFAULT_CONTROLLER, *,
                  corrects_itself: bool = False,
-                 pi_gains: tuple[float, float] = DEFAULT_PI_GAINS) -> None:
+                 pi_gains: tuple[float, float] = DEFAULT_PI_GAINS,
+                 feedback_gain: float = DEFAULT_FEEDBACK_GAIN) -> None:
         self._target = check_target(target_seconds)
         self._controller = self._checked(controller)
         self._tuning = True
         self.corrects_itself = corrects_itself
         self.pi_gains = pi_gains
+        self.feedback_gain = feedback_gain
         self.space: KnobSpace | None = None
         self.price: Callable[[Mapping[str, np.ndarray]], FramePrice] | None = None
         self.tuner: Tuner | None = None
@@ -92,7 +95,7 @@ class FrameLoop:
             ctrl = PIController(self.space, self._target, kp=self.pi_gains[0],
                                 ki=self.pi_gains[1])
         else:
-            ctrl = CONTROLLERS[name](self.space, self._target)
+            ctrl = FeedForwardController(self.space, self._target, gain=self.feedback_gain)
         self.tuner = Tuner(self.space, self._predict, self._target, controller=ctrl)
 
     @property

@@ -88,6 +88,9 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
     tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     assert len(tuned.calibration_samples) == 7  # the volume's first frame warms it up
+    from raytracer.volume.tuning.tuned_volume import FEEDBACK_GAIN
+
+    assert tuned.loop.tuner.controller.feedback.gain == FEEDBACK_GAIN
     for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
     space = volume_knob_space(tuned.losses)
