@@ -69,10 +69,12 @@ TEST_VOLUMES = ("tooth", "headsq")
 def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | None:
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame;
     beside the per-rank figure, the same model form fitted on and priced with the caster's
-    own counts (``rank_render_error_counted``: what is left without the probe's error)."""
+    own counts, corrected per rank by the same rule from its own errors on the frames before
+    (``rank_render_error_counted``: what is left without the probe's error)."""
+    from models.rank_correction import RankCorrection
     from models.volume_cost import shared_finish
     from raytracer.volume.tuning.knobs import settings_of, volume_knob_space
-    from raytracer.volume.tuning.model_fit import counted_render_models
+    from raytracer.volume.tuning.model_fit import counted_render_models, work_seconds
 
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
@@ -80,6 +82,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
     if tuned.rank == 0:
         counted = dataclasses.replace(tuned.model.model,
                                       render=counted_render_models(tuned.pricing_samples))
+        counted_correction = RankCorrection(counted.ranks)
     rank_err, counted_err, frame_err, share = [], [], [], []
     for cam in cameras:
         settings = None
@@ -97,8 +100,10 @@ def evaluate_model(tuned: Any, cameras: list, seed: int) -> dict[str, Any] | Non
         work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3],
                                  rec.render_width * rec.render_height, tuned.model.streamed,
                                  tuned.model.workload.slice_crossing)
-        from_counts = shared_finish(work, counted.cores, counted.threads,
-                                    counted.core_groups)[:, 0]
+        from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
+                                    counted.threads, counted.core_groups)[:, 0]
+        if counted_correction.learning:
+            counted_correction.observe([work_seconds(r) for r in rec.ranks], work[:, 0])
         counted_err.extend(np.abs(from_counts - measured) / measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
