@@ -21,8 +21,8 @@ from numpy.typing import ArrayLike, NDArray
 
 PRIOR_FRAMES = 4.0
 #: Frames a correction learns from: by then a frame moves it by at most 1/28 of that frame's
-#: log ratio, and pricing the frame's setting once more per rank costs the tuner 0.2 ms a
-#: frame after a render at 256² (more than the rest of its bookkeeping)
+#: log ratio, and pricing the frame's setting once more per rank costs the tuner about 80 µs
+#: a frame after a render at 256² (as much as the rest of its bookkeeping)
 LEARNING_FRAMES = 24
 
 

@@ -427,8 +427,7 @@ class ClusterFrameModel:
 
 @nb.njit(cache=True)
 def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correction, threshold,
-                    scale_of,
-                    pixels, pixels_per_step, group_of, group_cores, threads
+                    scale_of, pixels, pixels_per_step, group_of, group_cores, threads
                     ):  # pragma: no cover
     """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
     rank and candidate, then :func:`shared_finish`'s slowest rank of each core group, in the

@@ -185,9 +185,10 @@ class TunedVolumeRenderer(Governed):
 
     def _price_with_fit(self) -> None:
         """Rank 0: the model prices the current renderer with what it learned of it: its own
-        render models where it was calibrated (bonsai's held-out orbit, 2 ranks, collected
-        frames: 9.3 % per rank at 256² and 9.5 % at 512² against 14.2 % and 14.8 % from the
-        models fitted on bonsai and ironprot together), else the joint ones."""
+        render models where it was calibrated (bonsai's held-out orbit, 2 ranks, the same
+        frames priced both ways in five quiet runs at 256² and 512²: 6.7-10.1 % per rank
+        against 12.5-14.7 % from the models fitted on bonsai and ironprot together), else the
+        joint ones."""
         self.model.streamed = self.streamed
         self.model.group_fit = self.fit.group_fit
         self.model.correction = self.fit.correction
