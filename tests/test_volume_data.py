@@ -62,6 +62,27 @@ def test_nrrd_round_trip_with_spacing(tmp_path):
     assert load_volume(path, spacing=(1, 1, 1)).spacing == (1.0, 1.0, 1.0)
 
 
+def test_nrrd_header_whose_data_file_is_missing_names_the_data_file(tmp_path):
+    """A detached header that exists but points at no file says which file is missing
+    (pynrrd reads one data file: a '%d' pattern of slice files is reported the same way)."""
+    data = _array("int16")
+    nrrd.write(str(tmp_path / "v.nhdr"), data, {"spacings": [1, 1, 1]}, index_order="C",
+               detached_header=True)
+    load_volume(tmp_path / "v.nhdr")  # the pair as written reads
+    for f in tmp_path.glob("v.raw*"):
+        f.unlink()
+    with pytest.raises(VolumeError, match=r"v\.nhdr: its detached data file .*v\.raw.* was "
+                                          r"not found"):
+        load_volume(tmp_path / "v.nhdr")
+    (tmp_path / "q.nhdr").write_text("NRRD0004\ndimension: 3\nsizes: 3 4 5\ntype: short\n"
+                                     "endian: little\nencoding: raw\n"
+                                     "data file: quarter.%d 1 5 1\n")
+    with pytest.raises(VolumeError, match=r"q\.nhdr: its detached data file .*quarter"):
+        load_volume(tmp_path / "q.nhdr")
+    with pytest.raises(VolumeError, match=r"none\.nhdr: file not found"):
+        load_volume(tmp_path / "none.nhdr")
+
+
 @pytest.mark.parametrize("suffix", [".nii", ".nii.gz"])
 def test_nifti_round_trip_with_zooms(tmp_path, suffix):
     data = _array("float32")

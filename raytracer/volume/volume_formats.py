@@ -89,8 +89,13 @@ def read_nrrd(path: Path) -> tuple[np.ndarray, Spacing | None]:
 
     try:
         data, header = nrrd.read(str(path), index_order="C")
-    except FileNotFoundError:
-        raise VolumeError(f"{path}: file not found") from None
+    except FileNotFoundError as exc:
+        missing = exc.filename
+        if missing is None or Path(missing) == path or not path.is_file():
+            raise VolumeError(f"{path}: file not found") from None
+        raise VolumeError(f"{path}: its detached data file {missing} was not found (one data "
+                          f"file per header is read: not a list or a %d pattern of "
+                          f"files)") from None
     except Exception as exc:  # pynrrd raises its own NRRDError, OSError, ValueError
         raise VolumeError(f"{path}: not a readable NRRD file ({exc})") from None
     if data.ndim != 3:
