@@ -34,7 +34,7 @@ from raytracer.volume.distributed import (
     RankTiming,
 )
 from raytracer.volume.tuning.knobs import one_setting
-from raytracer.volume.tuning.workload_probe import RankWorkload
+from raytracer.volume.tuning.workload_probe import RankWorkload, nearest_threshold
 
 #: Calibration views of a volume (the command, the viewer and the benchmark all take this many)
 CALIBRATION_VIEWS = 8
@@ -85,7 +85,7 @@ class _CandidateGeometry:
         rate = np.asarray(knobs["sampling_rate"], np.float64)
         scale = np.asarray(knobs["image_scale"], np.float64)
         ert = np.asarray(knobs["ert_threshold"], np.float64)
-        threshold = np.abs(ert[:, None] - thresholds[None, :]).argmin(axis=1)
+        threshold = nearest_threshold(thresholds, ert)
         pixels = width * height * scale**2
         scales, scale_of = np.unique(scale, return_inverse=True)
         return cls(threshold, pixels, pixels * rate, scale, scale_of.ravel(), scales)
@@ -194,7 +194,7 @@ def group_observation(workload: RankWorkload, record: DistributedFrameRecord
     """What a rendered frame tells :class:`~models.simd_groups.GroupRatioFit`: each rank's
     probe roughness at the frame's threshold, carried to its rendered width, and the group
     ratio the caster counted."""
-    t = int(np.abs(workload.thresholds - record.settings.ert_threshold).argmin())
+    t = int(nearest_threshold(workload.thresholds, record.settings.ert_threshold))
     return (roughness_at(workload.roughness[t], workload.probe_width, record.render_width),
             np.array([r.group_ratio for r in record.ranks]))
 
@@ -222,7 +222,7 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
     for s in samples:
         rec = s.record
         pixels = rec.render_width * rec.render_height
-        idx = int(np.abs(thresholds - s.settings.ert_threshold).argmin())
+        idx = int(nearest_threshold(thresholds, s.settings.ert_threshold))
         w = s.workload
         est_s.append(w.length[idx, rank] / s.settings.step * pixels
                      * rec.ranks[rank].group_ratio)  # as the SIMD groups pay them

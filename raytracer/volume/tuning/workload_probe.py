@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from raytracer.camera import Camera
 from raytracer.jit_cache import njit
@@ -148,6 +148,13 @@ class RankWorkload:
     def ray_counts(self, pixels: NDArray) -> NDArray:
         """(ranks, candidates) rays entering each brick."""
         return self.rays[:, None] * np.asarray(pixels, np.float64)[None, :]
+
+
+def nearest_threshold(thresholds: NDArray, ert: ArrayLike) -> NDArray[np.intp]:
+    """Index of the probed threshold nearest each early-termination threshold ``ert`` (the
+    probe walks only its own thresholds; a knob between them is priced at the nearest)."""
+    return np.abs(np.asarray(ert, np.float64)[..., None]
+                  - np.asarray(thresholds, np.float64)).argmin(axis=-1)
 
 
 @njit(fastmath=True)
