@@ -23,11 +23,13 @@ from raytracer.volume import (
     render_reference,
 )
 from raytracer.volume.raycaster import (
+    LUT_CACHE_STEPS,
     OPAQUE_TRANSMITTANCE,
     cell_words,
     voxel_options,
     work_group_shape,
 )
+from raytracer.volume.tuning.knobs import RATES
 
 W, H = 48, 40
 
@@ -121,6 +123,26 @@ def test_empty_space_skipping_changes_nothing_and_skips(neghip):
     rc.set_transfer_function(TransferFunction([(0, 1, 1, 1)], [(0, 0.01), (1, 0.5)]))
     assert rc.empty.sum() == 0
     assert rc.render(_views(vol)[0], W, H).skipped == 0
+
+
+def test_colour_tables_kept_per_step_render_as_fresh_ones(neghip, monkeypatch):
+    vol, tf = neghip
+    cam = _views(vol)[2]
+    rc = Raycaster(vol, tf)
+    images = [rc.render(cam, W, H, step, 1.0).rgba for step in (0.7, 1.3, 0.7)]
+    np.testing.assert_array_equal(images[0], images[2])  # the kept 0.7 table
+    np.testing.assert_array_equal(images[1], Raycaster(vol, tf).render(cam, W, H, 1.3).rgba)
+    # another transfer function: no table of the old one is used again
+    other = TransferFunction([(0, 1, 1, 1)], [(0, 0.01), (1, 0.5)])
+    rc.set_transfer_function(other)
+    np.testing.assert_array_equal(rc.render(cam, W, H, 0.7, 1.0).rgba,
+                                  Raycaster(vol, other).render(cam, W, H, 0.7).rgba)
+    # at most LUT_CACHE_STEPS tables, the least recently used dropped
+    monkeypatch.setattr(raycaster, "LUT_CACHE_STEPS", 2)
+    for step in (0.7, 1.1, 0.7, 1.5):
+        rc.render(cam, 8, 8, step, 1.0)
+    assert rc.kept_table_steps == (0.7, 1.5)
+    assert RATES[2] <= LUT_CACHE_STEPS  # the tuner's sampling-rate levels all fit
 
 
 def test_early_termination_saves_samples_and_step_keeps_the_look(neghip):
