@@ -141,24 +141,34 @@ def close_views(radius: float, count: int, seed: int = 5) -> list:
 def governed_run(tuned: Any, cameras: list, quality_every: int,
                  targets: list[float] | None = None, swap_at: int | None = None,
                  swap_to: Any = None) -> list[dict] | None:
-    """Governed frames; per frame rank 0 records time, prediction, knobs and (sometimes) quality.
-    ``targets`` (rank 0's, None elsewhere) travel to the other ranks with each frame's state."""
-    rows = []
+    """Governed frames; per frame rank 0 records time, prediction and knobs, and every
+    ``quality_every``-th frame its quality, measured after the timed frames (a full-quality
+    render between governed frames slowed the next one: :meth:`quality_of`). ``targets``
+    (rank 0's, None elsewhere) travel to the other ranks with each frame's state."""
+    if swap_at is not None and quality_every > 0:
+        raise ValueError("quality is measured after the run, on the volume it ends with: "
+                         "not for a run that swaps volumes")
+    rows, chosen = [], []
     for i, cam in enumerate(cameras):
         if targets is not None and tuned.rank == 0:
             tuned.target_seconds = targets[i]
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
         t0 = time.perf_counter()
-        f = tuned.render(cam, reference=quality_every > 0 and i % quality_every == 0)
+        f = tuned.render(cam)
         if f is None:
             continue
+        chosen.append(f.settings)
         rows.append({"frame": i, "target": tuned.target_seconds, "measured": f.measured,
                      "predicted": f.predicted, "corrected": f.corrected,
                      "rate": 1.0 / f.settings.step, "scale": f.settings.image_scale,
                      "ert": f.settings.ert_threshold, "probe": f.probe_seconds,
                      "choose": f.search_seconds, "bookkeeping": f.bookkeeping_seconds,
-                     "loop": time.perf_counter() - t0, **f.quality})
+                     "loop": time.perf_counter() - t0})
+    for i in range(0, len(cameras) if quality_every > 0 else 0, quality_every):
+        quality = tuned.quality_of(cameras[i], chosen[i] if tuned.rank == 0 else None)
+        if tuned.rank == 0:
+            rows[i].update(quality)
     return rows if tuned.rank == 0 else None
 
 

@@ -1,6 +1,7 @@
 """The governed volume renderer: probe estimates, every knob priced, a governed run end to end."""
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, Stag
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.tuning.knobs import volume_knob_space
+from raytracer.volume.tuning.knobs import BEST, volume_knob_space
 from raytracer.volume.tuning.model_fit import VolumeModel, volume_calibration_views
 from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
@@ -100,10 +101,11 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     share = tuned.sync.share
     tuned.sync.share = lambda *a, **k: shares.append(1) or share(*a, **k)
     frames = []
-    for i, cam in enumerate(seed_orbit(vol.radius, 3)):
+    cams = seed_orbit(vol.radius, 3)
+    for cam in cams:
         before = len(shares)
-        frames.append(tuned.render(cam, reference=(i == 0)))
-        assert len(shares) - before == (2 if i == 0 else 1)  # one state per frame rendered
+        frames.append(tuned.render(cam))
+        assert len(shares) - before == 1  # one state per frame rendered
     assert all(f.measured > 0 and f.predicted > 0 for f in frames)
     # the whole wait counts: probe, choice and frame
     assert all(f.measured >= f.record.frame_seconds + f.probe_seconds + f.search_seconds
@@ -113,7 +115,13 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     # correction yet), not the next frame's
     assert frames[0].sections["frame"] == pytest.approx(frames[0].predicted, rel=1e-12)
     assert all(f.sections["frame"] > f.sections["render"] > 0 for f in frames)
-    assert 0.0 < frames[0].quality["ssim"] <= 1.0
+    # quality, measured after the timed frames: the frame at its settings and at full quality
+    before = len(shares)
+    quality = tuned.quality_of(cams[0], frames[0].settings)
+    assert len(shares) - before == 2 and tuned.overhead.frames == 3  # untimed, unlearned
+    assert 0.0 < quality["ssim"] <= 1.0 and quality["psnr"] > 20.0
+    same = tuned.quality_of(cams[0], BEST)
+    assert same["psnr"] == math.inf and same["ssim"] == pytest.approx(1.0)
     # a still camera is not probed again (the probe is deterministic); another size is
     probes = []
     probe = tuned.probe

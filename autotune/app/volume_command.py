@@ -135,8 +135,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    default=CALIBRATION_FRAMES,
                    help="frames rendered to calibrate the model before a governed run")
     p.add_argument("--quality", action=argparse.BooleanOptionalAction, default=True,
-                   help="governed runs: also render each frame at full quality (untimed) for "
-                        "PSNR/SSIM")
+                   help="governed runs: after the timed frames, render each frame again at its "
+                        "settings and at full quality for PSNR/SSIM (untimed)")
     p.add_argument("--emulate", type=Path, metavar="HIST.json",
                    help="emulation (seed 000 §4): each rank sleeps a local render time drawn "
                         "from this performance histogram instead of ray casting, then "

@@ -14,6 +14,7 @@ import io
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +138,11 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
         for i, frame in enumerate(_progress(frames, len(cameras), rank)):
             if frame is not None:
                 run.keep(i, frame, folder)
+        if _governed(args) and args.quality:
+            if rank == 0:
+                print("measuring each frame's quality against its full-quality frame "
+                      "(untimed)...", file=sys.stderr, flush=True)
+            run.measure_quality(cameras)
         if rank == 0:
             summary = run.write(folder)
     if rank == 0:
@@ -183,6 +189,7 @@ class VolumeRun:
         self.calibration_seconds = 0.0
         self.rows: list[dict[str, Any]] = []
         self.records: list[dict[str, Any]] = []
+        self.settings: list[Any] = []  # each kept frame's settings
         self.fixed_settings: Any = None
         self.target = opt.target_seconds(args) or 1.0  # --target-share: set by calibrate()
 
@@ -234,13 +241,23 @@ class VolumeRun:
 
     def governed_frame(self, camera: Any) -> dict[str, Any] | None:
         self.comm.Barrier()
-        f = self.tuned.render(camera, reference=self.args.quality)
+        f = self.tuned.render(camera)
         if f is None:
             return None
         return {"image": f.image, "record": f.record, "settings": f.settings,
                 "measured": f.measured, "predicted": f.predicted, "corrected": f.corrected,
                 "probe_seconds": f.probe_seconds, "over_budget": f.over_budget,
-                "quality": f.quality, "sections": f.sections}
+                "sections": f.sections}
+
+    def measure_quality(self, cameras: Sequence[Any]) -> None:
+        """PSNR/SSIM of every governed frame against its full-quality frame, rendered after
+        the timed frames so that neither render shows in a governed frame's time
+        (collective; rank 0 fills its rows)."""
+        for i, camera in enumerate(cameras):
+            q = self.tuned.quality_of(camera, self.settings[i] if self.rank == 0 else None)
+            if self.rank == 0:
+                self.rows[i].update(q)
+                self.records[i]["governed"].update(q)
 
     # ------------------------------------------------------------------ rank 0 keeps
 
@@ -267,13 +284,12 @@ class VolumeRun:
             "samples": sum(r.samples for r in rec.ranks),
         }
         if "predicted" in frame:
-            q = frame["quality"]
             row.update({
                 "target_ms": 1e3 * self.tuned.target_seconds,
                 "measured_ms": 1e3 * frame["measured"],
                 "predicted_ms": 1e3 * frame["predicted"], "corrected_ms": 1e3 * frame["corrected"],
                 "probe_ms": 1e3 * frame["probe_seconds"], "over_budget": int(frame["over_budget"]),
-                "psnr": q.get("psnr", math.nan), "ssim": q.get("ssim", math.nan),
+                "psnr": math.nan, "ssim": math.nan,  # measure_quality's, after the frames
             })
         self.rows.append(row)
         entry = rec.to_dict()
@@ -284,6 +300,7 @@ class VolumeRun:
                                                      "corrected_ms", "probe_ms", "psnr", "ssim")}
             entry["governed"]["predicted_sections_s"] = frame["sections"]
         self.records.append(entry)
+        self.settings.append(s)
 
     # ------------------------------------------------------------------ rank 0 writes
 
