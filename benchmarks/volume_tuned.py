@@ -165,7 +165,7 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
                      "ert": f.settings.ert_threshold, "probe": f.probe_seconds,
                      "choose": f.search_seconds, "bookkeeping": f.bookkeeping_seconds,
                      "loop": time.perf_counter() - t0})
-    for i in range(0, len(cameras) if quality_every > 0 else 0, quality_every):
+    for i in range(0, len(cameras), quality_every) if quality_every > 0 else ():
         quality = tuned.quality_of(cameras[i], chosen[i] if tuned.rank == 0 else None)
         if tuned.rank == 0:
             rows[i].update(quality)

@@ -1,9 +1,15 @@
-"""The governed volume benchmark's recovery count: a frame is settled within 5 % of its
-target, or as close as the knobs allow."""
+"""The governed volume benchmark's recovery count (a frame is settled within 5 % of its
+target, or as close as the knobs allow) and its governed runs' quality, measured after the
+timed frames."""
 
 from __future__ import annotations
 
-from benchmarks.volume_tuned import recovery_frames, settled
+from types import SimpleNamespace
+
+import pytest
+
+from benchmarks.volume_tuned import governed_run, recovery_frames, settled
+from raytracer.volume.distributed import FrameSettings
 
 BEST = {"rate": 2.0, "scale": 1.0, "ert": 1.0}
 CHEAPEST = {"rate": 0.25, "scale": 0.5, "ert": 0.95}
@@ -29,3 +35,33 @@ def test_recovery_counts_frames_until_three_settled_in_a_row():
              _row(0.74, BEST), _row(0.7, BEST)]
     assert recovery_frames(before + after, 4) == 2
     assert recovery_frames(before + [_row(0.7, MIDDLE)] * 6, 4) == 6  # never: all it has
+
+
+class _Tuned:
+    """Rank 0 of a governed renderer: frame i chooses step i; what it rendered, in order."""
+
+    rank, target_seconds = 0, 0.01
+
+    def __init__(self) -> None:
+        self.log: list[tuple] = []
+
+    def render(self, camera: int) -> SimpleNamespace:
+        self.log.append(("frame", camera))
+        return SimpleNamespace(settings=FrameSettings(step=1.0 + camera), measured=0.01,
+                               predicted=0.01, corrected=0.01, probe_seconds=0.0,
+                               search_seconds=0.0, bookkeeping_seconds=0.0)
+
+    def quality_of(self, camera: int, settings: FrameSettings) -> dict[str, float]:
+        self.log.append(("quality", camera, settings.step))
+        return {"ssim": 0.9}
+
+
+def test_quality_is_measured_after_the_timed_frames_at_each_frames_settings():
+    tuned = _Tuned()
+    rows = governed_run(tuned, list(range(7)), quality_every=3)
+    assert tuned.log == [("frame", i) for i in range(7)] + [
+        ("quality", i, 1.0 + i) for i in (0, 3, 6)]
+    assert [i for i, r in enumerate(rows) if "ssim" in r] == [0, 3, 6]
+    assert "ssim" not in governed_run(_Tuned(), list(range(3)), quality_every=0)[0]
+    with pytest.raises(ValueError, match="swaps volumes"):
+        governed_run(_Tuned(), list(range(3)), quality_every=3, swap_at=1, swap_to=None)
