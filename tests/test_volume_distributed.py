@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from raytracer.volume import mpi_runtime
-from raytracer.volume.distributed import FrameSettings, load_everywhere, seed_orbit, upscale
+from raytracer.volume.distributed import FrameSettings, load_everywhere, seed_orbit
+from raytracer.volume.upscale import upscale
 
 WORKER = str(Path(__file__).with_name("mpi_volume_worker.py"))
 REPO = Path(__file__).resolve().parents[1]
@@ -48,6 +49,20 @@ def test_upscale():
     assert big.min() >= img.min() and big.max() <= img.max()
     flat = upscale(np.full((3, 5, 4), 0.25, np.float32), 7, 11)
     assert np.allclose(flat, 0.25)
+    # bilinear with pixel centres aligned and edges clamped, against float64 arithmetic
+    small = np.random.default_rng(1).random((5, 7, 3), dtype=np.float32)
+    out = upscale(small, 16, 9)
+
+    def taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        x = np.clip((np.arange(n_out) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
+        return np.floor(x).astype(int), np.minimum(np.floor(x).astype(int) + 1, n_in - 1), \
+            x - np.floor(x)
+
+    (ya, yb, fy), (xa, xb, fx) = taps(5, 9), taps(7, 16)
+    s = small.astype(np.float64)
+    rows = s[ya] * (1 - fy)[:, None, None] + s[yb] * fy[:, None, None]
+    want = rows[:, xa] * (1 - fx)[None, :, None] + rows[:, xb] * fx[None, :, None]
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-6)
 
 
 def test_bad_volume_in_one_process():

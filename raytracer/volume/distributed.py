@@ -32,6 +32,7 @@ import numpy as np
 from raytracer.camera import Camera
 from raytracer.volume import compositing
 from raytracer.volume.mpi_runtime import guarded, share_node, watchdog, world
+from raytracer.volume.upscale import upscale
 
 DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog ends the job
 
@@ -90,27 +91,6 @@ def seed_orbit(
         eye = (r * math.sin(angle), elevation * radius, r * math.cos(angle))
         cams.append(Camera(eye, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), fov_y))
     return cams
-
-
-def upscale(image: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Bilinear resize of an (h, w, C) float32 image to (height, width, C) (pixel centres
-    aligned, edges clamped); returns the input itself when the size already matches."""
-    h, w = image.shape[:2]
-    if (h, w) == (height, width):
-        return image
-
-    def axis(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        x = (np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5
-        x = np.clip(x, 0, n_in - 1)
-        i0 = np.floor(x).astype(np.intp)
-        i1 = np.minimum(i0 + 1, n_in - 1)
-        return i0, i1, (x - i0).astype(np.float32)
-
-    y0, y1, fy = axis(h, height)
-    x0, x1, fx = axis(w, width)
-    rows = image[y0] * (1 - fy)[:, None, None] + image[y1] * fy[:, None, None]
-    out = rows[:, x0] * (1 - fx)[None, :, None] + rows[:, x1] * fx[None, :, None]
-    return out.astype(np.float32, copy=False)
 
 
 class LocalRenderer(Protocol):
