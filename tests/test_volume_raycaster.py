@@ -29,7 +29,7 @@ from raytracer.volume.raycaster import (
     voxel_options,
     work_group_shape,
 )
-from raytracer.volume.tuning.knobs import RATES
+from raytracer.volume.tuning.knobs import RATES, knob_steps
 
 W, H = 48, 40
 
@@ -137,12 +137,16 @@ def test_colour_tables_kept_per_step_render_as_fresh_ones(neghip, monkeypatch):
     rc.set_transfer_function(other)
     np.testing.assert_array_equal(rc.render(cam, W, H, 0.7, 1.0).rgba,
                                   Raycaster(vol, other).render(cam, W, H, 0.7).rgba)
+    assert rc.kept_table_steps == (1.3, 0.7)  # rebuilt for the new function
+    # tables made before the frames: every step the tuner can choose fits
+    rc.prepare_steps(knob_steps())
+    assert len(knob_steps()) == RATES[2] <= LUT_CACHE_STEPS
+    assert set(rc.kept_table_steps) >= set(knob_steps())
     # at most LUT_CACHE_STEPS tables, the least recently used dropped
     monkeypatch.setattr(raycaster, "LUT_CACHE_STEPS", 2)
     for step in (0.7, 1.1, 0.7, 1.5):
         rc.render(cam, 8, 8, step, 1.0)
     assert rc.kept_table_steps == (0.7, 1.5)
-    assert RATES[2] <= LUT_CACHE_STEPS  # the tuner's sampling-rate levels all fit
 
 
 def test_early_termination_saves_samples_and_step_keeps_the_look(neghip):

@@ -101,6 +101,10 @@ class LocalRenderer(Protocol):
     ) -> Any:  # -> object with .rgba, .kernel_seconds, .samples, .skipped, .rays
         ...
 
+    def prepare_steps(self, steps: Iterable[float]) -> None:
+        """Set up what rendering at these sample steps needs (outside any timed frame)."""
+        ...
+
 
 # ----------------------------------------------------------------------- frame records
 
@@ -284,6 +288,11 @@ class DistributedRenderer:
             local = guarded(make, f"rank {self.rank}: ray caster set-up failed", self.comm)
         self.local: LocalRenderer = local
         self._frame = 0
+
+    def prepare_steps(self, steps: Iterable[float]) -> None:
+        """Set up this rank's renderer for these sample steps now, untimed (colour tables
+        corrected for each step)."""
+        self.local.prepare_steps(steps)
 
     @property
     def frames_rendered(self) -> int:

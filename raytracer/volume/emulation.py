@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +74,9 @@ class EmulatedRenderer:
     def prepare(self, width: int, height: int) -> None:
         """Generate the image of this size now (outside any timed frame)."""
         self.image(width, height)
+
+    def prepare_steps(self, steps: Iterable[float]) -> None:
+        """Nothing to set up: an emulated render's time does not depend on the step."""
 
     def render(
         self, camera: object, width: int, height: int, step: float = 1.0,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -236,6 +237,7 @@ class Raycaster:
         self._kernel = cl.Kernel(_program(rt, options), "raycast")
         mf = cl.mem_flags
         self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
+        self._luts: OrderedDict[float, cl.Buffer] = OrderedDict()  # by step, last used last
         self.set_transfer_function(tf)
         self._capacity = 0  # pixels the output buffers hold
 
@@ -244,13 +246,21 @@ class Raycaster:
         return self.device_info
 
     def set_transfer_function(self, tf: TransferFunction) -> None:
-        """Use ``tf`` from the next frame on (re-derives the empty-block flags)."""
+        """Use ``tf`` from the next frame on (re-derives the empty-block flags and the kept
+        steps' colour tables)."""
         self.tf = tf
         self.empty = empty_blocks(self._mins, self._maxs, tf.lut(self.lut_size)[:, 3])
         self.distance = empty_distance(self.empty)
         self._dist = cl.Buffer(self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                                hostbuf=self.distance.astype(np.int32))  # int: see raycast.cl
-        self._luts: OrderedDict[float, cl.Buffer] = OrderedDict()  # by step, last used last
+        kept, self._luts = list(self._luts), OrderedDict()
+        self.prepare_steps(kept)
+
+    def prepare_steps(self, steps: Iterable[float]) -> None:
+        """Build the colour tables of ``steps`` now (the last ones kept if they are more than
+        :data:`LUT_CACHE_STEPS`), so that no timed frame at these steps builds one."""
+        for step in steps:
+            self._lut(float(step))
 
     @property
     def kept_table_steps(self) -> tuple[float, ...]:
@@ -266,7 +276,7 @@ class Raycaster:
             table = self.tf.lut(self.lut_size, step=step)
             self._luts[step] = cl.Buffer(self.context, cl.mem_flags.READ_ONLY
                                          | cl.mem_flags.COPY_HOST_PTR, hostbuf=table)
-            if len(self._luts) > LUT_CACHE_STEPS:
+            while len(self._luts) > LUT_CACHE_STEPS:
                 self._luts.popitem(last=False)
         return self._luts[step]
 

@@ -30,6 +30,14 @@ def volume_knob_space(losses: QualityLosses | None = None) -> KnobSpace:
     return KnobSpace(knobs, quality=losses.quality if losses is not None else None)
 
 
+def knob_steps() -> list[float]:
+    """Every sample step the tuner can choose, one per sampling-rate level, as
+    :func:`settings_of` computes it (what a renderer prepares before its frames are timed)."""
+    rate = next(k for k in volume_knob_space().knobs if k.name == "sampling_rate")
+    return [settings_of({"sampling_rate": v, "image_scale": 1.0, "ert_threshold": 1.0}).step
+            for v in rate.values]
+
+
 def settings_of(knobs: dict[str, Any]) -> FrameSettings:
     """The frame settings of the tuner's knobs (the inverse of :func:`knobs_of`)."""
     return FrameSettings(step=1.0 / float(knobs["sampling_rate"]),
