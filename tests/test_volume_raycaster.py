@@ -22,6 +22,7 @@ from raytracer.volume import (
     raycaster,
     render_reference,
 )
+from raytracer.volume.ray_counts import count_totals
 from raytracer.volume.raycaster import (
     LUT_CACHE_STEPS,
     OPAQUE_TRANSMITTANCE,
@@ -191,23 +192,40 @@ def test_work_group_fills_the_simd_lanes(kind, simd, shape):
 def test_group_samples_are_each_simd_groups_slowest_lane():
     """A group of lanes in lockstep pays its slowest lane's samples on every lane."""
     taken = np.array([[1, 5, 2, 2, 7],
-                      [3, 0, 2, 2, 0]])
-    assert raycaster.group_max_total(taken, (1, 1)) == taken.sum()  # one lane: what was taken
+                      [3, 0, 2, 2, 0]], np.uint32)
+    counts = np.stack([taken, np.array([[0, 0, 0, 0, 0], [0, 4, 0, 0, 0]], np.uint32)], -1)
+    one = count_totals(counts, (1, 1))  # one lane: what was taken
+    assert one == (taken.sum(), 4, 9, taken.sum())  # 9 pixels took or skipped a sample
     # 1x2 groups (the last padded): (5 + 2 + 7 + 3 + 2 + 0) * 2
-    assert raycaster.group_max_total(taken, (1, 2)) == 38
-    assert raycaster.group_max_total(taken, (2, 2)) == (5 + 2 + 7) * 4
+    assert count_totals(counts, (1, 2)).group_samples == 38
+    assert count_totals(counts, (2, 2)).group_samples == (5 + 2 + 7) * 4
     info = DeviceInfo(0, 0, "t", "cpu", "CPU", 2, 2000, 1024, "d", 16)
     assert raycaster.simd_lanes(info, (16, 4)) == (1, 16)
     assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=1), (8, 8)) == (1, 1)
     assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=32), (8, 8)) == (4, 8)
 
 
-def test_a_frame_counts_its_group_samples(neghip):
+def test_a_frame_counts_its_group_samples(neghip, monkeypatch):
     vol, tf = neghip
     rc = Raycaster(vol, tf)
+    seen = []
+
+    def kept(counts, lanes):  # the frame's count image, kept for the check below
+        seen.append(counts.copy())
+        return count_totals(counts, lanes)
+
+    monkeypatch.setattr(raycaster, "count_totals", kept)
     out = rc.render(_views(vol)[0], W, H, 0.5, 0.95)
-    assert out.group_samples >= out.samples > 0
-    assert out.group_samples == raycaster.group_max_total(rc._counts[..., 0], rc.lanes)
+    assert out.group_samples >= out.samples > 0 and out.rays > 0
+    # the totals of the frame's own count image, by NumPy reductions
+    counts = seen[0].astype(np.int64)
+    rows, cols = rc.lanes
+    padded = np.zeros((-(-H // rows) * rows, -(-W // cols) * cols), np.int64)
+    padded[:H, :W] = counts[..., 0]
+    groups = padded.reshape(padded.shape[0] // rows, rows, padded.shape[1] // cols, cols)
+    assert (out.samples, out.skipped, out.rays, out.group_samples) == (
+        counts[..., 0].sum(), counts[..., 1].sum(), np.count_nonzero(counts.sum(-1)),
+        groups.max(axis=(1, 3)).sum() * rows * cols)
 
 
 def test_cell_words_hold_each_cells_2x2_corners():

@@ -24,6 +24,7 @@ from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
+from raytracer.volume.ray_counts import count_totals
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
@@ -103,17 +104,6 @@ def simd_lanes(info: DeviceInfo, group: tuple[int, int]) -> tuple[int, int]:
     device's lanes run along x first (one pixel where the runtime runs work-items alone)."""
     cols = max(1, min(info.simd_width, group[0]))
     return max(1, min(group[1], info.simd_width // cols)), cols
-
-
-def group_max_total(taken: np.ndarray, lanes: tuple[int, int]) -> int:
-    """Σ over SIMD groups of (slowest lane's count × lanes) of a (height, width) count image:
-    what a device whose lanes run in lockstep pays (the image padded to whole groups)."""
-    rows, cols = lanes
-    h, w = taken.shape
-    padded = np.zeros((-(-h // rows) * rows, -(-w // cols) * cols), np.int64)
-    padded[:h, :w] = taken
-    groups = padded.reshape(padded.shape[0] // rows, rows, padded.shape[1] // cols, cols)
-    return int(groups.max(axis=(1, 3)).sum()) * rows * cols
 
 
 def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
@@ -323,8 +313,6 @@ class Raycaster:
         cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])
         cl.enqueue_copy(self.queue, counts, self._counters, wait_for=[event]).wait()
         seconds = (event.profile.end - event.profile.start) * 1e-9
-        # a ray took or skipped a sample iff its (taken, skipped) pair, read as 64 bits, is not 0
-        rays = int(np.count_nonzero(counts.view(np.uint64)))
-        return BrickImage(rgba, seconds, int(counts[..., 0].sum(dtype=np.uint64)),
-                          int(counts[..., 1].sum(dtype=np.uint64)), rays, self.brick.index,
-                          group_max_total(counts[..., 0], self.lanes))
+        t = count_totals(counts, self.lanes)
+        return BrickImage(rgba, seconds, t.samples, t.skipped, t.rays, self.brick.index,
+                          t.group_samples)
