@@ -50,7 +50,7 @@ def test_upscale():
     flat = upscale(np.full((3, 5, 4), 0.25, np.float32), 7, 11)
     assert np.allclose(flat, 0.25)
     # bilinear with pixel centres aligned and edges clamped, against float64 arithmetic
-    small = np.random.default_rng(1).random((5, 7, 3), dtype=np.float32)
+    small = np.random.default_rng(1).random((5, 7, 4), dtype=np.float32)
     out = upscale(small, 16, 9)
 
     def taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -63,6 +63,8 @@ def test_upscale():
     rows = s[ya] * (1 - fy)[:, None, None] + s[yb] * fy[:, None, None]
     want = rows[:, xa] * (1 - fx)[None, :, None] + rows[:, xb] * fx[None, :, None]
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="RGBA"):
+        upscale(small[..., :3], 16, 9)
 
 
 def test_bad_volume_in_one_process():
