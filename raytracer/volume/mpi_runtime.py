@@ -94,10 +94,11 @@ def _excepthook(kind: type[BaseException], value: BaseException, tb: TracebackTy
     if comm.Get_size() == 1:  # nobody to wait for: the ordinary report and exit
         sys.__excepthook__(kind, value, tb)
         return
-    text = "".join(traceback.format_exception(kind, value, tb))
-    _say(f"{text}rank {rank} failed: {kind.__name__}: {value}")
+    _say("".join(traceback.format_exception(kind, value, tb)).rstrip("\n"))
     code = value.code if isinstance(value, SystemExit) and isinstance(value.code, int) else 1
-    abort(comm, code or ABORT_EXCEPTION)
+    # the naming line as abort's message: the launcher's monitor gets it too, where hydra's
+    # teardown loses the rank's stderr (seen once in a CI run: the job's stderr empty)
+    abort(comm, code or ABORT_EXCEPTION, f"rank {rank} failed: {kind.__name__}: {value}")
 
 
 def _thread_excepthook(args: threading.ExceptHookArgs) -> None:
