@@ -163,3 +163,11 @@ def test_device_bounds_exponentiate_back_inside_the_plausible_range():
         for measured in (lo, hi):
             low, high = device_bounds(key, measured)
             assert lo <= math.exp(low) <= math.exp(high) <= hi, (key, measured)
+
+
+def test_a_start_pushed_past_a_plausible_bound_still_fits():
+    """The fit starts from the measured figures times FIT_STARTS' factors (issue cycles up to
+    100x); a start clamped at the edge of the plausible range must still make a profile that
+    loads (exp(log(1e5)) is 100000.00000000001: a fresh-clone CI run failed on it)."""
+    fitted = fit_profile(dataclasses.replace(CPU, issue_cycles=5e4), COUNTS, _samples())
+    assert fitted.calibration.fit["mean_error"] < 1.0

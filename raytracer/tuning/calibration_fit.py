@@ -208,8 +208,7 @@ class _Problem:
         each phase's scale where that device fits best, zero terms."""
         factors = {"mem_latency": latency_factor, "dep_delay_coal": delay_factor,
                    "dep_delay_uncoal": delay_factor, "issue_cycles": issue_factor}
-        values = {f"device.{f}": math.log(min(max(getattr(self.base, f) * factors.get(f, 1.0),
-                                                  plausible_range(f)[0]), plausible_range(f)[1]))
+        values = {f"device.{f}": _log_inside(f, getattr(self.base, f) * factors.get(f, 1.0))
                   for f in FREE_PARAMETERS}
         profile = self.profile(values)
         for phase in self.phases:
@@ -285,6 +284,13 @@ class _Problem:
         if p.kind == "scale":
             return SCALE_BOUNDS
         return TERM_BOUNDS[p.kind]
+
+
+def _log_inside(key: str, value: float) -> float:
+    """log(value), clamped a hair inside the device figure's plausible range (see
+    :func:`device_bounds`): a start pushed past the range by a factor of FIT_STARTS loads."""
+    low, high = (math.log(v) for v in plausible_range(key))
+    return min(max(math.log(value), low + BOUND_MARGIN), high - BOUND_MARGIN)
 
 
 def device_bounds(key: str, measured: float) -> tuple[float, float]:
