@@ -208,7 +208,9 @@ class _Problem:
         each phase's scale where that device fits best, zero terms."""
         factors = {"mem_latency": latency_factor, "dep_delay_coal": delay_factor,
                    "dep_delay_uncoal": delay_factor, "issue_cycles": issue_factor}
-        values = {f"device.{f}": _log_inside(f, getattr(self.base, f) * factors.get(f, 1.0))
+        # a start pushed past the plausible range by its factor is clamped inside it
+        values = {f"device.{f}": float(np.clip(math.log(getattr(self.base, f)
+                                                        * factors.get(f, 1.0)), *_log_range(f)))
                   for f in FREE_PARAMETERS}
         profile = self.profile(values)
         for phase in self.phases:
@@ -286,21 +288,20 @@ class _Problem:
         return TERM_BOUNDS[p.kind]
 
 
-def _log_inside(key: str, value: float) -> float:
-    """log(value), clamped a hair inside the device figure's plausible range (see
-    :func:`device_bounds`): a start pushed past the range by a factor of FIT_STARTS loads."""
+def _log_range(key: str) -> tuple[float, float]:
+    """The log of a device figure's plausible range, a hair inside it (exp(log(1e5)) is
+    100000.00000000001: a fit or a start at the edge would make a profile that does not
+    load)."""
     low, high = (math.log(v) for v in plausible_range(key))
-    return min(max(math.log(value), low + BOUND_MARGIN), high - BOUND_MARGIN)
+    return low + BOUND_MARGIN, high - BOUND_MARGIN
 
 
 def device_bounds(key: str, measured: float) -> tuple[float, float]:
     """Log-space bounds of a fitted device figure: within FIT_RANGE of its measured value and
-    a hair inside its plausible range (exp(log(1e5)) is 100000.00000000001: a fit that stops
-    at the edge would write a profile that does not load back)."""
-    low, high = (math.log(v) for v in plausible_range(key))
+    inside its plausible range (:func:`_log_range`)."""
+    low, high = _log_range(key)
     centre = math.log(measured)
-    return (max(centre - math.log(FIT_RANGE), low + BOUND_MARGIN),
-            min(centre + math.log(FIT_RANGE), high - BOUND_MARGIN))
+    return max(centre - math.log(FIT_RANGE), low), min(centre + math.log(FIT_RANGE), high)
 
 
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
