@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -198,6 +199,49 @@ def test_watchdog_names_the_phase(transport):
     assert done.returncode == mpi_runtime.ABORT_WATCHDOG
     assert after < 5.0
     assert "phase 'compositing' exceeded its 1 s timeout" in done.stderr
+
+
+class _OneRank:
+    def Get_rank(self) -> int:  # noqa: N802 (MPI's name)
+        return 0
+
+
+def test_watchdog_wakes_only_for_an_earlier_deadline_and_still_fires(monkeypatch):
+    """Phases due after the deadline the watchdog sleeps until do not wake it (a frame's
+    wake-ups cost 0.1-0.2 ms), ended phases never fire, and a short phase entered while it
+    sleeps for a long one's deadline still ends the job in time."""
+    fired = []
+
+    class Aborted(Exception):
+        pass
+
+    def abort(comm, code, message):
+        fired.append((code, message))
+        raise Aborted  # a real abort never returns; this ends the watchdog's thread
+
+    monkeypatch.setattr(mpi_runtime, "abort", abort)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)
+    dog = mpi_runtime.Watchdog(_OneRank())
+    with dog.phase("render", 60.0):
+        time.sleep(0.05)  # the thread now sleeps until this phase's deadline
+    wakes = []
+    notify = dog._cond.notify
+    dog._cond.notify = lambda *a: wakes.append(a) or notify(*a)
+    for name in ("render", "compositing", "gather"):
+        with dog.phase(name, 60.0):
+            pass
+    assert wakes == []
+    with dog.phase("quick", 0.05):
+        pass
+    started = time.monotonic()
+    with dog.phase("stuck", 0.2):
+        while not fired and time.monotonic() - started < 5.0:
+            time.sleep(0.01)
+    assert len(wakes) == 2  # the two phases due before 60 s
+    assert fired == [(mpi_runtime.ABORT_WATCHDOG,
+                      "rank 0: phase 'stuck' exceeded its 0.2 s timeout (watchdog: a rank "
+                      "is stuck, late or gone); aborting the job")]
+    assert 0.2 <= time.monotonic() - started < 2.0
 
 
 @needs_mpiexec

@@ -26,6 +26,7 @@ Everything works without mpiexec as a one-process world.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -124,7 +125,10 @@ class Watchdog:
 
     ``with dog.phase("compositing", 5.0): ...`` arms it; leaving the block disarms it.
     Phases may nest (each has its own deadline). The thread is daemonic, so it never keeps
-    a finished process alive.
+    a finished process alive. It is woken only by a phase due before the deadline it sleeps
+    until: a frame's three phases, each waking it on entry and exit, took 0.10-0.17 ms of a
+    2.8 ms frame (bonsai 256², 2 ranks), the thread's wake-ups contending for the rank's core.
+    A phase that ends leaves the thread asleep; it finds the phase gone when it wakes.
     """
 
     def __init__(self, comm: Any = None) -> None:
@@ -133,6 +137,7 @@ class Watchdog:
         self._active: dict[int, tuple[str, float, float]] = {}  # id -> (phase, timeout, deadline)
         self._next = 0
         self._thread: threading.Thread | None = None
+        self._sleeps_until = math.inf  # the deadline the thread waits for (inf: none)
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -143,13 +148,13 @@ class Watchdog:
         with self._cond:
             while True:
                 if not self._active:
+                    self._sleeps_until = math.inf
                     self._cond.wait()
                     continue
-                key, (name, timeout, deadline) = min(
-                    self._active.items(), key=lambda item: item[1][2]
-                )
+                name, timeout, deadline = min(self._active.values(), key=lambda p: p[2])
                 left = deadline - time.monotonic()
                 if left > 0:
+                    self._sleeps_until = deadline
                     self._cond.wait(left)
                     continue
                 comm = _comm(self._comm)
@@ -173,14 +178,15 @@ class Watchdog:
             self._start()
             key = self._next
             self._next += 1
-            self._active[key] = (name, float(timeout), time.monotonic() + timeout)
-            self._cond.notify()
+            deadline = time.monotonic() + timeout
+            self._active[key] = (name, float(timeout), deadline)
+            if deadline < self._sleeps_until:
+                self._cond.notify()
         try:
             yield
         finally:
             with self._cond:
                 self._active.pop(key, None)
-                self._cond.notify()
 
 
 _DOG: Watchdog | None = None
