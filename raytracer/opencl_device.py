@@ -183,8 +183,9 @@ def _match(spec: str, found: list[tuple[DeviceInfo, cl.Device]]) -> list[tuple[D
         p, d = (int(x) for x in spec.split(":", 1))
         return [(i, dv) for i, dv in found if (i.platform_index, i.device_index) == (p, d)]
     s = spec.lower()
-    return [(i, d) for i, d in found
-            if s in i.name.lower() or s in i.platform.lower() or s == i.runtime]
+    named = [(i, d) for i, d in found
+             if s in i.name.lower() or s in i.platform.lower() or s == i.runtime]
+    return sorted(named, key=lambda m: not m[0].builds)  # one that builds first (stable)
 
 
 def compute_units_request(value: int | None = None) -> int | None:

@@ -123,6 +123,20 @@ def test_forcing_a_device_that_cannot_build_names_it_and_the_way_out(monkeypatch
         od.choose_device("0:0")
 
 
+def test_a_runtime_named_picks_one_of_its_devices_that_builds(monkeypatch):
+    """Two PoCLs (pip's, which cannot build on a CPU its LLVM does not know, and the
+    system's): ``pocl`` names the one that builds, whichever the loader lists first."""
+    fake = [(_info(0, "CPU", "pocl", builds=False, name="pip-pocl"), object()),
+            (_info(1, "CPU", "intel-cpu"), object()),
+            (_info(2, "CPU", "pocl", name="system-pocl"), object())]
+    monkeypatch.setattr(od, "_all_devices", lambda: fake)
+    monkeypatch.delenv(od.DEVICE_ENV, raising=False)
+    monkeypatch.delenv(rt.COMPUTE_UNITS_ENV, raising=False)
+    assert od.choose_device("pocl")[0].name == "system-pocl"
+    with pytest.raises(DeviceError, match="0:0 pip-pocl"):
+        od.choose_device("0:0")  # asked for by index: that device, with its error
+
+
 # ---------------------------------------------------------------- measured traits
 
 
