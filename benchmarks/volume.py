@@ -3,7 +3,8 @@ figures, and strong scaling of the distributed renderer over 1..8 ranks.
 
 - ``raycast``: bonsai 256³ at 512² (256² with ``--quick``), unshaded emission-absorption, the
   volume's transfer function, sample distance 1 voxel, on the same views. Ours: the
-  whole-volume :class:`~raytracer.volume.raycaster.Raycaster` (PoCL). VTK:
+  whole-volume :class:`~raytracer.volume.raycaster.Raycaster` on one device of every OpenCL
+  runtime that builds here (``--device``: one device), each against VTK in the same process. VTK:
   ``vtkFixedPointVolumeRayCastMapper`` rendered offscreen (EGL) with the same colour and
   opacity points, opacity unit distance and sample distance, automatic sample-distance
   adjustment off. Both terminate rays at full opacity (VTK's fixed-point accumulation stops
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results" / "volume_cpu.json"
+RESULTS = Path(__file__).resolve().parent / "results"  # volume_<runtimes>.json
 MARK = "VOLUME-BENCH "
 VTK_ERT = 1.0 - 2.0**-15  # VTK's fixed-point ray caster stops at this accumulated opacity
 VTK_REFERENCE_2T_S = 0.14  # VTK fixed-point, bonsai 256³ at 512², 2 threads, first dev machine
@@ -208,17 +209,17 @@ def worker_raycast(volume_name: str, size: int, threads: int, repeats: int, nvie
 
 
 def run_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews: int,
-                images: str) -> dict[str, Any]:
-    """The raycast part for one thread count, in its own process (PoCL reads its thread count
-    once, at start-up)."""
-    env = {**os.environ, "AUTOTUNE_COMPUTE_UNITS": str(threads)}
+                images: str, device: str) -> dict[str, Any]:
+    """The raycast part for one device and thread count, in its own process (PoCL reads its
+    thread count once, at start-up)."""
+    env = {**os.environ, "AUTOTUNE_COMPUTE_UNITS": str(threads), "AUTOTUNE_DEVICE": device}
     cmd = [sys.executable, "-m", "benchmarks.volume", "--worker", "raycast", volume_name,
            str(size), str(threads), str(repeats), str(nviews), images]
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])
-    raise RuntimeError(f"raycast benchmark at {threads} thread(s) failed (exit "
+    raise RuntimeError(f"raycast benchmark on {device} at {threads} thread(s) failed (exit "
                        f"{done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
 
 
@@ -304,27 +305,30 @@ def worker_main(argv: list[str]) -> int:
 def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The goals block, from the figures."""
     out: dict[str, Any] = {}
-    for t, part in figures["raycast"]["by_threads"].items():
-        value = part["speedup_vs_vtk"]
-        out[f"raycast_vs_vtk_{t}_thread{'s' if t != '1' else ''}"] = {
-            "value": value, "goal": ">= 1.5", "met": bool(value >= 1.5),
-            "what": f"VTK fixed-point CPU ray caster time / ours, {figures['raycast']['volume']} "
-                    f"at {figures['raycast']['size']}², {t} thread(s) each, geometric mean over "
-                    f"views, interleaved in one process",
-        }
-    worst = min(v["image_ssim"] for p in figures["raycast"]["by_threads"].values()
-                for v in p["views"])
+    for runtime, raycast in figures["raycast"].items():
+        for t, part in raycast["by_threads"].items():
+            value = part["speedup_vs_vtk"]
+            out[f"{runtime}_raycast_vs_vtk_{t}_thread{'s' if t != '1' else ''}"] = {
+                "value": value, "goal": ">= 1.5", "met": bool(value >= 1.5),
+                "what": f"VTK fixed-point CPU ray caster time / ours on {runtime}, "
+                        f"{raycast['volume']} at {raycast['size']}², {t} thread(s) each, "
+                        f"geometric mean over views, interleaved in one process",
+            }
+    worst = min(v["image_ssim"] for raycast in figures["raycast"].values()
+                for p in raycast["by_threads"].values() for v in p["views"])
     out["same_image_as_vtk"] = {
         "value": worst, "goal": ">= 0.9", "met": bool(worst >= 0.9),
-        "what": "lowest SSIM between our frame and VTK's over the views (both 8-bit RGB over "
-                "black): they render the same thing",
+        "what": "lowest SSIM between our frame and VTK's over the runtimes and views (both "
+                "8-bit RGB over black): they render the same thing",
     }
     if "compositing" in figures:
         out.update(figures["compositing"]["goals"])
     return out
 
 
-def summarize_raycast(parts: list[dict[str, Any]], volume: str, size: int) -> dict[str, Any]:
+def summarize_raycast(parts: list[dict[str, Any]], volume: str, size: int,
+                      device: str) -> dict[str, Any]:
+    """One device's raycast runs: per thread count the geometric mean ratio over the views."""
     by = {}
     for p in parts:
         ratios = [v["speedup_vs_vtk"] for v in p["views"]]
@@ -338,25 +342,26 @@ def summarize_raycast(parts: list[dict[str, Any]], volume: str, size: int) -> di
             "vtk_lattice_Msamples_per_s": float(np.mean(
                 [v["vtk_lattice_Msamples_per_s"] for v in p["views"]])),
         }
-    return {"volume": volume, "size": size, "step_voxels": 1.0, "ert": VTK_ERT,
-            "vtk_reference_2_threads_s": VTK_REFERENCE_2T_S, "by_threads": by}
+    return {"device": device, "volume": volume, "size": size, "step_voxels": 1.0,
+            "ert": VTK_ERT, "vtk_reference_2_threads_s": VTK_REFERENCE_2T_S, "by_threads": by}
 
 
-def plot_images(images: Path, figures: dict[str, Any], folder: Path) -> None:
-    """Both renderers' frames as PNGs and side by side with their difference."""
+def plot_images(images: Path, raycast: dict[str, Any], runtime: str, folder: Path) -> None:
+    """Both renderers' frames of one runtime's run as PNGs and side by side with their
+    difference."""
     from autotune.app.report import pyplot
     from autotune.atomic_files import save_figure, save_png
 
     plt = pyplot()
-    t = max(figures["raycast"]["by_threads"], key=int)
-    part = figures["raycast"]["by_threads"][t]
+    t = max(raycast["by_threads"], key=int)
+    part = raycast["by_threads"][t]
     n = len(part["views"])
     fig, axes = plt.subplots(n, 3, figsize=(9.6, 3.3 * n), squeeze=False)
     for v in range(n):
         a = np.load(images / f"ours_t{t}_v{v}.npy")
         b = np.load(images / f"vtk_t{t}_v{v}.npy")
-        save_png(a, folder / f"raycast_ours_view{v}.png")
-        save_png(b, folder / f"raycast_vtk_view{v}.png")
+        save_png(a, folder / f"raycast_ours_{runtime}_view{v}.png")
+        save_png(b, folder / f"raycast_vtk_{runtime}_view{v}.png")
         diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).max(axis=2)
         info = part["views"][v]
         for ax, img, title in (
@@ -367,10 +372,10 @@ def plot_images(images: Path, figures: dict[str, Any], folder: Path) -> None:
                       vmin=0, vmax=max(1, int(diff.max())) if img.ndim == 2 else None)
             ax.set_title(title, fontsize=9)
             ax.axis("off")
-    fig.suptitle(f"{figures['raycast']['volume']} {figures['raycast']['size']}², {t} thread(s), "
+    fig.suptitle(f"{raycast['volume']} {raycast['size']}², ours on {runtime}, {t} thread(s), "
                  f"step 1 voxel", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, folder / "raycast_vs_vtk.png")
+    save_figure(fig, folder / f"raycast_vs_vtk_{runtime}.png")
 
 
 def plot_scaling(figures: dict[str, Any], path: Path) -> None:
@@ -420,7 +425,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-ranks", type=int, default=None, help="largest rank count")
     parser.add_argument("--parts", default="raycast,compositing,scaling",
                         help="comma-separated subset of raycast, compositing, scaling")
-    parser.add_argument("--save", action="store_true", help=f"also write {RESULTS.name}")
+    parser.add_argument("--device", default=None,
+                        help="one OpenCL device for the raycast part (gpu, cpu, P:D, intel-cpu, "
+                             "pocl, name); default: one device of every runtime that builds here")
+    parser.add_argument("--save", action="store_true",
+                        help=f"also write {RESULTS.name}/volume_<runtimes>.json")
     from autotune.app import options as opt
 
     opt.add_plots(parser, "PNG plots and both renderers' images")
@@ -432,15 +441,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def raycast_part(volume: str, size: int, repeats: int, nviews: int, images: str,
-                 bar: Any) -> dict[str, Any]:
-    """Our ray caster against VTK's on 1 and 2 threads."""
-    runs = []
-    for threads in (1, 2):
-        bar.set_postfix_str(f"raycast vs VTK, {threads} thread(s)")
-        runs.append(run_raycast(volume, size, threads, repeats, nviews, images))
-        bar.update(1)
-    return summarize_raycast(runs, volume, size)
+def raycast_part(volume: str, size: int, repeats: int, nviews: int, images: Path,
+                 devices: list[Any], bar: Any) -> dict[str, Any]:
+    """Our ray caster on each of ``devices`` against VTK's on 1 and 2 threads, by runtime
+    (each runtime's frames in a folder of its own under ``images``)."""
+    out = {}
+    for info in devices:
+        folder = images / info.runtime
+        folder.mkdir()
+        runs = []
+        for threads in (1, 2):
+            bar.set_postfix_str(f"raycast vs VTK, {info.runtime}, {threads} thread(s)")
+            runs.append(run_raycast(volume, size, threads, repeats, nviews, str(folder),
+                                    info.spec))
+            bar.update(1)
+        out[info.runtime] = summarize_raycast(runs, volume, size, info.describe())
+    return out
 
 
 def compositing_part(quick: bool, repeats: int, bar: Any) -> dict[str, Any]:
@@ -515,13 +531,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_ranks:
         counts = [k for k in counts if k <= args.max_ranks]
     frames = 6 if args.quick else 12
-    steps = (2 * ("raycast" in parts) + ("compositing" in parts)
+    devices = []
+    if "raycast" in parts:
+        from raytracer.opencl_device import one_device_per_runtime
+
+        devices = one_device_per_runtime(args.device)
+    steps = (2 * len(devices) + ("compositing" in parts)
              + len(counts) * ("scaling" in parts))
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="autotune-volume-bench-") as images, \
             tqdm(total=steps, file=sys.stderr, desc="bench volume") as bar:
         if "raycast" in parts:
-            figures["raycast"] = raycast_part(args.volume, size, repeats, nviews, images, bar)
+            figures["raycast"] = raycast_part(args.volume, size, repeats, nviews, Path(images),
+                                              devices, bar)
         if "compositing" in parts:
             figures["compositing"] = compositing_part(args.quick, repeats, bar)
         if "scaling" in parts:
@@ -531,8 +553,8 @@ def main(argv: list[str] | None = None) -> int:
             figures.get("compositing", {}).get("goals", {}))
         if args.plots:
             with output_dir(args.plots, args.force) as folder:
-                if "raycast" in figures:
-                    plot_images(Path(images), figures, folder)
+                for runtime, raycast in figures.get("raycast", {}).items():
+                    plot_images(Path(images) / runtime, raycast, runtime, folder)
                 if "scaling" in figures:
                     plot_scaling(figures, folder / "volume_scaling.png")
     emit(stamp(figures, run), args.json,
@@ -540,8 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         from autotune.atomic_files import write_json
 
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        write_json(RESULTS, plain(figures))
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        runtimes = "+".join(figures.get("raycast", {})) or "cpu"
+        write_json(RESULTS / f"volume_{runtimes}.json", plain(figures))
     return 0
 
 
