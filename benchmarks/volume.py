@@ -429,7 +429,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         help="one OpenCL device for the raycast part (gpu, cpu, P:D, intel-cpu, "
                              "pocl, name); default: one device of every runtime that builds here")
     parser.add_argument("--save", action="store_true",
-                        help=f"also write {RESULTS.name}/volume_<runtimes>.json")
+                        help=f"also write {RESULTS.name}/volume_<runtimes>.json "
+                             "(volume.json without the raycast part)")
     from autotune.app import options as opt
 
     opt.add_plots(parser, "PNG plots and both renderers' images")
@@ -563,8 +564,9 @@ def main(argv: list[str] | None = None) -> int:
         from autotune.atomic_files import write_json
 
         RESULTS.mkdir(parents=True, exist_ok=True)
-        runtimes = "+".join(figures.get("raycast", {})) or "cpu"
-        write_json(RESULTS / f"volume_{runtimes}.json", plain(figures))
+        runtimes = "+".join(figures.get("raycast", {}))
+        write_json(RESULTS / (f"volume_{runtimes}.json" if runtimes else "volume.json"),
+                   plain(figures))
     return 0
 
 

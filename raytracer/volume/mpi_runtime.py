@@ -128,7 +128,9 @@ class Watchdog:
     a finished process alive. It is woken only by a phase due before the deadline it sleeps
     until: a frame's three phases, each waking it on entry and exit, took 0.10-0.17 ms of a
     2.8 ms frame (bonsai 256², 2 ranks), the thread's wake-ups contending for the rank's core.
-    A phase that ends leaves the thread asleep; it finds the phase gone when it wakes.
+    A phase that ends leaves the thread asleep; it finds the phase gone when it wakes. (The
+    wake-ups were also scheduling points: without them, two ranks pinned to one core run their
+    kernels largely one after the other instead of taking turns finely.)
     """
 
     def __init__(self, comm: Any = None) -> None:
