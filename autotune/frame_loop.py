@@ -95,7 +95,7 @@ class FrameLoop:
             ctrl = PIController(self.space, self._target, kp=self.pi_gains[0],
                                 ki=self.pi_gains[1])
         else:
-            ctrl = FeedForwardController(self.space, self._target, gain=self.feedback_gain)
+            ctrl = CONTROLLERS[name](self.space, self._target, gain=self.feedback_gain)
         self.tuner = Tuner(self.space, self._predict, self._target, controller=ctrl)
 
     @property
