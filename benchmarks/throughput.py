@@ -29,6 +29,10 @@ theirs in the kernel (normal fetch, offset, normalize; for AO the random numbers
 sin/cos). What that costs is timed beside the ratios: the same kernels with every any-hit
 ``trace()`` call replaced by a use of its ray (:func:`without_traversal_source`), interleaved
 with the rest, so ``ratio_traversal_only`` compares the traversal alone.
+
+``kernel_launches``: how this device launches each kernel (``raytracer/kernel_launches.py``,
+chosen by measurement once per device) and, where it chose other than the default, all four
+phases timed both ways in the same loop (``default_over_chosen``: above 1, the choice pays).
 """
 
 from __future__ import annotations
@@ -54,8 +58,10 @@ from tqdm import tqdm
 from autotune.app.report import emit, plain
 from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
+from raytracer.kernel_launches import DEFAULTS
 from raytracer.opencl_device import one_device_per_runtime
 from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
+from raytracer.phases import PHASES
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer, kernel_source
 
@@ -182,6 +188,9 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     tris = scene.triangles()
     tracer = Tracer(scene, device=device)
     untraced = Tracer(scene, tracer.bvh, device=device, source=without_traversal_source())
+    # the device's kernel launches against the default ones, where it chose others
+    default = (Tracer(scene, tracer.bvh, device=device, launches=DEFAULTS)
+               if tracer.launches.signature else None)
     settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True)
     untraced.render(scene.camera, width, height, settings)  # warm-up; its primary hits
     tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
@@ -209,6 +218,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
 
     best = {f"{who}_{what}": dict.fromkeys(RAY_KINDS, float("inf"))
             for who in ("ours", "embree", "untraced") for what in ("wall", "cpu")}
+    launch_best = {who: dict.fromkeys(PHASES, float("inf")) for who in ("chosen", "default")}
     for _ in range(repeats):  # interleaved: ours' three phases, untraced, Embree's batches
         for kind in RAY_KINDS:
             _, cpu, sec = timed(lambda kind=kind: phase(kind))
@@ -222,6 +232,10 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
             sec, cpu, results[kind] = timed(run)
             best["embree_wall"][kind] = min(best["embree_wall"][kind], sec)
             best["embree_cpu"][kind] = min(best["embree_cpu"][kind], cpu)
+        if default is not None:
+            for who, renderer in (("chosen", tracer), ("default", default)):
+                for p in PHASES:
+                    launch_best[who][p] = min(launch_best[who][p], phase(p, renderer))
     frame = tracer.render(scene.camera, width, height, settings)
     threads = embree_threads(runs["primary"])
 
@@ -264,6 +278,16 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
                                                                    - untraced, 1e-12),
         })
     figures["ours_frame_phase_ms"] = {k: v * 1e3 for k, v in frame.phase_seconds.items()}
+    figures["kernel_launches"] = {"chosen": tracer.launches.signature or "default everywhere"}
+    if default is not None:
+        figures["kernel_launches"].update({
+            "phase_ms": {who: {p: v * 1e3 for p, v in t.items()}
+                         for who, t in launch_best.items()},
+            "default_over_chosen": {p: launch_best["default"][p] / launch_best["chosen"][p]
+                                    for p in PHASES},
+            "frame_default_over_chosen": sum(launch_best["default"].values())
+            / sum(launch_best["chosen"].values()),
+        })
     figures["embree_cpu_per_wall"] = threads
     figures["device"] = tracer.device.name
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

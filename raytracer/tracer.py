@@ -11,13 +11,18 @@ import pyopencl as cl
 
 from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
+from raytracer.kernel_launches import KernelLaunches, Launch, device_launches, with_sub_groups
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
-from raytracer.phases import PHASE_LIST, TILE, TRACING_PHASES
-from raytracer.scene import Scene
+from raytracer.phases import PHASE_LIST, TRACING_PHASES
+from raytracer.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
 KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl")
+KERNELS = tuple(p.kernel for p in PHASE_LIST)
+#: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
+LAUNCH_SCENE = "spheres"
+LAUNCH_SIZE = (320, 180)
 
 
 class TracerError(RuntimeError):
@@ -93,19 +98,28 @@ class Tracer:
     """Renders a scene with OpenCL; phase times come from profiling events."""
 
     def __init__(self, scene: Scene, bvh: BVH | None = None, device: str | None = None,
-                 counters: bool = False, leaf_size: int = 4, source: str | None = None) -> None:
+                 counters: bool = False, leaf_size: int = 4, source: str | None = None,
+                 launches: KernelLaunches | None = None) -> None:
         """``source``: OpenCL C to build instead of :func:`kernel_source` (a variant of the
-        kernels with the same entry points, for measuring what a part of them costs)."""
+        kernels with the same entry points, for measuring what a part of them costs).
+        ``launches``: how each kernel is launched; default: the device's, measured once
+        (:func:`raytracer.kernel_launches.device_launches`)."""
         self.scene = scene
         self.bvh = bvh or build_bvh(scene.triangles(), leaf_size=leaf_size)
         self.device_info, dev = choose_device(device)
+        spec = self.device_info.spec
+        self.launches = launches if launches is not None else device_launches(
+            dev, kernel_source(), KERNELS, lambda options: time_launches(spec, options))
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.counters = counters
+        sizes = {k: self.launches[k].sub_group for k in KERNELS}
         self.program = _build(self.context, build_options(self.device_info, counters),
-                              kernel_source() if source is None else source)
+                              with_sub_groups(kernel_source() if source is None else source,
+                                              sizes))
         self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
+        self._groups = {p.name: self.launches[p.kernel].group for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
@@ -143,8 +157,8 @@ class Tracer:
                                  for v in camera.basis(width, height))
         cam = (eye, top_left, du, dv, np.int32(width), np.int32(height))
         light = np.append(self.scene.light, 0).astype(np.float32)
-        gsize = (math.ceil(width / TILE) * TILE, math.ceil(height / TILE) * TILE)
-        lsize = (TILE, TILE)
+        lsize = self._groups[phase]
+        gsize = (math.ceil(width / lsize[0]) * lsize[0], math.ceil(height / lsize[1]) * lsize[1])
         q, k = self.queue, self._kernels[phase]
         extra = (self._counter_bufs[phase],) if phase in self._counter_bufs else ()
         ao_rays = float(settings.ao_rays)
@@ -190,3 +204,27 @@ class Tracer:
         out = np.empty((h, w, 4), np.float32)
         cl.enqueue_copy(self.queue, out, self._hits).wait()
         return out
+
+
+def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
+    """Seconds of each kernel launched each way in ``candidates`` on ``device`` (a spec), on
+    :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on: best of two after a
+    warm-up frame. A candidate that does not build is left out."""
+    scene = load_scene(LAUNCH_SCENE)
+    bvh = build_bvh(scene.triangles())
+    settings = RenderSettings(ao_rays=2, shadows=True, phong=True)
+    width, height = LAUNCH_SIZE
+    times: dict[Launch, dict[str, float]] = {}
+    for launch in candidates:
+        try:
+            tracer = Tracer(scene, bvh, device=device,
+                            launches=KernelLaunches(dict.fromkeys(KERNELS, launch)))
+        except TracerError:
+            continue
+        tracer.render(scene.camera, width, height, settings)
+        times[launch] = {}
+        for p in PHASE_LIST:
+            runs = [tracer.launch(p.name, scene.camera, width, height, settings) for _ in range(2)]
+            cl.wait_for_events(runs)
+            times[launch][p.kernel] = min((e.profile.end - e.profile.start) * 1e-9 for e in runs)
+    return times

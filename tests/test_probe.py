@@ -69,20 +69,23 @@ def group_max(values: np.ndarray, group: tuple[int, int]) -> np.ndarray:
     return values.reshape(h // rows, rows, w // cols, cols).max(axis=(1, 3))
 
 
-@pytest.mark.parametrize("simd_width", [1, 8, 16])
-def test_group_counts_are_the_kernels_group_maxima(tracers, simd_width):
+@pytest.mark.parametrize(("simd_width", "work_group", "lanes"),
+                         [(1, (8, 8), (1, 1)), (8, (8, 8), (1, 8)), (16, (8, 8), (2, 8)),
+                          (16, (32, 2), (1, 16)), (32, (16, 4), (2, 16))])
+def test_group_counts_are_the_kernels_group_maxima(tracers, simd_width, work_group, lanes):
     """At full resolution the probe's per-thread counts are, per SIMD group of the tracer's
     work-group, the slowest lane of the OpenCL kernel's own counters (not a tautology: the
-    probe's CPU twin, its grouping and its averaging all have to be right)."""
+    probe's CPU twin, its grouping and its averaging all have to be right); a work-group's
+    lanes run along its rows."""
     tracer = tracers("dragon-small", counters=True)
     scene, cam = tracer.scene, tracer.scene.camera
     w_, h_ = 96, 56
     probe = Probe(scene, tracer.bvh, factor=1, ao_samples=2, min_pixels=1,
-                  simd_width=simd_width)
+                  simd_width=simd_width, group=work_group)
     got = probe.measure(cam, w_, h_)
     frame = tracer.render(cam, w_, h_, RenderSettings(2, 0.1, True, False), seed=0)
     group = probe.lane_tile()
-    assert group == ((1, 1) if simd_width == 1 else (max(1, simd_width // 8), min(simd_width, 8)))
+    assert group == lanes
     assert len(probe.tile_corners(w_, h_)) * np.prod(probe.traced_tile()) == w_ * h_  # all
     prim = tracer.hits()[..., 3].copy().view(np.int32)
 

@@ -45,7 +45,11 @@ from raytracer.opencl_device import DeviceInfo
 from raytracer.phases import PHASES, TILE
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer
-from raytracer.tuning.instruction_counts import counts_fingerprint, load_kernel_counts
+from raytracer.tuning.instruction_counts import (
+    counts_fingerprint,
+    kernels_fingerprint,
+    load_kernel_counts,
+)
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import (
     keep_in_memory,
@@ -112,6 +116,7 @@ class Sample:
     phase_seconds: dict[str, float]
     event_seconds: dict[str, float] = field(default_factory=dict)
     scene: str = ""
+    kernels: str = ""  # the kernels that rendered it (instruction_counts.kernels_fingerprint)
 
 
 def calibration_views(scene: Scene, count: int, sky: bool = False) -> list[Camera]:
@@ -140,6 +145,7 @@ def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: 
     ``timer`` defines the measured seconds (default: the device's, see
     :func:`raytracer.tuning.timers.default_timer`)."""
     timer = timer or default_timer(tracer)
+    kernels = kernels_fingerprint(tracer.launches)
     samples = []
     tracer.render(cameras[0], width, height, settings[0])  # warm-up: first launch compiles
     for cam in cameras:
@@ -147,7 +153,7 @@ def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: 
         for s in settings:
             timed = timer.render(tracer, cam, width, height, s)
             samples.append(Sample(workload, s, timed.phase_seconds, timed.event_seconds,
-                                  scene))
+                                  scene, kernels))
             if bar is not None:
                 bar.update(1)
     return samples
@@ -304,6 +310,16 @@ def device_bounds(key: str, measured: float) -> tuple[float, float]:
     return max(centre - math.log(FIT_RANGE), low), min(centre + math.log(FIT_RANGE), high)
 
 
+def samples_kernels(samples: list[Sample]) -> str:
+    """The kernels fingerprint every sample was rendered with (the counts' own where samples
+    do not record one); samples from different kernels or launches cannot make one fit."""
+    found = {s.kernels for s in samples} - {""}
+    if len(found) > 1:
+        raise ValueError(f"calibration samples were rendered by different kernels or kernel "
+                         f"launches ({sorted(found)}); fit each on its own")
+    return found.pop() if found else counts_fingerprint()
+
+
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
                 source: str = "") -> FittedModel:
     """Least-squares fit of what the measured phase times can identify (see the module doc).
@@ -348,7 +364,7 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         miss={p: values[f"miss.{p}"] for p in phases},
         launch={p: values[f"launch.{p}"] for p in phases},
         uncertainty=uncertainty, held=tuple(p.name for p in held),
-        source=source, device_profile=profile.fingerprint(), kernels=counts_fingerprint(),
+        source=source, device_profile=profile.fingerprint(), kernels=samples_kernels(samples),
         device_figures=figures)
     out = FittedModel(profile, calibration)
     errors = model_errors(out, counts, samples)

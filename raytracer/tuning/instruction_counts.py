@@ -18,6 +18,7 @@ from typing import Any
 
 from models.json_file import read_json
 from models.raytrace_cost import LoopCounts
+from raytracer.kernel_launches import KernelLaunches
 
 COUNTS_PATH = Path(__file__).resolve().parent / "data" / "kernel_counts.json"
 LOOP_FIELDS = tuple(f.name for f in fields(LoopCounts))
@@ -84,6 +85,14 @@ def counts_fingerprint(path: str | Path | None = None) -> str:
     """The counts file's kernel-source SHA-256: what a calibration fitted with these counts
     records (``AppCalibration.kernels``)."""
     return _read_document(Path(path) if path is not None else COUNTS_PATH)["source_sha256"]
+
+
+def kernels_fingerprint(launches: KernelLaunches, path: str | Path | None = None) -> str:
+    """What a calibration is fitted for (``AppCalibration.kernels``): the counts' kernel-source
+    SHA-256, then the kernels launched other than by default (a kernel's time depends on both;
+    see ``raytracer/kernel_launches.py``)."""
+    signature = launches.signature
+    return counts_fingerprint(path) + (f" {signature}" if signature else "")
 
 
 def counts_are_current(path: str | Path | None = None, source: str | None = None) -> bool:

@@ -49,13 +49,14 @@ class Probe:
 
     ``simd_width`` (lanes that run in lockstep on the rendering device) defaults to the width of
     the device a default :class:`~raytracer.tracer.Tracer` would use, looked up on first use;
-    :meth:`for_tracer` takes it from a tracer. ``ao_radius`` must be the renderer's (a
+    ``group`` is the traversal kernels' work-group (x, y). :meth:`for_tracer` takes both from a
+    tracer. ``ao_radius`` must be the renderer's (a
     :class:`~raytracer.tuning.tuned_renderer.TunedRenderer` keeps the two tied).
     """
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
                  ao_radius: float = 0.1, min_pixels: int = 160 * 90,
-                 simd_width: int | None = None) -> None:
+                 simd_width: int | None = None, group: tuple[int, int] = (TILE, TILE)) -> None:
         if factor < 1 or ao_samples < 1:
             raise ValueError(f"probe factor and ao_samples must be >= 1, "
                              f"got {factor}, {ao_samples}")
@@ -66,14 +67,19 @@ class Probe:
         self.ao_radius = ao_radius
         self.min_pixels = min_pixels
         self._simd_width = simd_width
+        self.group = group
         self._normals = packed_normals(scene, bvh)
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
 
     @classmethod
     def for_tracer(cls, tracer, **options) -> Probe:
-        """A probe of ``tracer``'s scene and BVH with its device's SIMD width."""
-        options.setdefault("simd_width", tracer.device_info.simd_width)
+        """A probe of ``tracer``'s scene and BVH, grouped as its primary rays are launched: in
+        the launch's sub-groups, else the device's SIMD width (the traversal kernels launch
+        alike on every device measured, see ``raytracer/kernel_launches.py``)."""
+        launch = tracer.launches["primary"]
+        options.setdefault("simd_width", launch.sub_group or tracer.device_info.simd_width)
+        options.setdefault("group", launch.group)
         return cls(tracer.scene, tracer.bvh, **options)
 
     @property
@@ -96,9 +102,11 @@ class Probe:
         return max(1, round(width / f)), max(1, round(height / f))
 
     def lane_tile(self) -> tuple[int, int]:
-        """Frame pixels (rows, columns) of one SIMD group: the tracer's 8x8 work-group runs
-        lanes along rows of 8 pixels, ``simd_width`` at a time."""
-        return min(max(self.simd_width // TILE, 1), TILE), min(self.simd_width, TILE)
+        """Frame pixels (rows, columns) of one SIMD group: a work-group of ``group`` pixels runs
+        its lanes along its rows, ``simd_width`` at a time."""
+        gx, gy = self.group
+        cols = min(self.simd_width, gx)
+        return min(max(self.simd_width // cols, 1), gy), cols
 
     def traced_tile(self) -> tuple[int, int]:
         """Frame pixels (rows, columns) traced per lattice point: one SIMD group, two one-lane

@@ -148,7 +148,8 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
             continue
         if kernels and calibration.kernels and calibration.kernels != kernels:
             _warn(f"{where}: fitted for other kernels than these (their instruction counts "
-                  f"changed since); ignoring it, recalibrate with `autotune calibrate`")
+                  f"or how they are launched changed since: {calibration.kernels!r}, now "
+                  f"{kernels!r}); ignoring it, recalibrate with `autotune calibrate`")
             continue
         if not calibration.matches(profile):
             _warn(f"{where}: fitted with another device profile of {profile.name!r} than the "

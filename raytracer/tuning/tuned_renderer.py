@@ -43,7 +43,7 @@ from raytracer.camera import Camera
 from raytracer.phases import TILE
 from raytracer.scene import Scene
 from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
-from raytracer.tuning.instruction_counts import counts_fingerprint, load_kernel_counts
+from raytracer.tuning.instruction_counts import kernels_fingerprint, load_kernel_counts
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import find_app_calibration, find_device_profile
 
@@ -116,7 +116,8 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
     info = tracer.device_info
     profile = find_device_profile(info.name, info.driver)
     if profile is not None:
-        calibration = find_app_calibration(profile, RENDERER, PHASES, counts_fingerprint())
+        calibration = find_app_calibration(profile, RENDERER, PHASES,
+                                           kernels_fingerprint(tracer.launches))
     if profile is None or calibration is None:
         from raytracer.tuning.calibration_fit import (
             calibrate,  # deferred: only when no calibration exists

@@ -1,0 +1,184 @@
+"""How each tracer kernel is launched on a device: its work-group shape and, where the driver
+takes one, a required sub-group size; chosen per device by timing the candidates once, cached.
+
+Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
+decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,
+one compute unit): the shade kernel runs one work-item at a time in every group shape (38 ms);
+asked for sub-groups of 16 (``cl_intel_required_subgroup_size``) in 32x2 groups it runs in
+lanes, 14.7 ms, the image bit-identical. The traversal kernels run one work-item at a time too
+(with the runtime's vectorizer turned off, ``CL_CONFIG_CPU_VECTORIZER_MODE=1``, their times do
+not change), and in lanes they are 12-15x slower, so measurement keeps the default for them.
+On a device without the extension (PoCL, GPU drivers) the default is the only candidate and
+nothing is measured.
+
+Every candidate is a 64-item group (the cost model's threads per block). A candidate replaces
+the default, or one listed before it, only when it is faster by more than :data:`MARGIN`
+(:func:`choose`), so that timing noise does not flip a choice between runs or machines of one
+kind: calibrations record the choice they were fitted with (:attr:`KernelLaunches.signature`).
+The choice lives in ``<cache>/launches/<device key>-<source digest>.json``; another device,
+driver, CPU or kernel source measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyopencl as cl
+
+from raytracer.device_traits import traits_key
+from raytracer.opencl_runtimes import cache_dir
+from raytracer.phases import TILE
+
+SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
+SUB_GROUP_SIZES = (8, 16, 32)
+SHAPES = ((TILE, TILE), (16, 4), (32, 2))  # 64 work-items each
+MARGIN = 0.9  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
+CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One way to launch a kernel: work-group (x, y) and required sub-group size (0: the
+    driver's choice)."""
+
+    group: tuple[int, int] = (TILE, TILE)
+    sub_group: int = 0
+
+    @property
+    def label(self) -> str:
+        shape = f"{self.group[0]}x{self.group[1]}"
+        return f"{shape}/sg{self.sub_group}" if self.sub_group else shape
+
+
+DEFAULT = Launch()
+
+
+@dataclass(frozen=True)
+class KernelLaunches:
+    """The launch of every kernel of a program (kernels not named launch by default)."""
+
+    by_kernel: Mapping[str, Launch]
+
+    def __getitem__(self, kernel: str) -> Launch:
+        return self.by_kernel.get(kernel, DEFAULT)
+
+    @property
+    def signature(self) -> str:
+        """``kernel=label`` for each kernel not launched by default ("" when none is)."""
+        return " ".join(f"{k}={v.label}" for k, v in sorted(self.by_kernel.items())
+                        if v != DEFAULT)
+
+
+DEFAULTS = KernelLaunches({})
+
+
+def candidates(extensions: str) -> list[Launch]:
+    """The default, and with the sub-group extension every sub-group size in every shape whose
+    rows hold whole sub-groups."""
+    out = [DEFAULT]
+    if SUB_GROUP_EXTENSION in extensions.split():
+        out += [Launch(shape, size) for size in SUB_GROUP_SIZES for shape in SHAPES
+                if shape[0] % size == 0]
+    return out
+
+
+def with_sub_groups(source: str, sizes: Mapping[str, int]) -> str:
+    """``source`` with ``intel_reqd_sub_group_size(n)`` on each kernel named in ``sizes``
+    (n > 0). A kernel defined twice is an error; one not defined is left to the build to
+    report."""
+    for kernel, size in sizes.items():
+        if size <= 0:
+            continue
+        pattern = re.compile(rf"__kernel\s+void\s+{re.escape(kernel)}\s*\(")
+        source, n = pattern.subn(
+            f"__kernel __attribute__((intel_reqd_sub_group_size({size}))) void {kernel}(",
+            source)
+        if n > 1:
+            raise ValueError(f"kernel {kernel!r} is defined {n} times in the source")
+    return source
+
+
+def choose(seconds: Mapping[Launch, float]) -> Launch:
+    """The first launch (in ``seconds``' order, the default first) whose time is within
+    1 / :data:`MARGIN` of the fastest: a launch replaces an earlier one only when clearly
+    faster, so that timing noise does not flip the choice."""
+    finite = [(k, v) for k, v in seconds.items() if math.isfinite(v)]
+    if not finite:
+        return DEFAULT
+    best = min(v for _, v in finite)
+    return next(k for k, v in finite if v * MARGIN <= best)
+
+
+#: timing of candidates: {launch: {kernel: seconds}} (a candidate that cannot build: absent)
+Measure = Callable[[list[Launch]], Mapping[Launch, Mapping[str, float]]]
+
+
+def choose_all(kernels: Iterable[str], times: Mapping[Launch, Mapping[str, float]]
+               ) -> KernelLaunches:
+    """Each kernel's :func:`choose` over the candidates timed for it."""
+    return KernelLaunches({k: choose({launch: t[k] for launch, t in times.items() if k in t})
+                           for k in kernels})
+
+
+def _cache_path(device: cl.Device, source: str) -> Path:
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return cache_dir() / "launches" / f"{traits_key(device)}-{digest}.json"
+
+
+def _load(path: Path, kernels: tuple[str, ...]) -> KernelLaunches | None:
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") != CACHE_VERSION or sorted(data["launches"]) != sorted(kernels):
+            return None
+        return KernelLaunches({k: Launch(tuple(v["group"]), int(v["sub_group"]))
+                               for k, v in data["launches"].items()})
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent or unreadable: measure again and overwrite
+
+
+def _store(path: Path, launches: KernelLaunches, times: Mapping[Launch, Mapping[str, float]]
+           ) -> None:
+    """Write the cache atomically (with the times that chose it); an unwritable cache is
+    skipped."""
+    doc = {"version": CACHE_VERSION,
+           "launches": {k: {"group": list(v.group), "sub_group": v.sub_group}
+                        for k, v in launches.by_kernel.items()},
+           "seconds": {launch.label: dict(t) for launch, t in times.items()}}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+_memo: dict[Path, KernelLaunches] = {}
+
+
+def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
+                    measure: Measure) -> KernelLaunches:
+    """The cached launches of ``source``'s ``kernels`` on ``device``; measured on first use
+    with ``measure`` where the device has more than one candidate."""
+    options = candidates(device.extensions)
+    if len(options) == 1:
+        return DEFAULTS
+    path = _cache_path(device, source)
+    if path in _memo:
+        return _memo[path]
+    launches = _load(path, kernels)
+    if launches is None:
+        times = measure(options)
+        launches = choose_all(kernels, times)
+        _store(path, launches, times)
+    _memo[path] = launches
+    return launches

@@ -1,0 +1,135 @@
+"""Kernel launches chosen per device by measurement: the candidates, the choice, its cache, and
+on the device at hand, that the chosen launches render the image the default ones do."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from raytracer import kernel_launches as kl
+from raytracer.kernel_launches import DEFAULT, KernelLaunches, Launch
+from raytracer.tracer import KERNELS, RenderSettings, Tracer, kernel_source
+from raytracer.tuning.calibration_fit import Sample, samples_kernels
+from raytracer.tuning.instruction_counts import counts_fingerprint, kernels_fingerprint
+
+SG = kl.SUB_GROUP_EXTENSION
+
+
+class FakeDevice:
+    """What device_launches reads of a cl.Device: its extensions and its cache key's fields."""
+
+    def __init__(self, extensions: str) -> None:
+        self.extensions = extensions
+        self.name, self.driver_version, self.type = "Fake CPU", "1.0", 0
+
+        class Platform:
+            name = "Fake platform"
+
+        self.platform = Platform()
+
+
+def test_candidates_need_the_sub_group_extension():
+    assert kl.candidates("cl_khr_fp64 cl_khr_icd") == [DEFAULT]
+    found = kl.candidates(f"cl_khr_fp64 {SG} cl_khr_icd")
+    assert found[0] == DEFAULT and len(found) == len(set(found)) == 7
+    for launch in found:
+        gx, gy = launch.group
+        assert gx * gy == 64  # the cost model's threads per block
+        assert launch.sub_group == 0 or gx % launch.sub_group == 0  # rows of whole sub-groups
+    assert {c.sub_group for c in found} == {0, 8, 16, 32}
+
+
+def test_sub_group_attribute_goes_on_the_named_kernels_only():
+    source = kernel_source()
+    out = kl.with_sub_groups(source, {"shade": 16, "primary": 0})
+    assert out.count("intel_reqd_sub_group_size") == 1
+    assert "__kernel __attribute__((intel_reqd_sub_group_size(16))) void shade(" in out
+    assert out.replace("__attribute__((intel_reqd_sub_group_size(16))) ", "") == source
+    assert kl.with_sub_groups(source, {}) == source
+    with pytest.raises(ValueError, match="'k' is defined 2 times"):
+        kl.with_sub_groups("__kernel void k(int a) {}\n__kernel void k(int b) {}", {"k": 8})
+
+
+def test_choice_keeps_the_earlier_launch_unless_clearly_slower():
+    a, b, c = DEFAULT, Launch((16, 4), 16), Launch((32, 2), 16)
+    assert kl.choose({a: 1.0, b: 0.95, c: 0.93}) == a  # within the margin: noise
+    assert kl.choose({a: 1.0, b: 0.40, c: 0.38}) == b  # a near tie later: the earlier one
+    assert kl.choose({a: 1.0, b: 0.40, c: 0.30}) == c
+    assert kl.choose({a: 0.05, b: 0.6, c: math.inf}) == a
+    assert kl.choose({b: 0.5, c: 0.2}) == c  # the default did not run
+    assert kl.choose({}) == DEFAULT
+    launches = kl.choose_all(("x", "y"), {a: {"x": 1.0, "y": 1.0}, b: {"x": 0.5, "y": 1.2}})
+    assert launches["x"] == b and launches["y"] == a and launches["z"] == DEFAULT
+    assert launches.signature == "x=16x4/sg16"
+    assert KernelLaunches({"x": a}).signature == ""
+
+
+def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "one"))
+    fast = Launch((32, 2), 16)
+    calls = []
+
+    def measure(options):
+        calls.append(list(options))
+        return {o: {"k": 1.0 if o != fast else 0.25, "j": 1.0} for o in options}
+
+    device = FakeDevice(f"cl_khr_icd {SG}")
+    got = kl.device_launches(device, "source A", ("k", "j"), measure)
+    assert got["k"] == fast and got["j"] == DEFAULT and len(calls) == 1
+    assert calls[0] == kl.candidates(device.extensions)
+    assert kl.device_launches(device, "source A", ("k", "j"), measure) is got  # memo
+    (cached,) = (tmp_path / "one" / "launches").iterdir()
+    doc = json.loads(cached.read_text())
+    assert doc["launches"]["k"] == {"group": [32, 2], "sub_group": 16}
+    assert doc["seconds"]["32x2/sg16"]["k"] == 0.25  # the times that chose it
+    # another process (another cache folder holding the same file): read, not measured
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "two"))
+    (tmp_path / "two" / "launches").mkdir(parents=True)
+    shutil.copy(cached, tmp_path / "two" / "launches" / cached.name)
+    assert kl.device_launches(device, "source A", ("k", "j"), measure).by_kernel == got.by_kernel
+    assert len(calls) == 1
+    # another kernel source, or a corrupt file: measured again
+    kl.device_launches(device, "source B", ("k", "j"), measure)
+    assert len(calls) == 2
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "three"))
+    (tmp_path / "three" / "launches").mkdir(parents=True)
+    (tmp_path / "three" / "launches" / cached.name).write_text("{not json")
+    kl.device_launches(device, "source A", ("k", "j"), measure)
+    assert len(calls) == 3
+
+
+def test_a_device_without_the_extension_measures_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
+    got = kl.device_launches(FakeDevice("cl_khr_icd"), "s", ("k",), lambda o: pytest.fail())
+    assert got["k"] == DEFAULT and not any(tmp_path.iterdir())
+
+
+def test_calibration_records_the_launches_its_frames_ran_with():
+    assert kernels_fingerprint(kl.DEFAULTS) == counts_fingerprint()
+    chosen = KernelLaunches({"shade": Launch((16, 4), 16)})
+    assert kernels_fingerprint(chosen) == counts_fingerprint() + " shade=16x4/sg16"
+    sample = Sample(None, RenderSettings(), {})
+    assert samples_kernels([sample]) == counts_fingerprint()  # samples that record none
+    tagged = [Sample(None, RenderSettings(), {}, kernels=k) for k in ("a", "a", "")]
+    assert samples_kernels(tagged) == "a"
+    with pytest.raises(ValueError, match="different kernels"):
+        samples_kernels(tagged + [Sample(None, RenderSettings(), {}, kernels="b")])
+
+
+def test_chosen_launches_render_the_default_image(tracers):
+    """Whatever this device chose (sub-groups, other group shapes), the image, hits and
+    phase set are the default launches' exactly."""
+    chosen = tracers("dragon-small")
+    assert set(chosen.launches.by_kernel) <= set(KERNELS)
+    plain = Tracer(chosen.scene, chosen.bvh, launches=kl.DEFAULTS)
+    settings = RenderSettings(3, 0.1, True, True)
+    cam = chosen.scene.camera
+    a = chosen.render(cam, 100, 60, settings, seed=3)  # sizes not multiples of any group
+    b = plain.render(cam, 100, 60, settings, seed=3)
+    assert np.array_equal(a.image, b.image)
+    assert np.array_equal(chosen.hits().view(np.uint32), plain.hits().view(np.uint32))  # bits
+    assert a.phase_seconds.keys() == b.phase_seconds.keys()
