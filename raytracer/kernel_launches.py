@@ -4,17 +4,18 @@ takes one, a required sub-group size; chosen per device by timing the candidates
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
 decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,
 one compute unit): the shade kernel runs one work-item at a time in every group shape (38 ms);
-asked for sub-groups of 16 (``cl_intel_required_subgroup_size``) in 32x2 groups it runs in
-lanes, 14.7 ms, the image bit-identical. The traversal kernels run one work-item at a time too
+asked for sub-groups of 16 (``cl_intel_required_subgroup_size``) in 16x4 groups it runs in
+lanes, 16.2 ms, the image bit-identical. The traversal kernels run one work-item at a time too
 (with the runtime's vectorizer turned off, ``CL_CONFIG_CPU_VECTORIZER_MODE=1``, their times do
 not change), and in lanes they are 12-15x slower, so measurement keeps the default for them.
-On a device without the extension (PoCL, GPU drivers) the default is the only candidate and
-nothing is measured.
+On a device without the extension (PoCL, GPU drivers) only the group shapes are candidates.
 
 Every candidate is a 64-item group (the cost model's threads per block). A candidate replaces
 the default, or one listed before it, only when it is faster by more than :data:`MARGIN`
-(:func:`choose`), so that timing noise does not flip a choice between runs or machines of one
-kind: calibrations record the choice they were fitted with (:attr:`KernelLaunches.signature`).
+(:func:`choose`), and the device's SIMD width is the first sub-group size tried (8 and 16 time
+within 5 % of each other for the shade kernel, and a plain "fastest" flipped between them), so
+that timing noise does not flip a choice between runs or machines of one kind: calibrations
+record the choice they were fitted with (:attr:`KernelLaunches.signature`).
 The choice lives in ``<cache>/launches/<device key>-<source digest>.json``; another device,
 driver, CPU or kernel source measures again.
 """
@@ -80,13 +81,14 @@ class KernelLaunches:
 DEFAULTS = KernelLaunches({})
 
 
-def candidates(extensions: str) -> list[Launch]:
-    """The default, and with the sub-group extension every sub-group size in every shape whose
-    rows hold whole sub-groups."""
-    out = [DEFAULT]
+def candidates(extensions: str, simd_width: int = 0) -> list[Launch]:
+    """Every shape left to the driver (the default first); with the sub-group extension, then
+    each sub-group size in the shape whose rows are one sub-group wide (8x8, 16x4, 32x2), the
+    device's SIMD width first (the preferred one of sizes that time alike)."""
+    out = [Launch(shape) for shape in SHAPES]
     if SUB_GROUP_EXTENSION in extensions.split():
-        out += [Launch(shape, size) for size in SUB_GROUP_SIZES for shape in SHAPES
-                if shape[0] % size == 0]
+        sized = [Launch(shape, shape[0]) for shape in SHAPES if shape[0] in SUB_GROUP_SIZES]
+        out += sorted(sized, key=lambda launch: launch.sub_group != simd_width)
     return out
 
 
@@ -166,12 +168,10 @@ _memo: dict[Path, KernelLaunches] = {}
 
 
 def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
-                    measure: Measure) -> KernelLaunches:
-    """The cached launches of ``source``'s ``kernels`` on ``device``; measured on first use
-    with ``measure`` where the device has more than one candidate."""
-    options = candidates(device.extensions)
-    if len(options) == 1:
-        return DEFAULTS
+                    measure: Measure, simd_width: int = 0) -> KernelLaunches:
+    """The cached launches of ``source``'s ``kernels`` on ``device`` (whose lanes are
+    ``simd_width`` wide), measured with ``measure`` on first use."""
+    options = candidates(device.extensions, simd_width)
     path = _cache_path(device, source)
     if path in _memo:
         return _memo[path]

@@ -22,7 +22,9 @@ KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
 #: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
 LAUNCH_SCENE = "spheres"
-LAUNCH_SIZE = (320, 180)
+LAUNCH_SIZE = (640, 360)
+LAUNCH_ROUNDS = 3  # timed, after a warm-up round
+LAUNCH_PRUNE = 2.0
 
 
 class TracerError(RuntimeError):
@@ -109,7 +111,8 @@ class Tracer:
         self.device_info, dev = choose_device(device)
         spec = self.device_info.spec
         self.launches = launches if launches is not None else device_launches(
-            dev, kernel_source(), KERNELS, lambda options: time_launches(spec, options))
+            dev, kernel_source(), KERNELS, lambda options: time_launches(spec, options),
+            self.device_info.simd_width)
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -208,23 +211,31 @@ class Tracer:
 
 def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
     """Seconds of each kernel launched each way in ``candidates`` on ``device`` (a spec), on
-    :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on: best of two after a
-    warm-up frame. A candidate that does not build is left out."""
+    :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on: rounds over all candidates
+    (so a slow stretch of the machine hits them alike), the first a warm-up, the best of the
+    others kept; a launch already :data:`LAUNCH_PRUNE` times the best of its kernel is not run
+    again. A candidate that does not build is left out."""
     scene = load_scene(LAUNCH_SCENE)
     bvh = build_bvh(scene.triangles())
     settings = RenderSettings(ao_rays=2, shadows=True, phong=True)
     width, height = LAUNCH_SIZE
-    times: dict[Launch, dict[str, float]] = {}
+    tracers = {}
     for launch in candidates:
         try:
-            tracer = Tracer(scene, bvh, device=device,
-                            launches=KernelLaunches(dict.fromkeys(KERNELS, launch)))
+            tracers[launch] = Tracer(scene, bvh, device=device,
+                                     launches=KernelLaunches(dict.fromkeys(KERNELS, launch)))
         except TracerError:
             continue
-        tracer.render(scene.camera, width, height, settings)
-        times[launch] = {}
-        for p in PHASE_LIST:
-            runs = [tracer.launch(p.name, scene.camera, width, height, settings) for _ in range(2)]
-            cl.wait_for_events(runs)
-            times[launch][p.kernel] = min((e.profile.end - e.profile.start) * 1e-9 for e in runs)
+    times = {launch: dict.fromkeys(KERNELS, math.inf) for launch in tracers}
+    for round_ in range(LAUNCH_ROUNDS + 1):
+        for launch, tracer in tracers.items():
+            for p in PHASE_LIST:
+                own, best = times[launch][p.kernel], min(t[p.kernel] for t in times.values())
+                if math.isfinite(own) and own > LAUNCH_PRUNE * best:
+                    continue
+                event = tracer.launch(p.name, scene.camera, width, height, settings)
+                event.wait()
+                if round_ > 0:
+                    seconds = (event.profile.end - event.profile.start) * 1e-9
+                    times[launch][p.kernel] = min(times[launch][p.kernel], seconds)
     return times

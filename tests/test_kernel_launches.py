@@ -32,10 +32,14 @@ class FakeDevice:
         self.platform = Platform()
 
 
-def test_candidates_need_the_sub_group_extension():
-    assert kl.candidates("cl_khr_fp64 cl_khr_icd") == [DEFAULT]
+def test_candidates_are_shapes_and_with_the_extension_sub_groups():
+    shapes = kl.candidates("cl_khr_fp64 cl_khr_icd")
+    assert shapes[0] == DEFAULT and {c.sub_group for c in shapes} == {0} and len(shapes) == 3
     found = kl.candidates(f"cl_khr_fp64 {SG} cl_khr_icd")
-    assert found[0] == DEFAULT and len(found) == len(set(found)) == 7
+    assert found[:3] == shapes and len(found) == len(set(found)) == 6
+    # the device's own SIMD width is the first sub-group size tried (it wins ties)
+    assert kl.candidates(SG, simd_width=16)[3] == Launch((16, 4), 16)
+    assert [c.sub_group for c in kl.candidates(SG, simd_width=32)[3:]] == [32, 8, 16]
     for launch in found:
         gx, gy = launch.group
         assert gx * gy == 64  # the cost model's threads per block
@@ -70,7 +74,7 @@ def test_choice_keeps_the_earlier_launch_unless_clearly_slower():
 
 def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "one"))
-    fast = Launch((32, 2), 16)
+    fast = Launch((16, 4), 16)
     calls = []
 
     def measure(options):
@@ -84,8 +88,8 @@ def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert kl.device_launches(device, "source A", ("k", "j"), measure) is got  # memo
     (cached,) = (tmp_path / "one" / "launches").iterdir()
     doc = json.loads(cached.read_text())
-    assert doc["launches"]["k"] == {"group": [32, 2], "sub_group": 16}
-    assert doc["seconds"]["32x2/sg16"]["k"] == 0.25  # the times that chose it
+    assert doc["launches"]["k"] == {"group": [16, 4], "sub_group": 16}
+    assert doc["seconds"]["16x4/sg16"]["k"] == 0.25  # the times that chose it
     # another process (another cache folder holding the same file): read, not measured
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "two"))
     (tmp_path / "two" / "launches").mkdir(parents=True)
@@ -102,10 +106,16 @@ def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert len(calls) == 3
 
 
-def test_a_device_without_the_extension_measures_nothing(tmp_path, monkeypatch):
+def test_a_device_without_the_extension_measures_shapes_only(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
-    got = kl.device_launches(FakeDevice("cl_khr_icd"), "s", ("k",), lambda o: pytest.fail())
-    assert got["k"] == DEFAULT and not any(tmp_path.iterdir())
+    seen = []
+
+    def measure(options):
+        seen.extend(options)
+        return {o: {"k": 1.0} for o in options}
+
+    got = kl.device_launches(FakeDevice("cl_khr_icd"), "s", ("k",), measure)
+    assert got["k"] == DEFAULT and seen and all(o.sub_group == 0 for o in seen)
 
 
 def test_calibration_records_the_launches_its_frames_ran_with():
