@@ -1,5 +1,6 @@
-"""How each tracer kernel is launched on a device: its work-group shape and, where the driver
-takes one, a required sub-group size; chosen per device by timing the candidates once, cached.
+"""How each kernel (the tracer's four, the volume caster) is launched on a device: its
+work-group shape and, where the driver takes one, a required sub-group size; chosen per device
+by timing the candidates once, cached.
 
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
 decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,
@@ -42,6 +43,8 @@ SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
 SUB_GROUP_SIZES = (8, 16, 32)
 SHAPES = ((TILE, TILE), (16, 4), (32, 2))  # 64 work-items each
 MARGIN = 0.9  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
+ROUNDS = 3  # timed rounds over the candidates, after a warm-up round
+PRUNE = 2.0  # a launch this many times its kernel's best is not timed again
 CACHE_VERSION = 1
 
 
@@ -121,6 +124,26 @@ def choose(seconds: Mapping[Launch, float]) -> Launch:
 
 #: timing of candidates: {launch: {kernel: seconds}} (a candidate that cannot build: absent)
 Measure = Callable[[list[Launch]], Mapping[Launch, Mapping[str, float]]]
+
+
+def time_rounds(launches: list[Launch], kernels: tuple[str, ...],
+                run: Callable[[Launch, str], float]) -> dict[Launch, dict[str, float]]:
+    """The best of ``run(launch, kernel)`` (seconds) for every pair: :data:`ROUNDS` rounds
+    over all launches after a warm-up round, every other round in reverse, so that a slow
+    stretch of the machine (another runtime's workers still spinning, say) does not fall on
+    the same launches each time; a pair already :data:`PRUNE` times the best of its kernel is
+    not run again."""
+    times = {launch: dict.fromkeys(kernels, math.inf) for launch in launches}
+    for round_ in range(ROUNDS + 1):
+        for launch in launches if round_ % 2 == 0 else launches[::-1]:
+            for kernel in kernels:
+                own = times[launch][kernel]
+                if math.isfinite(own) and own > PRUNE * min(t[kernel] for t in times.values()):
+                    continue
+                seconds = run(launch, kernel)
+                if round_ > 0:
+                    times[launch][kernel] = min(own, seconds)
+    return times
 
 
 def choose_all(kernels: Iterable[str], times: Mapping[Launch, Mapping[str, float]]

@@ -11,7 +11,13 @@ import pyopencl as cl
 
 from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
-from raytracer.kernel_launches import KernelLaunches, Launch, device_launches, with_sub_groups
+from raytracer.kernel_launches import (
+    KernelLaunches,
+    Launch,
+    device_launches,
+    time_rounds,
+    with_sub_groups,
+)
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.phases import PHASE_LIST, TRACING_PHASES
 from raytracer.scene import Scene, load_scene
@@ -23,8 +29,6 @@ KERNELS = tuple(p.kernel for p in PHASE_LIST)
 #: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
 LAUNCH_SCENE = "spheres"
 LAUNCH_SIZE = (640, 360)
-LAUNCH_ROUNDS = 3  # timed, after a warm-up round
-LAUNCH_PRUNE = 2.0
 
 
 class TracerError(RuntimeError):
@@ -211,10 +215,9 @@ class Tracer:
 
 def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
     """Seconds of each kernel launched each way in ``candidates`` on ``device`` (a spec), on
-    :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on: rounds over all candidates
-    (so a slow stretch of the machine hits them alike), the first a warm-up, the best of the
-    others kept; a launch already :data:`LAUNCH_PRUNE` times the best of its kernel is not run
-    again. A candidate that does not build is left out."""
+    :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on
+    (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
+    out."""
     scene = load_scene(LAUNCH_SCENE)
     bvh = build_bvh(scene.triangles())
     settings = RenderSettings(ao_rays=2, shadows=True, phong=True)
@@ -226,16 +229,11 @@ def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[st
                                      launches=KernelLaunches(dict.fromkeys(KERNELS, launch)))
         except TracerError:
             continue
-    times = {launch: dict.fromkeys(KERNELS, math.inf) for launch in tracers}
-    for round_ in range(LAUNCH_ROUNDS + 1):
-        for launch, tracer in tracers.items():
-            for p in PHASE_LIST:
-                own, best = times[launch][p.kernel], min(t[p.kernel] for t in times.values())
-                if math.isfinite(own) and own > LAUNCH_PRUNE * best:
-                    continue
-                event = tracer.launch(p.name, scene.camera, width, height, settings)
-                event.wait()
-                if round_ > 0:
-                    seconds = (event.profile.end - event.profile.start) * 1e-9
-                    times[launch][p.kernel] = min(times[launch][p.kernel], seconds)
-    return times
+    phase_of = {p.kernel: p.name for p in PHASE_LIST}
+
+    def run(launch: Launch, kernel: str) -> float:
+        event = tracers[launch].launch(phase_of[kernel], scene.camera, width, height, settings)
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-9
+
+    return time_rounds(list(tracers), KERNELS, run)

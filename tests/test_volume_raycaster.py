@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 
 from raytracer.camera import Camera
-from raytracer.opencl_device import DeviceInfo
+from raytracer.kernel_launches import Launch
 from raytracer.volume import (
     Brick,
     Raycaster,
@@ -28,7 +26,6 @@ from raytracer.volume.raycaster import (
     OPAQUE_TRANSMITTANCE,
     cell_words,
     voxel_options,
-    work_group_shape,
 )
 from raytracer.volume.tuning.knobs import RATES, knob_steps
 
@@ -176,17 +173,18 @@ def test_bad_knobs_and_bricks_are_errors(ml):
         Raycaster(vol, tf, Brick(0, (0, 0, 0), (24, 10, 10)))
 
 
-@pytest.mark.parametrize(("kind", "simd", "shape"), [
-    ("CPU", 16, (16, 4)),  # Intel's CPU runtime: lanes along x only
-    ("CPU", 32, (32, 2)),
-    ("CPU", 8, (8, 8)),
-    ("CPU", 1, (8, 8)),    # PoCL: one work-item at a time
-    ("CPU", 128, (8, 8)),  # wider than a work-group: keep the tile
-    ("GPU", 32, (8, 8)),   # warps are filled from the linear id: the tile fills them
-])
-def test_work_group_fills_the_simd_lanes(kind, simd, shape):
-    info = DeviceInfo(0, 0, "p", "d", kind, 2, 2600, 1024, "1.0", simd)
-    assert work_group_shape(info) == shape
+def test_the_measured_launch_renders_the_default_image(neghip):
+    """Whatever launch this device chose for the caster (kernel_launches.py), the image and
+    counts are those of the plain 8x8 launch, bit for bit."""
+    vol, tf = neghip
+    chosen = Raycaster(vol, tf)
+    assert chosen.launch == raycaster.device_launch() and chosen.group == chosen.launch.group
+    plain = Raycaster(vol, tf, launch=Launch())
+    for cam in _views(vol)[:2]:
+        a = chosen.render(cam, 50, 38, 0.5, 0.95)  # sizes not multiples of any group
+        b = plain.render(cam, 50, 38, 0.5, 0.95)
+        assert np.array_equal(a.rgba, b.rgba)
+        assert (a.samples, a.skipped, a.rays) == (b.samples, b.skipped, b.rays)
 
 
 def test_group_samples_are_each_simd_groups_slowest_lane():
@@ -199,10 +197,10 @@ def test_group_samples_are_each_simd_groups_slowest_lane():
     # 1x2 groups (the last padded): (5 + 2 + 7 + 3 + 2 + 0) * 2
     assert count_totals(counts, (1, 2)).group_samples == 38
     assert count_totals(counts, (2, 2)).group_samples == (5 + 2 + 7) * 4
-    info = DeviceInfo(0, 0, "t", "cpu", "CPU", 2, 2000, 1024, "d", 16)
-    assert raycaster.simd_lanes(info, (16, 4)) == (1, 16)
-    assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=1), (8, 8)) == (1, 1)
-    assert raycaster.simd_lanes(dataclasses.replace(info, simd_width=32), (8, 8)) == (4, 8)
+    assert raycaster.simd_lanes(16, (16, 4)) == (1, 16)  # lanes along x first
+    assert raycaster.simd_lanes(1, (8, 8)) == (1, 1)  # one work-item at a time
+    assert raycaster.simd_lanes(32, (8, 8)) == (4, 8)
+    assert raycaster.simd_lanes(128, (8, 8)) == (8, 8)  # wider than a group: the group
 
 
 def test_a_frame_counts_its_group_samples(neghip, monkeypatch):

@@ -20,6 +20,7 @@ import numpy as np
 import pyopencl as cl
 
 from raytracer.camera import Camera
+from raytracer.kernel_launches import Launch, device_launches, time_rounds, with_sub_groups
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
@@ -28,9 +29,10 @@ from raytracer.volume.ray_counts import count_totals
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
-TILE = 8
-#: Work-items per work-group: an 8x8 tile, or a strip as wide as a CPU runtime's SIMD width.
-GROUP_ITEMS = TILE * TILE
+KERNEL = "raycast"
+#: the fixed workload every device's caster launch is chosen on (device_launch)
+LAUNCH_VOLUME = "tooth"
+LAUNCH_SIZE = 256
 #: Voxels per side of an empty-space block: 4 evaluates a third fewer samples than 8 on
 #: bonsai (only 30 % of the samples in non-empty 8³ blocks have opacity) and, with jumps over
 #: whole empty cubes of blocks, costs less per frame (measured); 2 gains nothing more.
@@ -76,9 +78,10 @@ class BrickImage:
 @dataclass
 class _Runtime:
     info: DeviceInfo
+    device: cl.Device
     context: cl.Context
     queue: cl.CommandQueue
-    programs: dict[tuple[str, ...], cl.Program]  # by build options
+    programs: dict[tuple[tuple[str, ...], int], cl.Program]  # by build options, sub-group size
 
 
 _RUNTIMES: dict[str, _Runtime] = {}
@@ -99,23 +102,11 @@ def build_options(info: DeviceInfo) -> list[str]:
     return ["-DINLINE_MATH"] if info.is_pocl else []
 
 
-def simd_lanes(info: DeviceInfo, group: tuple[int, int]) -> tuple[int, int]:
-    """Pixels (rows, columns) of one SIMD group inside a work-group ``group`` (x, y): the
-    device's lanes run along x first (one pixel where the runtime runs work-items alone)."""
-    cols = max(1, min(info.simd_width, group[0]))
-    return max(1, min(group[1], info.simd_width // cols)), cols
-
-
-def work_group_shape(info: DeviceInfo) -> tuple[int, int]:
-    """Work-group (x, y) for ``info``: 8x8, but on a CPU whose SIMD width exceeds 8 a strip that
-    wide. Intel's CPU runtime runs work-items in SIMD lanes only when the group's x size is a
-    multiple of its width: a kernel whose work sits on one item in 16 took as long as the
-    uniform one at 8x8 and 4x16 (one item at a time) and 16x longer at 16x4, 16x16 and 32x2
-    (16 in lockstep); for the caster the lanes pay: 16x4 is 1.45x faster per frame on bonsai
-    (measured)."""
-    if info.kind == "CPU" and TILE < info.simd_width <= GROUP_ITEMS:
-        return info.simd_width, GROUP_ITEMS // info.simd_width
-    return TILE, TILE
+def simd_lanes(width: int, group: tuple[int, int]) -> tuple[int, int]:
+    """Pixels (rows, columns) of one SIMD group of ``width`` lanes inside a work-group
+    ``group`` (x, y): lanes run along x first (one pixel where work-items run alone)."""
+    cols = max(1, min(width, group[0]))
+    return max(1, min(group[1], width // cols)), cols
 
 
 def _runtime(device: str | None) -> _Runtime:
@@ -126,20 +117,62 @@ def _runtime(device: str | None) -> _Runtime:
         info, dev = choose_device(device)
         context = cl.Context([dev])
         queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
-        _RUNTIMES[key] = _Runtime(info, context, queue, {})
+        _RUNTIMES[key] = _Runtime(info, dev, context, queue, {})
     return _RUNTIMES[key]
 
 
-def _program(rt: _Runtime, options: tuple[str, ...]) -> cl.Program:
-    """The kernel built with ``options``, once per runtime (PoCL builds take a second each)."""
-    if options not in rt.programs:
+def _program(rt: _Runtime, options: tuple[str, ...], sub_group: int = 0) -> cl.Program:
+    """The kernel built with ``options`` (and a required ``sub_group`` size, 0: none), once
+    per runtime (PoCL builds take a second each)."""
+    key = (options, sub_group)
+    if key not in rt.programs:
+        source = with_sub_groups(kernel_source(), {"raycast": sub_group})
         try:
-            rt.programs[options] = build_quietly(cl.Program(rt.context, kernel_source()),
-                                                 list(options))
+            rt.programs[key] = build_quietly(cl.Program(rt.context, source), list(options))
         except cl.RuntimeError as exc:
             raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast.cl failed:"
                               f"\n{exc}") from None
-    return rt.programs[options]
+    return rt.programs[key]
+
+
+def device_launch(device: str | None = None) -> Launch:
+    """How the caster is launched on ``device`` (a spec; None: the default): measured once per
+    device and cached (``raytracer/kernel_launches.py``). Intel's CPU runtime runs it in SIMD
+    lanes in 16x4 groups by itself and one work-item at a time in 8x8 ones (bonsai 512²,
+    one compute unit, three views: 112 ms against 217; in required sub-groups of 16 114 ms,
+    of 8 147 ms)."""
+    rt = _runtime(device)
+    spec = rt.info.spec
+    return device_launches(rt.device, kernel_source(), (KERNEL,),
+                           lambda options: time_launches(spec, options),
+                           rt.info.simd_width)[KERNEL]
+
+
+def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
+    """Seconds of the caster launched each way in ``candidates`` on ``device`` (a spec): the
+    :data:`LAUNCH_VOLUME` at :data:`LAUNCH_SIZE` from three sides
+    (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
+    out."""
+    from raytracer.volume.transfer_function import default_for
+    from raytracer.volume.volume_data import load_volume
+
+    volume = load_volume(LAUNCH_VOLUME)
+    tf = default_for(volume.name)
+    r = 2.8 * volume.radius
+    cameras = [Camera(eye, (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), 45.0)
+               for eye in ((0.0, 0.0, r), (r, 0.0, 0.0), (0.0, 0.5 * r, -r))]
+    casters = {}
+    for launch in candidates:
+        try:
+            casters[launch] = Raycaster(volume, tf, device=device, launch=launch)
+        except VolumeError:
+            continue
+
+    def run(launch: Launch, kernel: str) -> float:
+        return sum(casters[launch].render(cam, LAUNCH_SIZE, LAUNCH_SIZE).kernel_seconds
+                   for cam in cameras)
+
+    return time_rounds(list(casters), (KERNEL,), run)
 
 
 def voxel_options(byte_cells: bool, count: int) -> tuple[str, ...]:
@@ -197,7 +230,9 @@ class Raycaster:
 
     def __init__(self, volume: Volume, tf: TransferFunction, brick: Brick | None = None,
                  device: str | None = None, lut_size: int = LUT_SIZE,
-                 block: int = SKIP_BLOCK) -> None:
+                 block: int = SKIP_BLOCK, launch: Launch | None = None) -> None:
+        """``launch``: work-group and sub-group of the kernel; default: the device's, measured
+        once (:func:`device_launch`)."""
         self.volume = volume
         self.brick = brick or whole_brick(volume.dims)
         self.block = int(block)
@@ -206,8 +241,9 @@ class Raycaster:
         self.lut_size = int(lut_size)
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
-        self.group = work_group_shape(rt.info)
-        self.lanes = simd_lanes(rt.info, self.group)
+        self.launch = launch or device_launch(device)
+        self.group = self.launch.group
+        self.lanes = simd_lanes(self.launch.sub_group or rt.info.simd_width, self.group)
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
         if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
@@ -224,7 +260,7 @@ class Raycaster:
         data = (np.ascontiguousarray(normalized) if levels is None
                 else cell_words(levels[box]))
         options = tuple(build_options(rt.info)) + voxel_options(levels is not None, data.size)
-        self._kernel = cl.Kernel(_program(rt, options), "raycast")
+        self._kernel = cl.Kernel(_program(rt, options, self.launch.sub_group), KERNEL)
         mf = cl.mem_flags
         self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
         self._luts: OrderedDict[float, cl.Buffer] = OrderedDict()  # by step, last used last
