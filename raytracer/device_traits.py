@@ -26,9 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -37,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from raytracer.opencl_runtimes import cache_dir
+from raytracer.opencl_runtimes import cache_dir, store_cache_file
 
 TRAITS_VERSION = 2
 SIMD_CANDIDATES = (2, 4, 8, 16, 32, 64)
@@ -229,18 +227,6 @@ def _load(path: Path) -> DeviceTraits | None:
         return None  # absent or unreadable: measure again and overwrite
 
 
-def _store(path: Path, traits: DeviceTraits) -> None:
-    """Write the cache file atomically; a cache that cannot be written is only skipped."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"version": TRAITS_VERSION, "traits": asdict(traits)}, f, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
 def device_traits(device: cl.Device) -> DeviceTraits:
     """The cached traits of ``device``, measured on first use (a build and a few launches)."""
     key = traits_key(device)
@@ -250,6 +236,6 @@ def device_traits(device: cl.Device) -> DeviceTraits:
     traits = _load(path)
     if traits is None:
         traits = measure_traits(device)
-        _store(path, traits)
+        store_cache_file(path, {"version": TRAITS_VERSION, "traits": asdict(traits)})
     _memo[key] = traits
     return traits

@@ -26,9 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +34,7 @@ from pathlib import Path
 import pyopencl as cl
 
 from raytracer.device_traits import traits_key
-from raytracer.opencl_runtimes import cache_dir
+from raytracer.opencl_runtimes import cache_dir, store_cache_file
 from raytracer.phases import TILE
 
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
@@ -169,22 +167,12 @@ def _load(path: Path, kernels: tuple[str, ...]) -> KernelLaunches | None:
         return None  # absent or unreadable: measure again and overwrite
 
 
-def _store(path: Path, launches: KernelLaunches, times: Mapping[Launch, Mapping[str, float]]
-           ) -> None:
-    """Write the cache atomically (with the times that chose it); an unwritable cache is
-    skipped."""
-    doc = {"version": CACHE_VERSION,
-           "launches": {k: {"group": list(v.group), "sub_group": v.sub_group}
-                        for k, v in launches.by_kernel.items()},
-           "seconds": {launch.label: dict(t) for launch, t in times.items()}}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+def _document(launches: KernelLaunches, times: Mapping[Launch, Mapping[str, float]]) -> dict:
+    """The cache file's content: the launches and the times that chose them."""
+    return {"version": CACHE_VERSION,
+            "launches": {k: {"group": list(v.group), "sub_group": v.sub_group}
+                         for k, v in launches.by_kernel.items()},
+            "seconds": {launch.label: dict(t) for launch, t in times.items()}}
 
 
 _memo: dict[Path, KernelLaunches] = {}
@@ -202,6 +190,6 @@ def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
     if launches is None:
         times = measure(options)
         launches = choose_all(kernels, times)
-        _store(path, launches, times)
+        store_cache_file(path, _document(launches, times))
     _memo[path] = launches
     return launches

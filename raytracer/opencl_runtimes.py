@@ -20,6 +20,7 @@ ever reads half of it. Child processes (``mpiexec`` ranks) inherit the variable.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Mapping, MutableMapping
@@ -44,6 +45,19 @@ def cache_dir() -> Path:
         return Path(os.environ[CACHE_ENV])
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "autotune"
+
+
+def store_cache_file(path: Path, document: dict) -> None:
+    """Write one JSON file of the cache atomically; a cache that cannot be written is only
+    skipped (what it would have kept is measured again next time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(document, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def pip_runtime_libraries() -> dict[str, Path]:

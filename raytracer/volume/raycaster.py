@@ -126,7 +126,7 @@ def _program(rt: _Runtime, options: tuple[str, ...], sub_group: int = 0) -> cl.P
     per runtime (PoCL builds take a second each)."""
     key = (options, sub_group)
     if key not in rt.programs:
-        source = with_sub_groups(kernel_source(), {"raycast": sub_group})
+        source = with_sub_groups(kernel_source(), {KERNEL: sub_group})
         try:
             rt.programs[key] = build_quietly(cl.Program(rt.context, source), list(options))
         except cl.RuntimeError as exc:
