@@ -9,14 +9,15 @@ asked for sub-groups of 16 (``cl_intel_required_subgroup_size``) in 16x4 groups 
 lanes, 16.2 ms, the image bit-identical. The traversal kernels run one work-item at a time too
 (with the runtime's vectorizer turned off, ``CL_CONFIG_CPU_VECTORIZER_MODE=1``, their times do
 not change), and in lanes they are 12-15x slower, so measurement keeps the default for them.
-On a device without the extension (PoCL, GPU drivers) only the group shapes are candidates.
+On a device without the extension (PoCL, GPU drivers) the default is the only candidate.
 
 Every candidate is a 64-item group (the cost model's threads per block). A candidate replaces
 the default, or one listed before it, only when it is faster by more than :data:`MARGIN`
-(:func:`choose`), and the device's SIMD width is the first sub-group size tried (8 and 16 time
-within 5 % of each other for the shade kernel, and a plain "fastest" flipped between them), so
-that timing noise does not flip a choice between runs or machines of one kind: calibrations
-record the choice they were fitted with (:attr:`KernelLaunches.signature`).
+(:func:`choose`), and the device's SIMD width is the first sub-group size tried (for the shade
+kernel sizes 8, 16 and 32 time within 5-15 % of each other, and a plain "fastest" flipped
+between them from run to run), so that timing noise does not flip a choice between runs or
+machines of one kind: calibrations record the choice they were fitted with
+(:attr:`KernelLaunches.signature`).
 The choice lives in ``<cache>/launches/<device key>-<source digest>.json``; another device,
 driver, CPU or kernel source measures again.
 """
@@ -40,7 +41,7 @@ from raytracer.phases import TILE
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
 SUB_GROUP_SIZES = (8, 16, 32)
 SHAPES = ((TILE, TILE), (16, 4), (32, 2))  # 64 work-items each
-MARGIN = 0.9  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
+MARGIN = 0.8  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
 ROUNDS = 3  # timed rounds over the candidates, after a warm-up round
 PRUNE = 2.0  # a launch this many times its kernel's best is not timed again
 CACHE_VERSION = 1
@@ -83,14 +84,17 @@ DEFAULTS = KernelLaunches({})
 
 
 def candidates(extensions: str, simd_width: int = 0) -> list[Launch]:
-    """Every shape left to the driver (the default first); with the sub-group extension, then
-    each sub-group size in the shape whose rows are one sub-group wide (8x8, 16x4, 32x2), the
-    device's SIMD width first (the preferred one of sizes that time alike)."""
-    out = [Launch(shape) for shape in SHAPES]
-    if SUB_GROUP_EXTENSION in extensions.split():
-        sized = [Launch(shape, shape[0]) for shape in SHAPES if shape[0] in SUB_GROUP_SIZES]
-        out += sorted(sized, key=lambda launch: launch.sub_group != simd_width)
-    return out
+    """The default; with the sub-group extension also 16x4 and 32x2 groups as the driver likes
+    and each sub-group size in the shape whose rows are one sub-group wide (8x8, 16x4, 32x2),
+    the device's SIMD width first (the preferred one of sizes that time alike). Without it
+    the default alone: the shape alone changed no kernel's time on PoCL (the tracer's phases
+    at 1280x720, the caster at 512², within 2 %), and timing shapes in a process that also
+    runs Intel's runtime read PoCL's first ones up to 1.9x slow."""
+    if SUB_GROUP_EXTENSION not in extensions.split():
+        return [DEFAULT]
+    sized = [Launch(shape, shape[0]) for shape in SHAPES if shape[0] in SUB_GROUP_SIZES]
+    return ([Launch(shape) for shape in SHAPES]
+            + sorted(sized, key=lambda launch: launch.sub_group != simd_width))
 
 
 def with_sub_groups(source: str, sizes: Mapping[str, int]) -> str:
@@ -181,8 +185,10 @@ _memo: dict[Path, KernelLaunches] = {}
 def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
                     measure: Measure, simd_width: int = 0) -> KernelLaunches:
     """The cached launches of ``source``'s ``kernels`` on ``device`` (whose lanes are
-    ``simd_width`` wide), measured with ``measure`` on first use."""
+    ``simd_width`` wide), measured with ``measure`` on first use where there is a choice."""
     options = candidates(device.extensions, simd_width)
+    if options == [DEFAULT]:
+        return DEFAULTS
     path = _cache_path(device, source)
     if path in _memo:
         return _memo[path]

@@ -32,11 +32,11 @@ class FakeDevice:
         self.platform = Platform()
 
 
-def test_candidates_are_shapes_and_with_the_extension_sub_groups():
-    shapes = kl.candidates("cl_khr_fp64 cl_khr_icd")
-    assert shapes[0] == DEFAULT and {c.sub_group for c in shapes} == {0} and len(shapes) == 3
+def test_candidates_need_the_sub_group_extension():
+    assert kl.candidates("cl_khr_fp64 cl_khr_icd") == [DEFAULT]
     found = kl.candidates(f"cl_khr_fp64 {SG} cl_khr_icd")
-    assert found[:3] == shapes and len(found) == len(set(found)) == 6
+    assert found[0] == DEFAULT and len(found) == len(set(found)) == 6
+    assert {c.sub_group for c in found[:3]} == {0}  # shapes left to the driver come first
     # the device's own SIMD width is the first sub-group size tried (it wins ties)
     assert kl.candidates(SG, simd_width=16)[3] == Launch((16, 4), 16)
     assert [c.sub_group for c in kl.candidates(SG, simd_width=32)[3:]] == [32, 8, 16]
@@ -60,7 +60,7 @@ def test_sub_group_attribute_goes_on_the_named_kernels_only():
 
 def test_choice_keeps_the_earlier_launch_unless_clearly_slower():
     a, b, c = DEFAULT, Launch((16, 4), 16), Launch((32, 2), 16)
-    assert kl.choose({a: 1.0, b: 0.95, c: 0.93}) == a  # within the margin: noise
+    assert kl.choose({a: 1.0, b: 0.95, c: 0.83}) == a  # within the margin: noise
     assert kl.choose({a: 1.0, b: 0.40, c: 0.38}) == b  # a near tie later: the earlier one
     assert kl.choose({a: 1.0, b: 0.40, c: 0.30}) == c
     assert kl.choose({a: 0.05, b: 0.6, c: math.inf}) == a
@@ -106,16 +106,10 @@ def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert len(calls) == 3
 
 
-def test_a_device_without_the_extension_measures_shapes_only(tmp_path, monkeypatch):
+def test_a_device_without_the_extension_measures_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path))
-    seen = []
-
-    def measure(options):
-        seen.extend(options)
-        return {o: {"k": 1.0} for o in options}
-
-    got = kl.device_launches(FakeDevice("cl_khr_icd"), "s", ("k",), measure)
-    assert got["k"] == DEFAULT and seen and all(o.sub_group == 0 for o in seen)
+    got = kl.device_launches(FakeDevice("cl_khr_icd"), "s", ("k",), lambda o: pytest.fail())
+    assert got["k"] == DEFAULT and not any(tmp_path.iterdir())
 
 
 def test_calibration_records_the_launches_its_frames_ran_with():

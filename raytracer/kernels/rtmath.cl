@@ -36,13 +36,10 @@
 #define ANY8(v) any(v)
 #endif
 
-ALWAYS_INLINE float3 normalize3(float3 v) {
-#ifdef INLINE_MATH
-    return v / SQRT(DOT3(v, v));
-#else
-    return normalize(v);
-#endif
-}
+/* v / |v| on every driver: Intel's normalize() builtin (overflow-safe) cost the shadow phase
+ * 3-8 % and AO 3-4 % more (one compute unit, 1280x720; the image the same but for 24 dragon
+ * pixels, 1/255 off) */
+ALWAYS_INLINE float3 normalize3(float3 v) { return v / SQRT(DOT3(v, v)); }
 
 ALWAYS_INLINE float length3(float3 v) { return SQRT(DOT3(v, v)); }
 
