@@ -159,20 +159,21 @@ def device_clock(device: cl.Device) -> tuple[float, str]:
     return 0.0, "unknown: the device reports none"
 
 
-def _timed(queue: cl.CommandQueue, kernel: cl.Kernel, items: int, work: cl.Buffer,
-           out: cl.Buffer, steps: int) -> float:
-    """Best of three launch times in seconds, from profiling events."""
+def _launch_seconds(queue: cl.CommandQueue, kernel: cl.Kernel, items: int, work: cl.Buffer,
+                    out: cl.Buffer, steps: int) -> float:
+    """One launch's time in seconds, from its profiling event."""
     kernel.set_args(work, out, np.int32(steps))
-    best = math.inf
-    for _ in range(3):
-        event = cl.enqueue_nd_range_kernel(queue, kernel, (items,), (LOCAL_SIZE,))
-        event.wait()
-        best = min(best, (event.profile.end - event.profile.start) * 1e-9)
-    return best
+    event = cl.enqueue_nd_range_kernel(queue, kernel, (items,), (LOCAL_SIZE,))
+    event.wait()
+    return (event.profile.end - event.profile.start) * 1e-9
 
 
 def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Device) -> int:
-    """Work-items in lockstep, from uniform vs every-k-th-item launches (module docstring)."""
+    """Work-items in lockstep, from uniform vs every-k-th-item launches (module docstring).
+
+    Each every-k launch is compared with uniform launches timed alternately with it (best of
+    three each), so that a stretch of the machine slowed by something else (another runtime's
+    worker threads still spinning, say) slows both sides of a comparison alike."""
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     kernel = cl.Kernel(program, "lanes")
     items = int(device.max_compute_units) * LOCAL_SIZE * 16
@@ -186,14 +187,18 @@ def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Devi
 
     uniform = buffer(1)
     steps = 64
-    while (t_uniform := _timed(queue, kernel, items, uniform, out, steps)) < TARGET_SECONDS \
-            and steps < 1 << 20:
+    while (min(_launch_seconds(queue, kernel, items, uniform, out, steps) for _ in range(3))
+           < TARGET_SECONDS and steps < 1 << 20):
         steps *= 4
     width = 1
     for every in SIMD_CANDIDATES:
         if every > LOCAL_SIZE:
             break
-        if _timed(queue, kernel, items, buffer(every), out, steps) < SIMD_KEEP * t_uniform:
+        sparse, t_uniform, t_sparse = buffer(every), math.inf, math.inf
+        for _ in range(3):
+            t_uniform = min(t_uniform, _launch_seconds(queue, kernel, items, uniform, out, steps))
+            t_sparse = min(t_sparse, _launch_seconds(queue, kernel, items, sparse, out, steps))
+        if t_sparse < SIMD_KEEP * t_uniform:
             break
         width = every
     return width
