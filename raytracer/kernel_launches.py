@@ -4,9 +4,11 @@ by timing the candidates once, cached.
 
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
 decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,
-one compute unit): the shade kernel runs one work-item at a time in every group shape (38 ms);
-asked for sub-groups of 16 (``cl_intel_required_subgroup_size``) in 16x4 groups it runs in
-lanes, 16.2 ms, the image bit-identical. The traversal kernels run one work-item at a time too
+one compute unit): with the OpenCL builtins ``dot`` and ``normalize`` the shade kernel ran one
+work-item at a time in every group shape (38 ms); asked for sub-groups of 16
+(``cl_intel_required_subgroup_size``) in 16x4 groups it ran in lanes, 16.2 ms, the image
+bit-identical. With both written out (rtmath.cl) the runtime runs it in lanes by itself in
+16x4 groups (12 ms against 32 in 8x8). The traversal kernels run one work-item at a time too
 (with the runtime's vectorizer turned off, ``CL_CONFIG_CPU_VECTORIZER_MODE=1``, their times do
 not change), and in lanes they are 12-15x slower, so measurement keeps the default for them.
 On a device without the extension (PoCL, GPU drivers) the default is the only candidate.

@@ -6,7 +6,8 @@
  * attributes") and fmin/dot/cross/normalize become out-of-line calls: 16 calls per node visit,
  * 2.2x the traversal time (see README, "Design notes"). Under INLINE_MATH the hot path uses
  * plain expressions and clang builtins that compile to instructions; everywhere else (NVIDIA
- * and other GPU drivers, and the PTX that tools/count_ptx.py counts) the OpenCL builtins stay.
+ * and other GPU drivers, and the PTX that tools/count_ptx.py counts) the OpenCL builtins stay,
+ * but for dot products and normalize, written out on every driver (below).
  * tests/test_tracer.py checks the compiled PoCL kernels for calls. */
 
 /* every helper is inlined, trace() included (PoCL's and clang's cost models would keep the
@@ -18,7 +19,6 @@
 #define FMAX(a, b) ((a) > (b) ? (a) : (b))
 #define FABS(a) ((a) < 0.0f ? -(a) : (a))
 #define SQRT(x) __builtin_sqrtf(x)
-#define DOT3(a, b) ((a).x * (b).x + (a).y * (b).y + (a).z * (b).z)
 #define CROSS3(a, b) ((float3)((a).y * (b).z - (a).z * (b).y, (a).z * (b).x - (a).x * (b).z, \
                                (a).x * (b).y - (a).y * (b).x))
 #define COS(x) __builtin_cosf(x)
@@ -29,12 +29,15 @@
 #define FMAX(a, b) fmax(a, b)
 #define FABS(a) fabs(a)
 #define SQRT(x) sqrt(x)
-#define DOT3(a, b) dot(a, b)
 #define CROSS3(a, b) cross(a, b)
 #define COS(x) cos(x)
 #define SIN(x) sin(x)
 #define ANY8(v) any(v)
 #endif
+
+/* written out on every driver: with Intel's dot() the shade phase in sub-groups took 20-56 %
+ * longer and the ray phases 0-3 % (one compute unit, 1280x720; 6 dragon pixels 1/255 off) */
+#define DOT3(a, b) ((a).x * (b).x + (a).y * (b).y + (a).z * (b).z)
 
 /* v / |v| on every driver: Intel's normalize() builtin (overflow-safe) cost the shadow phase
  * 3-8 % and AO 3-4 % more (one compute unit, 1280x720; the image the same but for 24 dragon
