@@ -142,14 +142,15 @@ def device_launch(device: str | None = None) -> Launch:
     one compute unit, three views: 112 ms against 217; in required sub-groups of 16 114 ms,
     of 8 147 ms)."""
     rt = _runtime(device)
-    spec = rt.info.spec
     return device_launches(rt.device, kernel_source(), (KERNEL,),
-                           lambda options: time_launches(spec, options),
+                           lambda options: time_launches(device, options),
                            rt.info.simd_width)[KERNEL]
 
 
-def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
-    """Seconds of the caster launched each way in ``candidates`` on ``device`` (a spec): the
+def time_launches(device: str | None, candidates: list[Launch]
+                  ) -> dict[Launch, dict[str, float]]:
+    """Seconds of the caster launched each way in ``candidates`` on ``device`` (a spec, as
+    given to :func:`device_launch`, so the timing casters share its runtime): the
     :data:`LAUNCH_VOLUME` at :data:`LAUNCH_SIZE` from three sides
     (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
     out."""
