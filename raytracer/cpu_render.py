@@ -64,13 +64,12 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
     ox, oy, oz = px + gx * eps, py + gy * eps, pz + gz * eps
     vis = 1.0
     if shadows:
-        lx, ly, lz = light[0] - ox, light[1] - oy, light[2] - oz
-        dist = math.sqrt(lx * lx + ly * ly + lz * lz)
+        lx, ly, lz = light[0] - ox, light[1] - oy, light[2] - oz  # the segment, t in (0, 1)
         if lx * gx + ly * gy + lz * gz <= 0.0:
             vis = 0.0
         else:
-            _, p2, _, _, s2, k2, _ = trace(nodes, ints, tris, ox, oy, oz, lx / dist, ly / dist,
-                                           lz / dist, dist * (1.0 - SHADOW_EPS), True)
+            _, p2, _, _, s2, k2, _ = trace(nodes, ints, tris, ox, oy, oz, lx, ly, lz,
+                                           1.0 - SHADOW_EPS, True)
             counters[row, col, SHADOW, 0] = s2
             counters[row, col, SHADOW, 1] = k2
             if p2 >= 0:
@@ -101,8 +100,9 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
             phi = 6.28318530718 * r2
             cz = math.sqrt(max(0.0, 1.0 - r1))
             cx, cy = r * math.cos(phi), r * math.sin(phi)
-            qx, qy, qz = _normalize(b1x * cx + b2x * cy + gx * cz, b1y * cx + b2y * cy + gy * cz,
-                                    b1z * cx + b2z * cy + gz * cz)
+            # unit up to rounding (an orthonormal basis): not normalized again, as in the kernel
+            qx, qy, qz = (b1x * cx + b2x * cy + gx * cz, b1y * cx + b2y * cy + gy * cz,
+                          b1z * cx + b2z * cy + gz * cz)
             _, p3, _, _, s3, k3, _ = trace(nodes, ints, tris, ox, oy, oz, qx, qy, qz, ao_radius,
                                            True)
             steps_ao += s3
