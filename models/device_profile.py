@@ -23,6 +23,7 @@ SCHEMA_VERSION = 1
 PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
 
 _STR_FIELDS = ("name", "driver", "source")
+_BOOL_FIELDS = ("out_of_order",)
 # Physical ranges, inclusive: wide enough for any CPU or GPU (and for the calibration fit, which
 # moves latencies and delays up to 1000x from the microbenchmarks), narrow enough that a typo,
 # a zero or a 1e300 cannot pass. Units in DeviceProfile's comments.
@@ -69,6 +70,10 @@ def _check_values(values: dict[str, Any], where: str) -> None:
             raise ProfileError(f"{where}: field {key!r} must be a string, got {values[key]!r}")
     if not values["name"]:
         raise ProfileError(f"{where}: field 'name' must not be empty")
+    for key in _BOOL_FIELDS:
+        if not isinstance(values[key], bool):
+            raise ProfileError(f"{where}: field {key!r} must be true or false, got "
+                               f"{values[key]!r}")
     for key, (low, high) in _INT_RANGES.items():
         value = values[key]
         if not isinstance(value, int) or isinstance(value, bool):
@@ -106,6 +111,9 @@ class DeviceProfile:
     dep_delay_uncoal: float  # c_du, cycles per transaction
     bytes_per_access: int = 4  # bytes per thread per memory instruction (for M_w)
     transactions_per_uncoal: int = 32  # #Uncoal_per_mw: transactions per uncoalesced warp access
+    # a core runs one thread's independent instructions out of order (CPUs): work issued ahead
+    # of a loop, such as the next AO ray's set-up, overlaps it instead of adding to it
+    out_of_order: bool = False
     source: str = ""  # where the numbers come from
 
     def __post_init__(self) -> None:
@@ -124,6 +132,8 @@ class DeviceProfile:
         """A short hash of the model parameters (not ``source``): an application calibration
         records the one it was fitted with, so a changed profile is noticed."""
         params = {k: v for k, v in self.to_dict().items() if k != "source"}
+        if not self.out_of_order:  # added later: profiles without it keep their fingerprint
+            del params["out_of_order"]
         text = json.dumps(params, sort_keys=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 

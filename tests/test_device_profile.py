@@ -6,6 +6,8 @@ AppCalibration (tests/test_app_calibration.py).
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import math
 from pathlib import Path
@@ -139,6 +141,8 @@ def test_unknown_field(tmp_path: Path) -> None:
         ("dep_delay_coal", 0.0, "finite and positive"),
         ("cores", 10**9, "not plausible"),
         ("warp_size", 100_000, "not plausible"),
+        ("out_of_order", 1, "must be true or false"),
+        ("out_of_order", "yes", "must be true or false"),
     ],
 )
 def test_bad_values(tmp_path: Path, key: str, value: object, problem: str) -> None:
@@ -207,3 +211,12 @@ def test_find_profile(tmp_path: Path) -> None:
     assert find_profile(str(path)) == _profile()
     with pytest.raises(ProfileError, match="neither a built-in profile"):
         find_profile("gf9999")
+
+
+def test_out_of_order_counts_in_the_fingerprint_only_when_set() -> None:
+    # profiles written before the field keep their fingerprint (calibrations record it)
+    in_order = _profile()
+    params = {k: v for k, v in in_order.to_dict().items() if k not in ("source", "out_of_order")}
+    want = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
+    assert in_order.fingerprint() == want
+    assert dataclasses.replace(in_order, out_of_order=True).fingerprint() != want

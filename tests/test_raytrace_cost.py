@@ -312,3 +312,24 @@ def test_secondary_constants_are_paid_where_the_primary_ray_hit() -> None:
     got = phase_instructions(REAL_COUNTS, empty, 8, True, True)
     for phase in ("shadow", "ao", "shade"):
         assert got[phase].compute == 0 and got[phase].uncoal == 0
+
+
+def test_ao_ray_set_up_is_priced_only_where_the_device_issues_it_in_order() -> None:
+    # an out-of-order core builds each AO ray while the one before it is traversed
+    counts = {**COUNTS, "ao_ray": LoopCounts(i_cco=40, i_mco=2)}
+    in_order = phase_instructions(counts, SMALL, ao_rays=3, shadows=False, phong=True)
+    ooo = phase_instructions(counts, SMALL, ao_rays=3, shadows=False, phong=True,
+                             out_of_order=True)
+    # h a_r i_cco_ray = 0.9 * 3 * 40 (and its memory, 0.9 * 3 * 2) only in order
+    assert in_order["ao"].compute - ooo["ao"].compute == pytest.approx(108.0)
+    assert in_order["ao"].uncoal - ooo["ao"].uncoal == pytest.approx(5.4)
+    assert ooo["ao"] == phase_instructions(COUNTS, SMALL, ao_rays=3, shadows=False,
+                                           phong=True)["ao"]
+    assert ooo["primary"] == in_order["primary"] and ooo["shade"] == in_order["shade"]
+    profile = dataclasses.replace(builtin_profiles()["gf580"], out_of_order=True)
+    batch = predict_frame_seconds_batch(profile, counts, FRAME, np.array([0, 4]), True, True)
+    scalar = [predict_frame_seconds(profile, counts, FRAME, a, True, True) for a in (0, 4)]
+    assert batch == pytest.approx(scalar, rel=1e-12)
+    in_order_frame = predict_frame_seconds(builtin_profiles()["gf580"], counts, FRAME, 4, True,
+                                           True)
+    assert in_order_frame > scalar[1]

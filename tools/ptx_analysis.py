@@ -34,8 +34,8 @@ inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
   kernels' ``tests`` counter counts);
 - a loop enclosing the traversal loop (the AO sample loop) yields a per-ray constant:
   its body minus the traversal loop, stored as its own entry ``"<kernel>_ray"`` with only
-  ``i_cco, i_mco`` set (the §4.3 AO equation has no per-ray constant; the model ignores it
-  unless it adds ``a_r * i_cco_ray``);
+  ``i_cco, i_mco`` set (the §4.3 AO equation has no per-ray constant; models/raytrace_cost.py
+  adds ``a_r * i_cco_ray`` on devices that issue instructions in order);
 - ``i_cco, i_mco`` are everything outside the outermost loop;
 - a kernel without loops (shade) is all constant (both Phong and flat branches counted);
 - the shade kernel is also compiled with its Phong switch fixed on and off

@@ -165,13 +165,15 @@ def _model_phases(fitted: FittedModel, counts: KernelCounts, sample: Sample) -> 
                                  s.phong, TILE * TILE, fitted.calibration)
 
 
-def _phase_arrays(counts: KernelCounts, samples: list[Sample]) -> dict[str, tuple[np.ndarray, ...]]:
+def _phase_arrays(counts: KernelCounts, samples: list[Sample], out_of_order: bool
+                  ) -> dict[str, tuple[np.ndarray, ...]]:
     """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks), pixels, missed pixels,
-    measured seconds."""
+    measured seconds (instructions as an ``out_of_order`` device issues them)."""
     rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in PHASES}
     for s in samples:
         st = s.settings
-        ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong)
+        ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong,
+                                 out_of_order)
         w = s.workload
         blocks = math.ceil(w.pixels / (TILE * TILE))
         for phase, measured in s.phase_seconds.items():
@@ -202,7 +204,7 @@ class _Problem:
 
     def __init__(self, base: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> None:
         self.base = base
-        self.data = _phase_arrays(counts, samples)
+        self.data = _phase_arrays(counts, samples, base.out_of_order)
         self.phases = list(self.data)
         self.candidates = [_Parameter("scale", p) for p in self.phases]
         self.candidates += [_Parameter("device", f) for f in FREE_PARAMETERS]
@@ -488,14 +490,16 @@ def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
     groups of one work-item; Intel's runtime: groups of 16 lanes on AVX-512, each as long as
     its slowest lane, which the probe's per-group counts carry). So a work-group behaves as one
     warp and a core holds one warp at a time: N = 1, nothing hides latency, and Hong–Kim
-    reduces to its balanced case, linear in the instruction counts.
+    reduces to its balanced case, linear in the instruction counts. A core does run one
+    work-item's independent instructions out of order, which hides what a kernel issues ahead
+    of a traversal (the next AO ray's set-up): ``out_of_order``.
     """
     from raytracer.tuning.microbench import measure_device_profile
 
     profile = measure_device_profile(device.spec, quick=quick)
     if device.kind == "CPU":
         profile = dataclasses.replace(profile, warp_size=TILE * TILE, transactions_per_uncoal=1,
-                                      max_blocks_per_core=1)
+                                      max_blocks_per_core=1, out_of_order=True)
     return profile
 
 
