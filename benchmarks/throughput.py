@@ -19,13 +19,14 @@ float32).
 
 Shadow and AO rays (any hit, ``query='OCCLUDED'``): built on the CPU from our primary hits the
 way the kernels build them (origin offset along the facing geometric normal; shadow rays to
-the point light, skipped where the light is behind the surface; 8 cosine-weighted AO rays per
-hit pixel within 10 % of the scene diagonal). Only the rays actually traced count, the same
+the point light, skipped where the light is behind the surface, as unit directions with the
+distance as tmax where the kernel traces the same segment unnormalized; 8 cosine-weighted AO
+rays per hit pixel within 10 % of the scene diagonal). Only the rays actually traced count, the same
 number for both; the AO directions are drawn from the same distribution, not bit-identical.
 Our shadow/AO kernel time also includes the (cheap) pixels that trace nothing.
 
 Embree's batches get their rays ready-made (numpy, untimed); our shadow and AO phases build
-theirs in the kernel (normal fetch, offset, normalize; for AO the random numbers, basis and
+theirs in the kernel (normal fetch, offset; for AO the random numbers, basis and
 sin/cos). What that costs is timed beside the ratios: the same kernels with every any-hit
 ``trace()`` call replaced by a use of its ray (:func:`without_traversal_source`), interleaved
 with the rest, so ``ratio_traversal_only`` compares the traversal alone.
