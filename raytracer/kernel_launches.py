@@ -57,6 +57,10 @@ class Launch:
     group: tuple[int, int] = (TILE, TILE)
     sub_group: int = 0
 
+    def lane_width(self, device_simd_width: int) -> int:
+        """Work-items of one SIMD group: the required sub-group size, else the device's."""
+        return self.sub_group or device_simd_width
+
     @property
     def label(self) -> str:
         shape = f"{self.group[0]}x{self.group[1]}"

@@ -1,4 +1,5 @@
-"""The tracer's render phases (one kernel launch each) and the work-group tile they launch with.
+"""The tracer's render phases (one kernel launch each), the work-group tile they launch with
+and the pixels one SIMD group of a work-group covers (the tracer's and the volume caster's).
 
 One registry shared by the OpenCL host, the CPU probe, the cost model's glue, calibration and
 the viewer, so a phase is named in one place.
@@ -9,6 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TILE = 8  # a work-group is TILE x TILE pixels (the model's threads per block = 64)
+
+
+def simd_lanes(width: int, group: tuple[int, int]) -> tuple[int, int]:
+    """Pixels (rows, columns) of one SIMD group of ``width`` lanes inside a work-group
+    ``group`` (x, y): lanes run along x first (one pixel where work-items run alone)."""
+    cols = max(1, min(width, group[0]))
+    return max(1, min(group[1], width // cols)), cols
 
 
 @dataclass(frozen=True)

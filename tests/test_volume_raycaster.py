@@ -7,6 +7,7 @@ import pytest
 
 from raytracer.camera import Camera
 from raytracer.kernel_launches import Launch
+from raytracer.phases import simd_lanes
 from raytracer.volume import (
     Brick,
     Raycaster,
@@ -197,10 +198,10 @@ def test_group_samples_are_each_simd_groups_slowest_lane():
     # 1x2 groups (the last padded): (5 + 2 + 7 + 3 + 2 + 0) * 2
     assert count_totals(counts, (1, 2)).group_samples == 38
     assert count_totals(counts, (2, 2)).group_samples == (5 + 2 + 7) * 4
-    assert raycaster.simd_lanes(16, (16, 4)) == (1, 16)  # lanes along x first
-    assert raycaster.simd_lanes(1, (8, 8)) == (1, 1)  # one work-item at a time
-    assert raycaster.simd_lanes(32, (8, 8)) == (4, 8)
-    assert raycaster.simd_lanes(128, (8, 8)) == (8, 8)  # wider than a group: the group
+    assert simd_lanes(16, (16, 4)) == (1, 16)  # lanes along x first
+    assert simd_lanes(1, (8, 8)) == (1, 1)  # one work-item at a time
+    assert simd_lanes(32, (8, 8)) == (4, 8)
+    assert simd_lanes(128, (8, 8)) == (8, 8)  # wider than a group: the group
 
 
 def test_a_frame_counts_its_group_samples(neghip, monkeypatch):

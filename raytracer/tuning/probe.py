@@ -21,7 +21,7 @@ from models.workload import Workload
 from raytracer.bvh import BVH, packed_normals
 from raytracer.camera import Camera
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, trace_tiles
-from raytracer.phases import TILE
+from raytracer.phases import TILE, simd_lanes
 from raytracer.scene import Scene
 
 
@@ -78,7 +78,7 @@ class Probe:
         the launch's sub-groups, else the device's SIMD width (the traversal kernels launch
         alike on every device measured, see ``raytracer/kernel_launches.py``)."""
         launch = tracer.launches["primary"]
-        options.setdefault("simd_width", launch.sub_group or tracer.device_info.simd_width)
+        options.setdefault("simd_width", launch.lane_width(tracer.device_info.simd_width))
         options.setdefault("group", launch.group)
         return cls(tracer.scene, tracer.bvh, **options)
 
@@ -104,9 +104,7 @@ class Probe:
     def lane_tile(self) -> tuple[int, int]:
         """Frame pixels (rows, columns) of one SIMD group: a work-group of ``group`` pixels runs
         its lanes along its rows, ``simd_width`` at a time."""
-        gx, gy = self.group
-        cols = min(self.simd_width, gx)
-        return min(max(self.simd_width // cols, 1), gy), cols
+        return simd_lanes(self.simd_width, self.group)
 
     def traced_tile(self) -> tuple[int, int]:
         """Frame pixels (rows, columns) traced per lattice point: one SIMD group, two one-lane

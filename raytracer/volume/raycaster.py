@@ -20,8 +20,14 @@ import numpy as np
 import pyopencl as cl
 
 from raytracer.camera import Camera
-from raytracer.kernel_launches import Launch, device_launches, time_rounds, with_sub_groups
+from raytracer.kernel_launches import (
+    Launch,
+    device_launches,
+    time_rounds,
+    with_sub_groups,
+)
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
+from raytracer.phases import simd_lanes
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
@@ -100,13 +106,6 @@ def build_options(info: DeviceInfo) -> list[str]:
     """``-DINLINE_MATH`` on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
     rtmath.cl; 1.6x per frame here); none elsewhere. No fast-math: the image is exact."""
     return ["-DINLINE_MATH"] if info.is_pocl else []
-
-
-def simd_lanes(width: int, group: tuple[int, int]) -> tuple[int, int]:
-    """Pixels (rows, columns) of one SIMD group of ``width`` lanes inside a work-group
-    ``group`` (x, y): lanes run along x first (one pixel where work-items run alone)."""
-    cols = max(1, min(width, group[0]))
-    return max(1, min(group[1], width // cols)), cols
 
 
 def _runtime(device: str | None) -> _Runtime:
@@ -244,7 +243,7 @@ class Raycaster:
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
         self.launch = launch or device_launch(device)
         self.group = self.launch.group
-        self.lanes = simd_lanes(self.launch.sub_group or rt.info.simd_width, self.group)
+        self.lanes = simd_lanes(self.launch.lane_width(rt.info.simd_width), self.group)
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
         if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
