@@ -213,9 +213,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     results = {kind: run() for kind, run in runs.items()}  # warm-up
 
     def phase(kind: str, who: Tracer = tracer) -> float:
-        event = who.launch(kind, scene.camera, width, height, settings)
-        event.wait()
-        return (event.profile.end - event.profile.start) * 1e-9
+        return who.time_phase(kind, scene.camera, width, height, settings)
 
     best = {f"{who}_{what}": dict.fromkeys(RAY_KINDS, float("inf"))
             for who in ("ours", "embree", "untraced") for what in ("wall", "cpu")}

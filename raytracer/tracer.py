@@ -184,6 +184,13 @@ class Tracer:
         return k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
                  self._hits, self._vis, self._occ, self._image)
 
+    def time_phase(self, phase: str, camera: Camera, width: int, height: int,
+                   settings: RenderSettings = RenderSettings(), seed: int = 0) -> float:
+        """Kernel seconds of one phase launched alone and waited for (its profiling event)."""
+        event = self.launch(phase, camera, width, height, settings, seed)
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-9
+
     def render(self, camera: Camera, width: int, height: int,
                settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
         """Render one frame; returns the image and the kernel time of each phase."""
@@ -232,8 +239,7 @@ def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[st
     phase_of = {p.kernel: p.name for p in PHASE_LIST}
 
     def run(launch: Launch, kernel: str) -> float:
-        event = tracers[launch].launch(phase_of[kernel], scene.camera, width, height, settings)
-        event.wait()
-        return (event.profile.end - event.profile.start) * 1e-9
+        return tracers[launch].time_phase(phase_of[kernel], scene.camera, width, height,
+                                          settings)
 
     return time_rounds(list(tracers), KERNELS, run)

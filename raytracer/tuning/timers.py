@@ -109,10 +109,9 @@ class CpuBusy(KernelEvents):
             if phase.enabled_by is not None and not getattr(settings, phase.enabled_by):
                 continue
             cpu0 = settled_cpu_seconds()
-            event = tracer.launch(phase.name, camera, width, height, settings, seed)
-            event.wait()
+            events[phase.name] = tracer.time_phase(phase.name, camera, width, height, settings,
+                                                   seed)
             busy[phase.name] = (settled_cpu_seconds() - cpu0) / self.threads
-            events[phase.name] = (event.profile.end - event.profile.start) * 1e-9
         return TimedFrame(busy, events, time.perf_counter() - start)
 
 
