@@ -1,6 +1,8 @@
 """How each kernel (the tracer's four, the volume caster) is launched on a device: its
-work-group shape and, where the driver takes one, a required sub-group size; chosen per device
-by timing the candidates once, cached.
+work-group shape, where the driver takes one a required sub-group size, and for a kernel that
+has a packet form (the caster: raytracer/volume/kernels/raycast_packet.cl) the pixels one
+work-item casts in explicit vector lanes; chosen per device by timing the candidates once,
+cached.
 
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
 decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,
@@ -11,7 +13,9 @@ bit-identical. With both written out (rtmath.cl) the runtime runs it in lanes by
 16x4 groups (12 ms against 32 in 8x8). The traversal kernels run one work-item at a time too
 (with the runtime's vectorizer turned off, ``CL_CONFIG_CPU_VECTORIZER_MODE=1``, their times do
 not change), and in lanes they are 12-15x slower, so measurement keeps the default for them.
-On a device without the extension (PoCL, GPU drivers) the default is the only candidate.
+On a device without the extension (PoCL, GPU drivers) the default is the only candidate,
+but for a kernel's packets: on every device they are timed against the default (a GPU, whose
+work-items already run in lanes, is expected to keep the default).
 
 Every candidate is a 64-item group (the cost model's threads per block). A candidate replaces
 the default, or one listed before it, only when it is faster by more than :data:`MARGIN`
@@ -38,7 +42,7 @@ import pyopencl as cl
 
 from raytracer.device_traits import traits_key
 from raytracer.opencl_runtimes import cache_dir, store_cache_file
-from raytracer.phases import TILE
+from raytracer.phases import TILE, simd_lanes
 
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
 SUB_GROUP_SIZES = (8, 16, 32)
@@ -46,25 +50,52 @@ SHAPES = ((TILE, TILE), (16, 4), (32, 2))  # 64 work-items each
 MARGIN = 0.8  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
 ROUNDS = 3  # timed rounds over the candidates, after a warm-up round
 PRUNE = 2.0  # a launch this many times its kernel's best is not timed again
-CACHE_VERSION = 1
+CACHE_VERSION = 2
+#: lanes a packet may have: the OpenCL vector widths (float2 ... float16)
+PACKET_LANES = (2, 4, 8, 16)
 
 
 @dataclass(frozen=True)
 class Launch:
-    """One way to launch a kernel: work-group (x, y) and required sub-group size (0: the
-    driver's choice)."""
+    """One way to launch a kernel: work-group (x, y) in work-items, required sub-group size
+    (0: the driver's choice) and packet (x, y): the pixels each work-item casts in explicit
+    vector lanes ((1, 1): one pixel, scalar code)."""
 
     group: tuple[int, int] = (TILE, TILE)
     sub_group: int = 0
+    packet: tuple[int, int] = (1, 1)
+
+    def __post_init__(self) -> None:
+        cols, rows = self.packet
+        if self.packet != (1, 1) and (min(cols, rows) < 1 or cols * rows not in PACKET_LANES):
+            raise ValueError(f"a packet of {cols}x{rows} pixels is not an OpenCL vector width "
+                             f"({', '.join(map(str, PACKET_LANES))} lanes)")
 
     def lane_width(self, device_simd_width: int) -> int:
         """Work-items of one SIMD group: the required sub-group size, else the device's."""
         return self.sub_group or device_simd_width
 
+    def lanes(self, device_simd_width: int) -> tuple[int, int]:
+        """Pixels (rows, columns) that run in lockstep: the packet, else one SIMD group of
+        work-items (:func:`raytracer.phases.simd_lanes`)."""
+        if self.packet != (1, 1):
+            return self.packet[1], self.packet[0]
+        return simd_lanes(self.lane_width(device_simd_width), self.group)
+
+    def work_items(self, width: int, height: int) -> tuple[int, int]:
+        """The global size for a ``width`` x ``height`` image: a work-item per packet, in
+        whole work-groups."""
+        (gx, gy), (px, py) = self.group, self.packet
+        return math.ceil(width / (px * gx)) * gx, math.ceil(height / (py * gy)) * gy
+
     @property
     def label(self) -> str:
         shape = f"{self.group[0]}x{self.group[1]}"
-        return f"{shape}/sg{self.sub_group}" if self.sub_group else shape
+        if self.sub_group:
+            shape += f"/sg{self.sub_group}"
+        if self.packet != (1, 1):
+            shape += f"/p{self.packet[0]}x{self.packet[1]}"
+        return shape
 
 
 DEFAULT = Launch()
@@ -89,18 +120,21 @@ class KernelLaunches:
 DEFAULTS = KernelLaunches({})
 
 
-def candidates(extensions: str, simd_width: int = 0) -> list[Launch]:
+def candidates(extensions: str, simd_width: int = 0,
+               packets: tuple[tuple[int, int], ...] = ()) -> list[Launch]:
     """The default; with the sub-group extension also 16x4 and 32x2 groups as the driver likes
     and each sub-group size in the shape whose rows are one sub-group wide (8x8, 16x4, 32x2),
     the device's SIMD width first (the preferred one of sizes that time alike). Without it
     the default alone: the shape alone changed no kernel's time on PoCL (the tracer's phases
     at 1280x720, the caster at 512², within 2 %), and timing shapes in a process that also
-    runs Intel's runtime read PoCL's first ones up to 1.9x slow."""
-    if SUB_GROUP_EXTENSION not in extensions.split():
-        return [DEFAULT]
-    sized = [Launch(shape, shape[0]) for shape in SHAPES if shape[0] in SUB_GROUP_SIZES]
-    return ([Launch(shape) for shape in SHAPES]
-            + sorted(sized, key=lambda launch: launch.sub_group != simd_width))
+    runs Intel's runtime read PoCL's first ones up to 1.9x slow. Last, on every device, the
+    default group with each of ``packets`` (a kernel's packet forms)."""
+    found = [DEFAULT]
+    if SUB_GROUP_EXTENSION in extensions.split():
+        sized = [Launch(shape, shape[0]) for shape in SHAPES if shape[0] in SUB_GROUP_SIZES]
+        found = ([Launch(shape) for shape in SHAPES]
+                 + sorted(sized, key=lambda launch: launch.sub_group != simd_width))
+    return found + [Launch(packet=packet) for packet in packets]
 
 
 def with_sub_groups(source: str, sizes: Mapping[str, int]) -> str:
@@ -171,7 +205,8 @@ def _load(path: Path, kernels: tuple[str, ...]) -> KernelLaunches | None:
         data = json.loads(path.read_text())
         if data.get("version") != CACHE_VERSION or sorted(data["launches"]) != sorted(kernels):
             return None
-        return KernelLaunches({k: Launch(tuple(v["group"]), int(v["sub_group"]))
+        return KernelLaunches({k: Launch(tuple(v["group"]), int(v["sub_group"]),
+                                         tuple(v["packet"]))
                                for k, v in data["launches"].items()})
     except (OSError, ValueError, TypeError, KeyError):
         return None  # absent or unreadable: measure again and overwrite
@@ -180,7 +215,8 @@ def _load(path: Path, kernels: tuple[str, ...]) -> KernelLaunches | None:
 def _document(launches: KernelLaunches, times: Mapping[Launch, Mapping[str, float]]) -> dict:
     """The cache file's content: the launches and the times that chose them."""
     return {"version": CACHE_VERSION,
-            "launches": {k: {"group": list(v.group), "sub_group": v.sub_group}
+            "launches": {k: {"group": list(v.group), "sub_group": v.sub_group,
+                             "packet": list(v.packet)}
                          for k, v in launches.by_kernel.items()},
             "seconds": {launch.label: dict(t) for launch, t in times.items()}}
 
@@ -189,10 +225,12 @@ _memo: dict[Path, KernelLaunches] = {}
 
 
 def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
-                    measure: Measure, simd_width: int = 0) -> KernelLaunches:
+                    measure: Measure, simd_width: int = 0,
+                    packets: tuple[tuple[int, int], ...] = ()) -> KernelLaunches:
     """The cached launches of ``source``'s ``kernels`` on ``device`` (whose lanes are
-    ``simd_width`` wide), measured with ``measure`` on first use where there is a choice."""
-    options = candidates(device.extensions, simd_width)
+    ``simd_width`` wide; ``packets``: the kernels' packet forms), measured with ``measure`` on
+    first use where there is a choice."""
+    options = candidates(device.extensions, simd_width, packets)
     if options == [DEFAULT]:
         return DEFAULTS
     path = _cache_path(device, source)

@@ -126,7 +126,7 @@ class Tracer:
                               with_sub_groups(kernel_source() if source is None else source,
                                               sizes))
         self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
-        self._groups = {p.name: self.launches[p.kernel].group for p in PHASE_LIST}
+        self._launch = {p.name: self.launches[p.kernel] for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
@@ -164,8 +164,8 @@ class Tracer:
                                  for v in camera.basis(width, height))
         cam = (eye, top_left, du, dv, np.int32(width), np.int32(height))
         light = np.append(self.scene.light, 0).astype(np.float32)
-        lsize = self._groups[phase]
-        gsize = (math.ceil(width / lsize[0]) * lsize[0], math.ceil(height / lsize[1]) * lsize[1])
+        lsize = self._launch[phase].group
+        gsize = self._launch[phase].work_items(width, height)
         q, k = self.queue, self._kernels[phase]
         extra = (self._counter_bufs[phase],) if phase in self._counter_bufs else ()
         ao_rays = float(settings.ao_rays)

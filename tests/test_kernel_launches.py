@@ -47,6 +47,46 @@ def test_candidates_need_the_sub_group_extension():
     assert {c.sub_group for c in found} == {0, 8, 16, 32}
 
 
+def test_packet_forms_are_timed_on_every_device_after_the_rest():
+    plain = kl.candidates("cl_khr_icd", packets=((4, 4), (8, 2)))
+    assert plain == [DEFAULT, Launch(packet=(4, 4)), Launch(packet=(8, 2))]
+    sized = kl.candidates(SG, simd_width=16, packets=((4, 4),))
+    assert sized[:-1] == kl.candidates(SG, simd_width=16) and sized[-1] == Launch(packet=(4, 4))
+
+
+def test_a_packet_is_the_lanes_that_run_together():
+    packet = Launch(packet=(4, 2))
+    assert packet.lanes(16) == (2, 4)  # rows, columns; the device's own width plays no part
+    assert packet.label == "8x8/p4x2" and Launch((16, 4), 16).label == "16x4/sg16"
+    assert DEFAULT.lanes(1) == (1, 1) and Launch((16, 4)).lanes(16) == (1, 16)
+    # a work-item per packet, in whole work-groups
+    assert DEFAULT.work_items(100, 60) == (104, 64)
+    assert packet.work_items(100, 60) == (32, 32)  # 25 x 30 packets, groups of 8x8
+    assert Launch((16, 4), packet=(4, 4)).work_items(64, 64) == (16, 16)
+    for bad in ((3, 1), (4, 8), (0, 2), (-2, -1)):
+        with pytest.raises(ValueError, match=f"packet of {bad[0]}x{bad[1]} pixels"):
+            Launch(packet=bad)
+
+
+def test_a_cached_choice_keeps_its_packet(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "one"))
+    packet = Launch(packet=(4, 4))
+    device = FakeDevice("cl_khr_icd")  # no sub-groups: the packet is the only other candidate
+
+    def measure(options):
+        assert options == [DEFAULT, packet]
+        return {DEFAULT: {"k": 1.0}, packet: {"k": 0.4}}
+
+    assert kl.device_launches(device, "packets", ("k",), measure, packets=((4, 4),))["k"] == packet
+    # another process (another cache folder holding the same file): read, not measured
+    (cached,) = (tmp_path / "one" / "launches").iterdir()
+    monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "two"))
+    (tmp_path / "two" / "launches").mkdir(parents=True)
+    shutil.copy(cached, tmp_path / "two" / "launches" / cached.name)
+    got = kl.device_launches(device, "packets", ("k",), lambda o: pytest.fail(), packets=((4, 4),))
+    assert got["k"] == packet and got.signature == "k=8x8/p4x4"
+
+
 def test_sub_group_attribute_goes_on_the_named_kernels_only():
     source = kernel_source()
     out = kl.with_sub_groups(source, {"shade": 16, "primary": 0})
@@ -88,7 +128,7 @@ def test_choice_is_measured_once_and_cached(tmp_path, monkeypatch):
     assert kl.device_launches(device, "source A", ("k", "j"), measure) is got  # memo
     (cached,) = (tmp_path / "one" / "launches").iterdir()
     doc = json.loads(cached.read_text())
-    assert doc["launches"]["k"] == {"group": [16, 4], "sub_group": 16}
+    assert doc["launches"]["k"] == {"group": [16, 4], "sub_group": 16, "packet": [1, 1]}
     assert doc["seconds"]["16x4/sg16"]["k"] == 0.25  # the times that chose it
     # another process (another cache folder holding the same file): read, not measured
     monkeypatch.setenv("AUTOTUNE_CACHE_DIR", str(tmp_path / "two"))

@@ -188,6 +188,26 @@ def test_the_measured_launch_renders_the_default_image(neghip):
         assert (a.samples, a.skipped, a.rays) == (b.samples, b.skipped, b.rays)
 
 
+@pytest.mark.parametrize("packet", [(4, 4), (16, 1), (2, 4)])
+def test_packets_render_the_scalar_kernels_image_and_counts_bit_for_bit(neghip, packet):
+    """raycast_packet.cl casts each ray as raycast.cl does, whatever the packet's shape: byte
+    cells and float voxels, bricks, skipping on and off, sizes that cut packets and groups."""
+    vol, tf = neghip
+    halved = Volume(vol.data * np.float32(0.5), vol.spacing)  # float voxels, same values
+    frames = ((50, 38, 0.5, 0.95, True), (33, 17, 1.3, 1.0, False), (W, H, 0.8, 0.9, True))
+    for volume in (vol, halved):
+        for brick in [None, *kd_partition(volume.dims, 3, volume.spacing).bricks]:
+            scalar = Raycaster(volume, tf, brick, launch=Launch())
+            packed = Raycaster(volume, tf, brick, launch=Launch(packet=packet))
+            assert packed.lanes == (packet[1], packet[0])
+            for cam in _views(vol):
+                for w, h, step, ert, skip in frames:
+                    a = scalar.render(cam, w, h, step, ert, skip)
+                    b = packed.render(cam, w, h, step, ert, skip)
+                    assert np.array_equal(a.rgba, b.rgba), (volume.name, brick, cam, w, h)
+                    assert (a.samples, a.skipped, a.rays) == (b.samples, b.skipped, b.rays)
+
+
 def test_group_samples_are_each_simd_groups_slowest_lane():
     """A group of lanes in lockstep pays its slowest lane's samples on every lane."""
     taken = np.array([[1, 5, 2, 2, 7],

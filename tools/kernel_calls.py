@@ -36,6 +36,15 @@ except DeviceError as exc:
     print("no PoCL device builds here:", exc)
     raise SystemExit(0)
 tracer.render(scene.camera, 16, 16, RenderSettings(ao_rays=2, shadows=True, phong=True))
+from raytracer.camera import Camera
+from raytracer.kernel_launches import Launch
+from raytracer.volume import Raycaster, default_for, load_volume
+volume = load_volume("marschner-lobb:16")
+camera = Camera((0.0, 0.0, 3.0 * volume.radius), (0.0, 0.0, 0.0))
+for packet in ((1, 1), (4, 4)):
+    caster = Raycaster(volume, default_for("marschner-lobb"), device="pocl",
+                       launch=Launch(packet=packet))
+    caster.render(camera, 16, 16)
 print(tracer.device.platform)
 """
 _CALL = re.compile(r"\bcall[q]?\s+[0-9a-f]+\s+<([^>]+)>")
@@ -53,7 +62,8 @@ def calls_in_object(path: Path) -> Counter[str]:
 
 
 def compiled_kernel_calls(timeout: float = 300.0) -> dict[str, Counter[str]]:
-    """``{kernel: Counter(call target)}`` of the tracer's kernels as PoCL compiles them."""
+    """``{kernel: Counter(call target)}`` of the tracer's and the caster's kernels as PoCL
+    compiles them."""
     if shutil.which("objdump") is None:
         raise KernelCallsUnavailable("objdump not found (binutils)")
     root = Path(__file__).resolve().parent.parent

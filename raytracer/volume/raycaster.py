@@ -1,4 +1,6 @@
-"""OpenCL ray caster of one brick (or the whole volume): PyOpenCL host for kernels/raycast.cl.
+"""OpenCL ray caster of one brick (or the whole volume): PyOpenCL host for kernels/raycast.cl
+(a ray per work-item) and kernels/raycast_packet.cl (a packet of rays per work-item, in vector
+lanes), whichever the device's measured launch names.
 
 The brick's voxels (with their ghost layer) and the empty-space flags are uploaded once: 8-bit
 volumes as byte cells (:func:`cell_words`), normalised in the kernel bit for bit as
@@ -27,7 +29,6 @@ from raytracer.kernel_launches import (
     with_sub_groups,
 )
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
-from raytracer.phases import simd_lanes
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
@@ -36,9 +37,14 @@ from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
 from raytracer.volume.volume_data import Volume
 
 KERNEL = "raycast"
+PACKET_KERNEL = "raycast_packet"  # kernels/raycast_packet.cl, built with packet_options
 #: the fixed workload every device's caster launch is chosen on (device_launch)
 LAUNCH_VOLUME = "tooth"
 LAUNCH_SIZE = 256
+#: The packet form timed on every device: 4x4 pixels per work-item ran bonsai 512² (one
+#: compute unit, three views) in 121 ms on PoCL and 102 ms on Intel's runtime, against 241 and
+#: 146 ms for the scalar kernel and 126 / 104 ms in 8x2 packets, 134 / 118 ms in 16x1.
+PACKETS = ((4, 4),)
 #: Voxels per side of an empty-space block: 4 evaluates a third fewer samples than 8 on
 #: bonsai (only 30 % of the samples in non-empty 8³ blocks have opacity) and, with jumps over
 #: whole empty cubes of blocks, costs less per frame (measured); 2 gains nothing more.
@@ -96,16 +102,25 @@ _RUNTIMES: dict[str, _Runtime] = {}
 def kernel_source() -> str:
     """The OpenCL C source of the ray-casting kernel, after the tracer's math macros
     (raytracer/kernels/rtmath.cl: FMIN, SQRT, ... are builtins or, with -DINLINE_MATH, plain
-    code)."""
+    code): raycast.cl's kernel and, built with -DPACKET (:func:`packet_options`),
+    raycast_packet.cl's."""
     math_macros = (resources.files("raytracer") / "kernels" / "rtmath.cl").read_text()
-    kernel = (resources.files("raytracer.volume") / "kernels" / "raycast.cl").read_text()
-    return math_macros + "\n" + kernel
+    kernels = resources.files("raytracer.volume") / "kernels"
+    return "\n".join([math_macros, (kernels / "raycast.cl").read_text(),
+                      (kernels / "raycast_packet.cl").read_text()])
 
 
 def build_options(info: DeviceInfo) -> list[str]:
     """``-DINLINE_MATH`` on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
     rtmath.cl; 1.6x per frame here); none elsewhere. No fast-math: the image is exact."""
     return ["-DINLINE_MATH"] if info.is_pocl else []
+
+
+def packet_options(launch: Launch) -> tuple[str, ...]:
+    """Build options for ``launch``'s packet: none for a ray per work-item, else the lanes and
+    the columns of raycast_packet.cl's kernel."""
+    cols, rows = launch.packet
+    return () if launch.packet == (1, 1) else (f"-DPACKET={cols * rows}", f"-DPACKET_COLS={cols}")
 
 
 def _runtime(device: str | None) -> _Runtime:
@@ -129,21 +144,21 @@ def _program(rt: _Runtime, options: tuple[str, ...], sub_group: int = 0) -> cl.P
         try:
             rt.programs[key] = build_quietly(cl.Program(rt.context, source), list(options))
         except cl.RuntimeError as exc:
-            raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast.cl failed:"
-                              f"\n{exc}") from None
+            raise VolumeError(f"OpenCL build of raytracer/volume/kernels/raycast*.cl with "
+                              f"{' '.join(options)} failed:\n{exc}") from None
     return rt.programs[key]
 
 
 def device_launch(device: str | None = None) -> Launch:
     """How the caster is launched on ``device`` (a spec; None: the default): measured once per
-    device and cached (``raytracer/kernel_launches.py``). Intel's CPU runtime runs it in SIMD
-    lanes in 16x4 groups by itself and one work-item at a time in 8x8 ones (bonsai 512²,
-    one compute unit, three views: 112 ms against 217; in required sub-groups of 16 114 ms,
-    of 8 147 ms)."""
+    device and cached (``raytracer/kernel_launches.py``), the :data:`PACKETS` among the
+    candidates. Intel's CPU runtime runs the scalar kernel in SIMD lanes in 16x4 groups by
+    itself and one work-item at a time in 8x8 ones (bonsai 512², one compute unit, three
+    views: 112 ms against 217; in required sub-groups of 16 114 ms, of 8 147 ms)."""
     rt = _runtime(device)
     return device_launches(rt.device, kernel_source(), (KERNEL,),
                            lambda options: time_launches(device, options),
-                           rt.info.simd_width)[KERNEL]
+                           rt.info.simd_width, PACKETS)[KERNEL]
 
 
 def time_launches(device: str | None, candidates: list[Launch]
@@ -243,7 +258,7 @@ class Raycaster:
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
         self.launch = launch or device_launch(device)
         self.group = self.launch.group
-        self.lanes = simd_lanes(self.launch.lane_width(rt.info.simd_width), self.group)
+        self.lanes = self.launch.lanes(rt.info.simd_width)
         dims = volume.dims
         glo, ghi = self.brick.ghost_lo, self.brick.ghost_hi
         if any(lo < 0 or hi > d or hi - lo < 2 for lo, hi, d in zip(glo, ghi, dims, strict=True)):
@@ -259,8 +274,10 @@ class Raycaster:
         self.voxels = "float" if levels is None else "bytes"
         data = (np.ascontiguousarray(normalized) if levels is None
                 else cell_words(levels[box]))
-        options = tuple(build_options(rt.info)) + voxel_options(levels is not None, data.size)
-        self._kernel = cl.Kernel(_program(rt, options, self.launch.sub_group), KERNEL)
+        options = (tuple(build_options(rt.info)) + voxel_options(levels is not None, data.size)
+                   + packet_options(self.launch))
+        self._kernel = cl.Kernel(_program(rt, options, self.launch.sub_group),
+                                 KERNEL if self.launch.packet == (1, 1) else PACKET_KERNEL)
         mf = cl.mem_flags
         self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
         self._luts: OrderedDict[float, cl.Buffer] = OrderedDict()  # by step, last used last
@@ -332,11 +349,9 @@ class Raycaster:
         eye, top_left, du, dv = camera.basis(width, height)
         spacing = np.asarray(self.volume.spacing, np.float64)
         dt = np.float32(step * spacing.min())
-        gx, gy = self.group
-        gsize = (math.ceil(width / gx) * gx, math.ceil(height / gy) * gy)
         event = self._kernel(
-            self.queue, gsize, self.group, self._data, self.volume.value_scale,
-            _i4(self.brick.ghost_lo),
+            self.queue, self.launch.work_items(width, height), self.group, self._data,
+            self.volume.value_scale, _i4(self.brick.ghost_lo),
             _i4(self._gdim), _i4(self.volume.dims), _f4(self._blo), _f4(self._bhi),
             self._dist, _i4(self._borg), _i4(self.empty.shape[::-1]),
             np.int32(self.block.bit_length() - 1),

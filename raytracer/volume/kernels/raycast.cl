@@ -8,9 +8,11 @@
 // Faces on the volume boundary are widened by a small epsilon on the host so rounding never
 // drops the first or last sample of a ray.
 //
-// Scalar code, except the colour: PoCL runs each work-item's loop scalar, and float3 vector
-// types cost it twice the time per sample (measured); the lookup-table lerp and the
+// One ray per work-item, scalar code except the colour: a GPU (or Intel's CPU runtime, which
+// packs work-items into SIMD lanes by itself) runs it as it is. The lookup-table lerp and the
 // accumulation are one float4 operation each (same arithmetic per channel, same image).
+// raycast_packet.cl's kernel (built with -DPACKET) casts a packet of rays per work-item in
+// explicit vector lanes instead (CPU runtimes; which one a device runs is measured).
 //
 // The host prepends raytracer/kernels/rtmath.cl (FMIN, FMAX, FABS, SQRT) and builds with
 // -DINLINE_MATH on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
