@@ -172,7 +172,8 @@ def worker_raycast(volume_name: str, size: int, threads: int, repeats: int, nvie
     out: dict[str, Any] = {
         "threads": threads, "compute_units": os.environ.get("AUTOTUNE_COMPUTE_UNITS"),
         "vtk_threads": theirs.mapper.GetNumberOfThreads(), "vtk_window": theirs.window_class,
-        "vtk_scalars": theirs.scalar_type, "device": ours.device.name, "views": []}
+        "vtk_scalars": theirs.scalar_type, "device": ours.device.name,
+        "launch": ours.launch.label, "views": []}
     for v, cam in enumerate(views(volume.radius, nviews)):
         theirs.set_camera(cam)
         frame = ours.render(cam, size, size, 1.0, VTK_ERT)  # warm-up (and the image)
