@@ -53,6 +53,13 @@ typedef uint voxel_t;
 typedef float voxel_t;
 #endif
 
+// a + w (b - a), and the trilinear blend of a cell's corner values at fractions (gx, gy, gz)
+// in one fixed order: plain expressions, so float and floatN alike (raycast_packet.cl's lanes)
+#define LERP(a, b, w) ((a) + (w) * ((b) - (a)))
+#define TRILINEAR(v000, v100, v010, v110, v001, v101, v011, v111, gx, gy, gz)            \
+    LERP(LERP(LERP(v000, v100, gx), LERP(v010, v110, gx), gy),                           \
+         LERP(LERP(v001, v101, gx), LERP(v011, v111, gx), gy), gz)
+
 // Exit parameter of a ray (origin o, inverse direction inv) from [lo, hi] along one axis.
 inline float exit_t(float o, float d, float inv, float lo, float hi)
 {
@@ -147,18 +154,12 @@ __kernel void raycast(
             float v001 = data[i000 + sz], v101 = data[i000 + sz + 1];
             float v011 = data[i000 + sz + sy], v111 = data[i000 + sz + sy + 1];
 #endif
-            float c00 = v000 + gx * (v100 - v000);
-            float c10 = v010 + gx * (v110 - v010);
-            float c01 = v001 + gx * (v101 - v001);
-            float c11 = v011 + gx * (v111 - v011);
-            float c0 = c00 + gy * (c10 - c00);
-            float c1 = c01 + gy * (c11 - c01);
-            float v = c0 + gz * (c1 - c0);
+            float v = TRILINEAR(v000, v100, v010, v110, v001, v101, v011, v111, gx, gy, gz);
             float u = CLAMP01(v) * lscale;
             int j = IMIN((int)u, lut_n - 2);
             float w = u - (float)j;
             float4 la = lut[j], lb = lut[j + 1];
-            float4 c = la + w * (lb - la);
+            float4 c = LERP(la, lb, w);
             float wgt = (1.0f - acc.w) * c.w;
             acc += wgt * (float4)(c.x, c.y, c.z, 1.0f);
             taken++;

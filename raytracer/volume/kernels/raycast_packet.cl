@@ -194,13 +194,7 @@ __kernel void raycast_packet(
             v000 = LEVELS(w0, 0); v100 = LEVELS(w0, 1); v010 = LEVELS(w0, 2); v110 = LEVELS(w0, 3);
             v001 = LEVELS(w1, 0); v101 = LEVELS(w1, 1); v011 = LEVELS(w1, 2); v111 = LEVELS(w1, 3);
 #endif
-            floatp c00 = v000 + gx * (v100 - v000);
-            floatp c10 = v010 + gx * (v110 - v010);
-            floatp c01 = v001 + gx * (v101 - v001);
-            floatp c11 = v011 + gx * (v111 - v011);
-            floatp c0 = c00 + gy * (c10 - c00);
-            floatp c1 = c01 + gy * (c11 - c01);
-            floatp v = c0 + gz * (c1 - c0);
+            floatp v = TRILINEAR(v000, v100, v010, v110, v001, v101, v011, v111, gx, gy, gz);
             floatp u = CLAMP01(v) * lscale;
             intp j = IMIN(TO_INT(u), lut_n - 2);
             floatp w = u - TO_FLOAT(j);
@@ -210,8 +204,8 @@ __kernel void raycast_packet(
                 ar[l] = ea.x; ag[l] = ea.y; ab[l] = ea.z; aa[l] = ea.w;
                 br[l] = eb.x; bg[l] = eb.y; bb[l] = eb.z; ba[l] = eb.w;
             }
-            floatp cr = ar + w * (br - ar), cg = ag + w * (bg - ag);
-            floatp cb = ab + w * (bb - ab), ca = aa + w * (ba - aa);
+            floatp cr = LERP(ar, br, w), cg = LERP(ag, bg, w);
+            floatp cb = LERP(ab, bb, w), ca = LERP(aa, ba, w);
             floatp wgt = (1.0f - acc_a) * ca;
             acc_r = sample ? acc_r + wgt * cr : acc_r;
             acc_g = sample ? acc_g + wgt * cg : acc_g;
