@@ -93,7 +93,8 @@ class _Runtime:
     device: cl.Device
     context: cl.Context
     queue: cl.CommandQueue
-    programs: dict[tuple[tuple[str, ...], int], cl.Program]  # by build options, sub-group size
+    # by build options, sub-group size and the kernel it is required on
+    programs: dict[tuple[tuple[str, ...], int, str], cl.Program]
 
 
 _RUNTIMES: dict[str, _Runtime] = {}
@@ -135,12 +136,17 @@ def _runtime(device: str | None) -> _Runtime:
     return _RUNTIMES[key]
 
 
-def _program(rt: _Runtime, options: tuple[str, ...], sub_group: int = 0) -> cl.Program:
-    """The kernel built with ``options`` (and a required ``sub_group`` size, 0: none), once
-    per runtime (PoCL builds take a second each)."""
-    key = (options, sub_group)
+def kernel_name(launch: Launch) -> str:
+    """The kernel ``launch`` runs: raycast.cl's, or raycast_packet.cl's for a packet."""
+    return KERNEL if launch.packet == (1, 1) else PACKET_KERNEL
+
+
+def _program(rt: _Runtime, options: tuple[str, ...], launch: Launch) -> cl.Program:
+    """The kernels built with ``options`` and the required sub-group size of ``launch`` on the
+    kernel it runs (0: none), once per runtime (PoCL builds take a second each)."""
+    key = (options, launch.sub_group, kernel_name(launch))
     if key not in rt.programs:
-        source = with_sub_groups(kernel_source(), {KERNEL: sub_group})
+        source = with_sub_groups(kernel_source(), {kernel_name(launch): launch.sub_group})
         try:
             rt.programs[key] = build_quietly(cl.Program(rt.context, source), list(options))
         except cl.RuntimeError as exc:
@@ -276,8 +282,7 @@ class Raycaster:
                 else cell_words(levels[box]))
         options = (tuple(build_options(rt.info)) + voxel_options(levels is not None, data.size)
                    + packet_options(self.launch))
-        self._kernel = cl.Kernel(_program(rt, options, self.launch.sub_group),
-                                 KERNEL if self.launch.packet == (1, 1) else PACKET_KERNEL)
+        self._kernel = cl.Kernel(_program(rt, options, self.launch), kernel_name(self.launch))
         mf = cl.mem_flags
         self._data = cl.Buffer(self.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=data)
         self._luts: OrderedDict[float, cl.Buffer] = OrderedDict()  # by step, last used last
