@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from raytracer.event_time import event_seconds
 from raytracer.opencl_runtimes import cache_dir, store_cache_file
 
 TRAITS_VERSION = 2
@@ -165,7 +166,7 @@ def _launch_seconds(queue: cl.CommandQueue, kernel: cl.Kernel, items: int, work:
     kernel.set_args(work, out, np.int32(steps))
     event = cl.enqueue_nd_range_kernel(queue, kernel, (items,), (LOCAL_SIZE,))
     event.wait()
-    return (event.profile.end - event.profile.start) * 1e-9
+    return event_seconds(event)
 
 
 def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Device) -> int:

@@ -11,6 +11,7 @@ import pyopencl as cl
 
 from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
+from raytracer.event_time import event_seconds
 from raytracer.kernel_launches import (
     KernelLaunches,
     Launch,
@@ -189,7 +190,7 @@ class Tracer:
         """Kernel seconds of one phase launched alone and waited for (its profiling event)."""
         event = self.launch(phase, camera, width, height, settings, seed)
         event.wait()
-        return (event.profile.end - event.profile.start) * 1e-9
+        return event_seconds(event)
 
     def render(self, camera: Camera, width: int, height: int,
                settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
@@ -209,7 +210,7 @@ class Tracer:
                 counters[phase] = np.empty((height, width, 2), np.int32)
                 cl.enqueue_copy(q, counters[phase], buf)
         q.finish()
-        seconds = {p: (e.profile.end - e.profile.start) * 1e-9 for p, e in events.items()}
+        seconds = {p: event_seconds(e) for p, e in events.items()}
         return Frame(image, seconds, counters)
 
     def hits(self) -> np.ndarray:

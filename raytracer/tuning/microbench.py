@@ -45,6 +45,7 @@ import pyopencl as cl
 from numpy.typing import ArrayLike
 
 from models.device_profile import DeviceProfile
+from raytracer.event_time import event_seconds
 from raytracer.opencl_device import DeviceError, DeviceInfo, build_quietly, choose_device
 
 CHAINS = 8  # independent FMA chains per work-item in fma_chain (see microbench.cl)
@@ -175,7 +176,7 @@ class _Bench:
         for _ in range(self.repeats):
             event = cl.enqueue_nd_range_kernel(self.queue, kernel, (global_size,), local)
             event.wait()
-            best = min(best, (event.profile.end - event.profile.start) * 1e-9)
+            best = min(best, event_seconds(event))
         return best
 
     def per_iter(self, timed: Callable[[int], float], iters0: int, max_iters: int) -> float:

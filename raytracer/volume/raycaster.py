@@ -22,6 +22,7 @@ import numpy as np
 import pyopencl as cl
 
 from raytracer.camera import Camera
+from raytracer.event_time import event_seconds
 from raytracer.kernel_launches import (
     Launch,
     device_launches,
@@ -368,7 +369,7 @@ class Raycaster:
         counts = self._counts
         cl.enqueue_copy(self.queue, rgba, self._image, wait_for=[event])
         cl.enqueue_copy(self.queue, counts, self._counters, wait_for=[event]).wait()
-        seconds = (event.profile.end - event.profile.start) * 1e-9
+        seconds = event_seconds(event)
         t = count_totals(counts, self.lanes)
         return BrickImage(rgba, seconds, t.samples, t.skipped, t.rays, self.brick.index,
                           t.group_samples)
