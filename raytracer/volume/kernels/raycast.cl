@@ -66,14 +66,18 @@ inline float exit_t(float o, float d, float inv, float lo, float hi)
     return d > 0.0f ? (hi - o) * inv : (d < 0.0f ? (lo - o) * inv : INFINITY);
 }
 
-__kernel void raycast(
-    __global const voxel_t* data, float vscale, int4 gorg, int4 gdim, int4 vdim,
-    float4 blo, float4 bhi,
-    __global const int* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,
-    __global const float4* lut, int lut_n,
-    float4 eye, float4 top_left, float4 du, float4 dv, float4 vox_origin, float4 inv_spacing,
-    int width, int height, float dt, float ert,
-    __global float4* image, __global uint2* counters)
+// The arguments of both caster kernels (this one and raycast_packet.cl's): the host passes the
+// same list to whichever its launch runs
+#define RAYCAST_ARGS                                                                          \
+    __global const voxel_t* data, float vscale, int4 gorg, int4 gdim, int4 vdim,             \
+    float4 blo, float4 bhi,                                                                   \
+    __global const int* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,          \
+    __global const float4* lut, int lut_n,                                                    \
+    float4 eye, float4 top_left, float4 du, float4 dv, float4 vox_origin, float4 inv_spacing, \
+    int width, int height, float dt, float ert,                                               \
+    __global float4* image, __global uint2* counters
+
+__kernel void raycast(RAYCAST_ARGS)
 {
     int x = get_global_id(0);
     int y = get_global_id(1);

@@ -76,14 +76,7 @@ inline floatp exit_lanes(float o, floatp d, floatp inv, floatp lo, floatp hi)
     return d > 0.0f ? (hi - o) * inv : (d < 0.0f ? (lo - o) * inv : (floatp)INFINITY);
 }
 
-__kernel void raycast_packet(
-    __global const voxel_t* data, float vscale, int4 gorg, int4 gdim, int4 vdim,
-    float4 blo, float4 bhi,
-    __global const int* dist, int4 borg, int4 bdim, int block_shift, int skip_empty,
-    __global const float4* lut, int lut_n,
-    float4 eye, float4 top_left, float4 du, float4 dv, float4 vox_origin, float4 inv_spacing,
-    int width, int height, float dt, float ert,
-    __global float4* image, __global uint2* counters)
+__kernel void raycast_packet(RAYCAST_ARGS)
 {
     int x0 = get_global_id(0) * PACKET_COLS;
     int y0 = get_global_id(1) * (PACKET / PACKET_COLS);
