@@ -61,7 +61,7 @@ from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
 from raytracer.kernel_launches import DEFAULTS
 from raytracer.opencl_device import one_device_per_runtime
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV
+from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, POCL_METHOD_ENV
 from raytracer.phases import PHASES
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer, kernel_source
@@ -464,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version(),
         "quick": bool(args.quick),
         "repeats": repeats,
+        "pocl_work_group_method": os.environ.get(POCL_METHOD_ENV),
     }
     title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"
     emit(figures, args.json, title)

@@ -497,11 +497,14 @@ def scaling_part(volume: str, size: int, frames: int, counts: list[int],
 
 def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
     """Where and when the figures were taken."""
+    from raytracer.opencl_runtimes import POCL_METHOD_ENV  # the workers' PoCL method, once set
+
     out = {
         "cores": os.cpu_count(),
         "load_avg_at_end": list(os.getloadavg()),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(), "quick": bool(quick),
+        "pocl_work_group_method": os.environ.get(POCL_METHOD_ENV),
     }
     if with_vtk:
         import vtk

@@ -15,12 +15,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from raytracer._lazy import lazy_exports
-from raytracer.opencl_runtimes import limit_cpu_threads, register_pip_runtimes
+from raytracer.opencl_runtimes import (
+    limit_cpu_threads,
+    pocl_work_group_method,
+    register_pip_runtimes,
+)
 
 # Before anything asks the ICD loader for platforms: pip-installed runtimes become visible, and
-# CPU runtimes find their thread limit.
+# CPU runtimes find their thread limit and (PoCL) work-group method.
 register_pip_runtimes()
 limit_cpu_threads()
+pocl_work_group_method()
 
 _EXPORTS = {
     "scene": ("SCENES", "Scene", "SceneError", "load_scene"),

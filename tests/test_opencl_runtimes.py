@@ -80,6 +80,15 @@ def test_compute_units_reach_each_cpu_runtime_as_its_thread_limit():
     assert env == {"POCL_MAX_PTHREAD_COUNT": "3"}  # untouched without a request
 
 
+def test_pocl_compiles_with_work_item_loops_unless_the_user_chose_a_method():
+    env: dict[str, str] = {}
+    rt.pocl_work_group_method(env)
+    assert env == {rt.POCL_METHOD_ENV: "loops"}
+    env = {rt.POCL_METHOD_ENV: "loopvec"}
+    rt.pocl_work_group_method(env)
+    assert env == {rt.POCL_METHOD_ENV: "loopvec"}
+
+
 # ---------------------------------------------------------------- default choice
 
 
