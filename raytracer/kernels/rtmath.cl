@@ -23,9 +23,7 @@
                                (a).x * (b).y - (a).y * (b).x))
 #define COS(x) __builtin_cosf(x)
 #define SIN(x) __builtin_sinf(x)
-/* one OR reduction, which LLVM lowers to a mask test (kortest on AVX-512): OR-ing the eight
- * lanes one by one shuffled the vector apart (primary 12 %, shadow 5 %, AO 4 % slower on PoCL 3.1) */
-#define ANY8(v) (__builtin_reduce_or(v) < 0)
+#define ANY8(v) (((v).s0 | (v).s1 | (v).s2 | (v).s3 | (v).s4 | (v).s5 | (v).s6 | (v).s7) < 0)
 #else
 #define FMIN(a, b) fmin(a, b)
 #define FMAX(a, b) fmax(a, b)
