@@ -174,7 +174,8 @@ def pocl_work_group_method(environ: MutableMapping[str, str] | None = None) -> N
     and the caster's explicit vector lanes never allow, and its code for them is slower: on the
     system's PoCL 3.1 here (one compute unit, same images) primary rays 12-19 % and the volume
     caster 17-20 % faster under ``loops``, shadow, AO and shade unchanged. PoCL reads the
-    variable when it compiles, so this runs on import of :mod:`raytracer`; it is process-wide,
-    so an application's own PoCL kernels get it too (set the variable to keep another)."""
+    variable when it compiles a kernel, and this runs on import of :mod:`raytracer`, before any
+    is built; the variable is process-wide, so an application's own PoCL kernels get ``loops``
+    too (set it to keep another)."""
     environ = os.environ if environ is None else environ
     environ.setdefault(POCL_METHOD_ENV, POCL_METHOD)

@@ -89,6 +89,14 @@ def test_pocl_compiles_with_work_item_loops_unless_the_user_chose_a_method():
     assert env == {rt.POCL_METHOD_ENV: "loopvec"}
 
 
+def test_importing_raytracer_sets_the_pocl_method_before_any_kernel_is_built():
+    env = {k: v for k, v in os.environ.items() if k != rt.POCL_METHOD_ENV}
+    code = "import os, raytracer; print(os.environ['POCL_WORK_GROUP_METHOD'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == rt.POCL_METHOD
+
+
 # ---------------------------------------------------------------- default choice
 
 
