@@ -38,7 +38,7 @@ import pyopencl as cl
 from raytracer.event_time import event_seconds
 from raytracer.opencl_runtimes import cache_dir, store_cache_file
 
-TRAITS_VERSION = 2
+TRAITS_VERSION = 3  # 3: the SIMD width measured with warmed buffers
 SIMD_CANDIDATES = (2, 4, 8, 16, 32, 64)
 SIMD_KEEP = 0.7  # time ratio above which a group of k items still counts as one SIMD group
 LOCAL_SIZE = 64  # the tracer's 8x8 work-group
@@ -174,7 +174,10 @@ def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Devi
 
     Each every-k launch is compared with uniform launches timed alternately with it (best of
     three each), so that a stretch of the machine slowed by something else (another runtime's
-    worker threads still spinning, say) slows both sides of a comparison alike."""
+    worker threads still spinning, say) slows both sides of a comparison alike. Each every-k
+    buffer is launched once untimed first: on PoCL 3.1 the first launches on a new buffer read
+    0.35-0.86 of the uniform time at k = 2 where warmed ones read 0.50 (so a fresh process
+    sometimes measured a width of 2)."""
     queue = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     kernel = cl.Kernel(program, "lanes")
     items = int(device.max_compute_units) * LOCAL_SIZE * 16
@@ -196,6 +199,7 @@ def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Devi
         if every > LOCAL_SIZE:
             break
         sparse, t_uniform, t_sparse = buffer(every), math.inf, math.inf
+        _launch_seconds(queue, kernel, items, sparse, out, steps)  # warm the new buffer
         for _ in range(3):
             t_uniform = min(t_uniform, _launch_seconds(queue, kernel, items, uniform, out, steps))
             t_sparse = min(t_sparse, _launch_seconds(queue, kernel, items, sparse, out, steps))
