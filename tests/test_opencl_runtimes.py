@@ -239,3 +239,16 @@ def test_both_cpu_runtimes_render_the_same_frame(scenes):
         scene.camera, 160, 90, RenderSettings(ao_rays=0, shadows=True)).image.astype(int)
         for r in ("pocl", "intel-cpu")]
     assert np.mean(np.abs(images[0] - images[1]) > 2) < 0.002
+
+
+def test_simd_width_fits_every_ratio_so_one_misread_does_not_move_it():
+    from raytracer.device_traits import width_from_ratios
+
+    one_at_a_time = {2: 0.5, 4: 0.25, 8: 0.13, 16: 0.06, 32: 0.03, 64: 0.016}
+    assert width_from_ratios(one_at_a_time) == 1
+    # the CI machine's misread: k = 2 read above a 0.7 threshold, the rest fell as 1/k
+    assert width_from_ratios({**one_at_a_time, 2: 0.82}) == 1
+    sixteen_lanes = {2: 1.0, 4: 1.01, 8: 0.99, 16: 1.0, 32: 0.5, 64: 0.25}
+    assert width_from_ratios(sixteen_lanes) == 16
+    assert width_from_ratios({**sixteen_lanes, 8: 0.62}) == 16
+    assert width_from_ratios({2: 1.0, 4: 0.98, 8: 1.0}) == 8  # flat to the largest k measured
