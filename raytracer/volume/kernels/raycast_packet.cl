@@ -35,10 +35,14 @@ typedef VEC(uint, PACKET) uintp;
 #define LANES _Pragma("unroll") for (int l = 0; l < PACKET; l++)
 #define LEVELS(w, byte) (TO_FLOAT(((w) >> (8 * (byte))) & 0xffu) * vscale)
 
-// whether any lane of mask m (-1 true, 0 false) is set
+// whether any lane of mask m (-1 true, 0 false) is set: on PoCL one OR reduction where the
+// compiler has it (a mask test; the lanes OR-ed one by one were shuffled apart at each test:
+// bonsai 512², one compute unit, three views, PoCL 3.1: 92.6 -> 87.0 ms, the same image)
 inline int any_lane(intp m)
 {
-#ifdef INLINE_MATH
+#if defined(INLINE_MATH) && __has_builtin(__builtin_reduce_or)
+    return __builtin_reduce_or(m) < 0;
+#elif defined(INLINE_MATH)
     int r = 0;
     LANES r |= m[l];
     return r < 0;
