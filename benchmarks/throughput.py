@@ -292,6 +292,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s = tracer.bvh.stats
     figures["bvh"] = {"bytes": s.bytes, "node_bytes": int(tracer.bvh.nodes.nbytes),
+                      "shadow_node_bytes": int(tracer.bvh.shadow_nodes.nbytes),
                       "triangle_bytes": int(tracer.bvh.triangles.nbytes)}
     return figures
 

@@ -42,6 +42,8 @@ while fewer than eight children, the inner child of largest surface area by its 
 7-38 % faster per ray kind on Intel's CPU runtime, whose float8 box test is one AVX
 instruction per plane. ``build_bvh_full_sweep`` is the exact O(n log² n) sort-and-sweep SAH
 reference with the same leaf policy and the same collapse (for quality comparisons).
+Shadow rays walk a copy of the nodes with each node's children in increasing box area
+(``shadow_order``: the same tree, another slot order; see there for why and what it gave).
 ``BVHStats`` describes the binary tree (its SAH cost is what the two builders are compared
 on) and the wide one (nodes, the traversal stack it needs).
 """
@@ -114,11 +116,17 @@ class BVH:
     triangles: np.ndarray  # (F, 12) float32
     face_ids: np.ndarray  # (F,) int32: original face index of each reordered triangle
     stats: BVHStats
+    shadow_nodes: np.ndarray  # the same nodes, children smallest box first (shadow_order)
 
     @property
     def node_ints(self) -> np.ndarray:
         """The same node memory read as int32 (child indices and counts)."""
         return self.nodes.view(np.int32)
+
+    @property
+    def shadow_node_ints(self) -> np.ndarray:
+        """:attr:`shadow_nodes` read as int32."""
+        return self.shadow_nodes.view(np.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -856,6 +864,44 @@ def _collapse(node_box, node_first, node_count, n_inner):
     return out[:n_wide].copy(), need[0]
 
 
+def shadow_order(nodes: np.ndarray) -> np.ndarray:
+    """``nodes`` with each node's children in increasing box surface area (empty slots last):
+    the tree shadow rays walk. An any-hit ray tests a node's leaves and pops its inner children
+    in slot order, and a shadow ray starts on a surface, inside the large boxes of whatever
+    encloses it (a building's walls and floor), which it leaves unblocked; small boxes are
+    compact occluders. Scratch A/B, one compute unit, both CPU runtimes: sibenik's shadow rays
+    27-34 % faster, the dragon's 1.5-2 %, city, bunny and terrain within ±1.4 %; the other ray
+    kinds keep the build's order (primary rays were up to 13 % slower in this one, AO rays up to
+    4 % faster or slower by scene)."""
+    return _sorted_by_area(nodes)
+
+
+@njit(parallel=True)
+def _sorted_by_area(nodes):
+    """Each node's child slots sorted by box area, empty slots last (stable: insertion sort)."""
+    out = np.empty_like(nodes)
+    ints = nodes.view(np.int32)
+    for n in nb.prange(nodes.shape[0]):
+        order = np.empty(WIDTH, np.int64)
+        key = np.empty(WIDTH, np.float64)
+        for c in range(WIDTH):
+            if ints[n, CHILD_COUNT + c] < 0:
+                key[c] = np.inf
+            else:
+                key[c] = _area(nodes[n, plane(0, False) + c], nodes[n, plane(1, False) + c],
+                               nodes[n, plane(2, False) + c], nodes[n, plane(0, True) + c],
+                               nodes[n, plane(1, True) + c], nodes[n, plane(2, True) + c])
+            j = c
+            while j > 0 and key[order[j - 1]] > key[c]:
+                order[j] = order[j - 1]
+                j -= 1
+            order[j] = c
+        for r in range(0, NODE_FLOATS, WIDTH):
+            for c in range(WIDTH):
+                out[n, r + c] = nodes[n, r + order[c]]
+    return out
+
+
 @njit(parallel=True)
 def _pack_corners(tris, ids):
     """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,- | e1,0 | e2,0``."""
@@ -918,6 +964,7 @@ def _finish(
         raise ValueError(f"BVH too deep for the kernels: a ray may need {stack_entries} stack "
                          f"entries, the kernels hold {KERNEL_STACK}")
     packed = _pack(tris, ids)
+    shadow_nodes = shadow_order(nodes)
     seconds = time.perf_counter() - start
     stats = BVHStats(
         triangles=len(tris),
@@ -927,11 +974,11 @@ def _finish(
         sah_cost=float(sah),
         mean_leaf_size=len(tris) / leaves,
         build_seconds=seconds,
-        bytes=int(nodes.nbytes + packed.nbytes),
+        bytes=int(2 * nodes.nbytes + packed.nbytes),
         wide_nodes=len(nodes),
         stack_entries=int(stack_entries),
     )
-    return BVH(nodes, packed, ids, stats)
+    return BVH(nodes, packed, ids, stats, shadow_nodes)
 
 
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:

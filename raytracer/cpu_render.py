@@ -38,10 +38,11 @@ def _normalize(x, y, z):
 
 
 @njit()
-def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays, ao_radius,
-           shadows, phong, seed, counters, last_node, prim_out, row, col):
+def _pixel(nodes, ints, snodes, sints, tris, normals, basis, x, y, width, light, scale, ao_rays,
+           ao_radius, shadows, phong, seed, counters, last_node, prim_out, row, col):
     """All phases for frame pixel (x, y); returns linear RGB. Its counters, last node and
-    triangle go to [row, col] of the output arrays."""
+    triangle go to [row, col] of the output arrays. Shadow rays walk ``snodes``
+    (``BVH.shadow_nodes``), the other rays ``nodes``."""
     ex, ey, ez = basis[0, 0], basis[0, 1], basis[0, 2]
     dx, dy, dz = _normalize(basis[1, 0] + (x + 0.5) * basis[2, 0] + (y + 0.5) * basis[3, 0],
                             basis[1, 1] + (x + 0.5) * basis[2, 1] + (y + 0.5) * basis[3, 1],
@@ -68,7 +69,7 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
         if lx * gx + ly * gy + lz * gz <= 0.0:
             vis = 0.0
         else:
-            _, p2, _, _, s2, k2, _ = trace(nodes, ints, tris, ox, oy, oz, lx, ly, lz,
+            _, p2, _, _, s2, k2, _ = trace(snodes, sints, tris, ox, oy, oz, lx, ly, lz,
                                            1.0 - SHADOW_EPS, True)
             counters[row, col, SHADOW, 0] = s2
             counters[row, col, SHADOW, 1] = k2
@@ -133,19 +134,20 @@ def _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale, ao_rays
 
 
 @njit(parallel=True, nogil=True)
-def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, ao_rays,
-               ao_radius, shadows, phong, seed):
-    """Render like the OpenCL tracer. Returns (RGBA8 image, counters (H,W,3,2),
-    last inner node per pixel (H,W), primary triangle per pixel (H,W), -1 = miss)."""
+def render_cpu(nodes, ints, snodes, sints, tris, normals, basis, width, height, light, scale,
+               ao_rays, ao_radius, shadows, phong, seed):
+    """Render like the OpenCL tracer (shadow rays walk ``snodes``). Returns (RGBA8 image,
+    counters (H,W,3,2), last inner node per pixel (H,W), primary triangle per pixel (H,W),
+    -1 = miss)."""
     image = np.empty((height, width, 4), np.uint8)
     counters = np.zeros((height, width, 3, 2), np.int32)
     last_node = np.zeros((height, width), np.int32)
     prim = np.full((height, width), -1, np.int32)
     for y in nb.prange(height):
         for x in range(width):
-            r, g, b = _pixel(nodes, ints, tris, normals, basis, x, y, width, light, scale,
-                             ao_rays, ao_radius, shadows, phong, seed, counters, last_node, prim,
-                             y, x)
+            r, g, b = _pixel(nodes, ints, snodes, sints, tris, normals, basis, x, y, width,
+                             light, scale, ao_rays, ao_radius, shadows, phong, seed, counters,
+                             last_node, prim, y, x)
             image[y, x, 0] = np.uint8(min(max(r, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
             image[y, x, 1] = np.uint8(min(max(g, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
             image[y, x, 2] = np.uint8(min(max(b, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)
@@ -154,8 +156,8 @@ def render_cpu(nodes, ints, tris, normals, basis, width, height, light, scale, a
 
 
 @njit(parallel=True, nogil=True)
-def trace_tiles(nodes, ints, tris, normals, basis, width, corners, rows, cols, light, scale,
-                ao_rays, ao_radius, seed):
+def trace_tiles(nodes, ints, snodes, sints, tris, normals, basis, width, corners, rows, cols,
+                light, scale, ao_rays, ao_radius, seed):
     """Trace ``rows`` x ``cols`` frame-resolution tiles whose top-left pixels (x, y) are
     ``corners`` (N, 2), in a frame ``width`` pixels wide, with shadows. Returns counters
     (N, rows, cols, 3, 2), last inner node (N, rows, cols) and primary triangle (N, rows, cols),
@@ -168,8 +170,8 @@ def trace_tiles(nodes, ints, tris, normals, basis, width, corners, rows, cols, l
     for t in nb.prange(n):
         for dy in range(rows):
             for dx in range(cols):
-                _pixel(nodes, ints, tris, normals, basis, corners[t, 0] + dx, corners[t, 1] + dy,
-                       width, light, scale, ao_rays, ao_radius, True, False, seed, counters,
-                       last_node, prim, t * rows + dy, dx)
+                _pixel(nodes, ints, snodes, sints, tris, normals, basis, corners[t, 0] + dx,
+                       corners[t, 1] + dy, width, light, scale, ao_rays, ao_radius, True, False,
+                       seed, counters, last_node, prim, t * rows + dy, dx)
     return (counters.reshape(n, rows, cols, 3, 2), last_node.reshape(n, rows, cols),
             prim.reshape(n, rows, cols))

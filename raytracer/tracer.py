@@ -131,6 +131,7 @@ class Tracer:
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
+        self._shadow_nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.shadow_nodes)
         self._tris = cl.Buffer(self.context, ro, hostbuf=self.bvh.triangles)
         self._normals = cl.Buffer(self.context, ro, hostbuf=packed_normals(scene, self.bvh))
         self._size = (0, 0)
@@ -173,7 +174,7 @@ class Tracer:
         if phase == "primary":
             return k(q, gsize, lsize, self._nodes, self._tris, *cam, self._hits, *extra)
         if phase == "shadow":
-            return k(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam, light,
+            return k(q, gsize, lsize, self._shadow_nodes, self._tris, self._normals, *cam, light,
                      self.scene_scale, self._hits, self._vis, *extra)
         if phase == "ao":
             radius = np.float32(settings.ao_radius * self.scene.diagonal)

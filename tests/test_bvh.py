@@ -15,6 +15,7 @@ from raytracer.bvh import (
     build_bvh,
     build_bvh_full_sweep,
     plane,
+    shadow_order,
 )
 from raytracer.traversal import brute_force, trace_rays
 
@@ -118,6 +119,38 @@ def test_wide_layout_is_a_tree_over_all_triangles(scenes) -> None:
             assert (bvh.nodes[n, hi:hi + WIDTH][used] <= p_hi).all()
 
 
+def test_shadow_tree_holds_each_nodes_children_smallest_box_first(scenes) -> None:
+    """The shadow rays' tree is the same tree: each node's (box, index, count) children in
+    increasing box area, empty slots last; and any-hit rays find an occluder in it exactly
+    when they find one in the build's order."""
+    scene = scenes("city")
+    bvh = build_bvh(scene.triangles(), leaf_size=4)
+    assert bvh.shadow_nodes.shape == bvh.nodes.shape
+    ints = bvh.shadow_node_ints
+    for n in range(len(bvh.nodes)):
+        columns = [tuple(bvh.nodes[n, r * WIDTH + c] for r in range(6))
+                   + tuple(bvh.node_ints[n, CHILD_INDEX + c:CHILD_COUNT + c + 1:WIDTH])
+                   for c in range(WIDTH)]
+        moved = [tuple(bvh.shadow_nodes[n, r * WIDTH + c] for r in range(6))
+                 + tuple(ints[n, CHILD_INDEX + c:CHILD_COUNT + c + 1:WIDTH]) for c in range(WIDTH)]
+        assert sorted(columns) == sorted(moved)
+        used = ints[n, CHILD_COUNT:CHILD_COUNT + WIDTH] >= 0
+        assert not (~used[:-1] & used[1:]).any()  # empty slots last
+        ext = np.array([bvh.shadow_nodes[n, plane(a, True):plane(a, True) + WIDTH]
+                        - bvh.shadow_nodes[n, plane(a, False):plane(a, False) + WIDTH]
+                        for a in range(3)])[:, used].astype(np.float64)
+        area = ext[0] * ext[1] + ext[1] * ext[2] + ext[0] * ext[2]
+        assert (np.diff(area) >= 0).all()
+    np.testing.assert_array_equal(shadow_order(bvh.shadow_nodes), bvh.shadow_nodes)
+    origins, dirs, _ = random_rays(*scene.bounds, RAYS, seed=3)
+    tmax = np.full(RAYS, 0.3 * scene.diagonal, np.float32)
+    _, prim, _, _ = trace_rays(bvh.nodes, bvh.node_ints, bvh.triangles, origins, dirs, tmax, True)
+    _, shadow_prim, _, _ = trace_rays(bvh.shadow_nodes, ints, bvh.triangles, origins, dirs, tmax,
+                                      True)
+    np.testing.assert_array_equal(prim >= 0, shadow_prim >= 0)
+    assert (prim >= 0).any() and (prim < 0).any()
+
+
 @pytest.mark.parametrize("name", ["dragon-small", "city", "spheres", "bunny"])
 def test_scenes_exact(scenes, name: str) -> None:
     scene = scenes(name)
@@ -140,7 +173,7 @@ def test_leaf_sizes_exact_and_stats(scenes, leaf_size: int) -> None:
     assert s.depth >= 10 and s.stack_entries <= KERNEL_STACK  # what the kernels' stack holds
     assert s.sah_cost > 0 and s.build_seconds > 0
     assert 1.0 <= s.mean_leaf_size <= leaf_size
-    assert s.bytes == bvh.nodes.nbytes + bvh.triangles.nbytes
+    assert s.bytes == bvh.nodes.nbytes + bvh.shadow_nodes.nbytes + bvh.triangles.nbytes
     assert sorted(bvh.face_ids.tolist()) == list(range(s.triangles))  # a permutation
     assert wide_children(bvh)[2].max() <= leaf_size
     origins, dirs, tmax = random_rays(*scene.bounds, RAYS, seed=leaf_size)

@@ -27,8 +27,9 @@ HITS_AGREE = 0.99
 def _cpu(tracer, settings: RenderSettings, seed: int, basis=None):
     s, b = tracer.scene, tracer.bvh
     basis = s.camera.basis(W, H) if basis is None else basis
-    _, counters, _, prim = render_cpu(b.nodes, b.node_ints, b.triangles, packed_normals(s, b),
-                                      basis, W, H, s.light, np.float32(s.diagonal),
+    _, counters, _, prim = render_cpu(b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints,
+                                      b.triangles, packed_normals(s, b), basis, W, H, s.light,
+                                      np.float32(s.diagonal),
                                       settings.ao_rays, settings.ao_radius * s.diagonal,
                                       settings.shadows, settings.phong, seed)
     return counters, prim

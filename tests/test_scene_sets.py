@@ -82,10 +82,10 @@ def test_generated_test_scenes_match_cpu_reference(tracers, name):
     s, b = tracer.scene, tracer.bvh
     settings = RenderSettings(ao_rays=2, ao_radius=0.1, shadows=True, phong=True)
     frame = tracer.render(s.camera, W, H, settings, seed=3)
-    ref, *_ = render_cpu(b.nodes, b.node_ints, b.triangles, packed_normals(s, b),
-                         s.camera.basis(W, H), W, H, s.light, np.float32(s.diagonal),
-                         settings.ao_rays, settings.ao_radius * s.diagonal, settings.shadows,
-                         settings.phong, 3)
+    ref, *_ = render_cpu(b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles,
+                         packed_normals(s, b), s.camera.basis(W, H), W, H, s.light,
+                         np.float32(s.diagonal), settings.ao_rays, settings.ao_radius * s.diagonal,
+                         settings.shadows, settings.phong, 3)
     diff = np.abs(frame.image.astype(int) - ref.astype(int)).max(axis=2)
     assert (diff > 3).mean() < 0.005, f"{(diff > 3).mean():.4f} of pixels differ"
     assert frame.image[..., :3].std() > 5  # not a blank image

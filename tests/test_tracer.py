@@ -17,10 +17,10 @@ W, H = 96, 54
 
 def reference(tracer: Tracer, settings: RenderSettings, seed: int):
     s, b = tracer.scene, tracer.bvh
-    return render_cpu(b.nodes, b.node_ints, b.triangles, packed_normals(s, b),
-                      s.camera.basis(W, H), W, H, s.light, np.float32(s.diagonal),
-                      settings.ao_rays, settings.ao_radius * s.diagonal, settings.shadows,
-                      settings.phong, seed)
+    return render_cpu(b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles,
+                      packed_normals(s, b), s.camera.basis(W, H), W, H, s.light,
+                      np.float32(s.diagonal), settings.ao_rays, settings.ao_radius * s.diagonal,
+                      settings.shadows, settings.phong, seed)
 
 
 @pytest.mark.parametrize("name", sorted(SCENES))

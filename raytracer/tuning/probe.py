@@ -137,9 +137,10 @@ class Probe:
         corners = self.tile_corners(width, height)
         b = self.bvh
         counters, last_node, prim = trace_tiles(
-            b.nodes, b.node_ints, b.triangles, self._normals, camera.basis(width, height), width,
-            corners, rows, cols, self.scene.light, np.float32(self.scene.diagonal),
-            self.ao_samples, self.ao_radius * self.scene.diagonal, 0)
+            b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles, self._normals,
+            camera.basis(width, height), width, corners, rows, cols, self.scene.light,
+            np.float32(self.scene.diagonal), self.ao_samples,
+            self.ao_radius * self.scene.diagonal, 0)
         hit = prim >= 0
         groups = (len(corners), rows, cols // lanes, lanes)
         mean = counters.reshape(*groups, 3, 2).max(axis=(1, 3)).reshape(-1, 3, 2).mean(axis=0)
