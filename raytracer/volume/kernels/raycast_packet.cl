@@ -40,12 +40,14 @@ typedef VEC(uint, PACKET) uintp;
 // bonsai 512², one compute unit, three views, PoCL 3.1: 92.6 -> 87.0 ms, the same image)
 inline int any_lane(intp m)
 {
-#if defined(INLINE_MATH) && __has_builtin(__builtin_reduce_or)
+#ifdef INLINE_MATH
+#if __has_builtin(__builtin_reduce_or)
     return __builtin_reduce_or(m) < 0;
-#elif defined(INLINE_MATH)
+#else
     int r = 0;
     LANES r |= m[l];
     return r < 0;
+#endif
 #else
     return any(m);
 #endif
