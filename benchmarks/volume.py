@@ -497,7 +497,7 @@ def scaling_part(volume: str, size: int, frames: int, counts: list[int],
 
 def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
     """Where and when the figures were taken."""
-    from raytracer.opencl_runtimes import POCL_METHOD_ENV  # importing it sets the default
+    from raytracer.opencl_runtimes import POCL_METHOD_ENV  # importing raytracer sets it
 
     out = {
         "cores": os.cpu_count(),
