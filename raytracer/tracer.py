@@ -25,8 +25,12 @@ from raytracer.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
-KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl")
+KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
+#: the primary kernel's packet form (kernels/primary_packet.cl): pixels (columns, rows) one
+#: work-item traces in float8 lanes; the other kernels have none
+PRIMARY_PACKET = (4, 2)
+PACKET_KERNELS = {"primary": "primary_packet"}
 #: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
 LAUNCH_SCENE = "spheres"
 LAUNCH_SIZE = (640, 360)
@@ -117,7 +121,7 @@ class Tracer:
         spec = self.device_info.spec
         self.launches = launches if launches is not None else device_launches(
             dev, kernel_source(), KERNELS, lambda options: time_launches(spec, options),
-            self.device_info.simd_width)
+            self.device_info.simd_width, (PRIMARY_PACKET,))
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -126,8 +130,9 @@ class Tracer:
         self.program = _build(self.context, build_options(self.device_info, counters),
                               with_sub_groups(kernel_source() if source is None else source,
                                               sizes))
-        self._kernels = {p.name: getattr(self.program, p.kernel) for p in PHASE_LIST}
         self._launch = {p.name: self.launches[p.kernel] for p in PHASE_LIST}
+        self._kernels = {p.name: getattr(self.program, kernel_for(p.kernel, self._launch[p.name]))
+                         for p in PHASE_LIST}
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
@@ -222,11 +227,25 @@ class Tracer:
         return out
 
 
+def kernel_for(kernel: str, launch: Launch) -> str:
+    """The entry point that runs ``kernel`` launched as ``launch``: its packet form for a
+    packet launch."""
+    if not has_form(kernel, launch):
+        raise TracerError(f"kernel {kernel!r} has no packet form of {launch.packet} pixels")
+    return kernel if launch.packet == (1, 1) else PACKET_KERNELS[kernel]
+
+
+def has_form(kernel: str, launch: Launch) -> bool:
+    """Whether ``kernel`` can be launched as ``launch`` (a packet launch: its packet form)."""
+    return launch.packet == (1, 1) or (kernel in PACKET_KERNELS
+                                       and launch.packet == PRIMARY_PACKET)
+
+
 def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
     """Seconds of each kernel launched each way in ``candidates`` on ``device`` (a spec), on
     :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on
     (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
-    out."""
+    out, and so is a packet launch for a kernel without a packet form."""
     scene = load_scene(LAUNCH_SCENE)
     bvh = build_bvh(scene.triangles())
     settings = RenderSettings(ao_rays=2, shadows=True, phong=True)
@@ -234,14 +253,18 @@ def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[st
     tracers = {}
     for launch in candidates:
         try:
-            tracers[launch] = Tracer(scene, bvh, device=device,
-                                     launches=KernelLaunches(dict.fromkeys(KERNELS, launch)))
+            tracers[launch] = Tracer(scene, bvh, device=device, launches=KernelLaunches(
+                {k: launch for k in KERNELS if has_form(k, launch)}))
         except TracerError:
             continue
     phase_of = {p.kernel: p.name for p in PHASE_LIST}
 
     def run(launch: Launch, kernel: str) -> float:
+        if not has_form(kernel, launch):
+            return math.inf
         return tracers[launch].time_phase(phase_of[kernel], scene.camera, width, height,
                                           settings)
 
-    return time_rounds(list(tracers), KERNELS, run)
+    times = time_rounds(list(tracers), KERNELS, run)
+    return {launch: {k: s for k, s in t.items() if has_form(k, launch)}
+            for launch, t in times.items()}

@@ -40,7 +40,10 @@ def scenes():
 
 @pytest.fixture(scope="session")
 def tracers(scenes):
-    """One OpenCL Tracer per scene name, built on first use."""
+    """One OpenCL Tracer per scene name, built on first use. With ``counters`` every kernel
+    traces a ray per work-item (the default launches): those counters are the ones the CPU twin
+    reproduces; the primary kernel's packet form has its own tests (test_primary_packet.py)."""
+    from raytracer.kernel_launches import DEFAULTS
     from raytracer.tracer import Tracer
 
     cache = {}
@@ -48,7 +51,8 @@ def tracers(scenes):
     def get(name: str, counters: bool = False):
         key = (name, counters)
         if key not in cache:
-            cache[key] = Tracer(scenes(name), counters=counters)
+            cache[key] = Tracer(scenes(name), counters=counters,
+                                launches=DEFAULTS if counters else None)
         return cache[key]
 
     return get

@@ -76,7 +76,8 @@ def test_kernels_without_traversal_trace_only_primary_rays(tracers):
     from benchmarks.throughput import without_traversal_source
 
     real = tracers("dragon-small", counters=True)
-    untraced = Tracer(real.scene, real.bvh, counters=True, source=without_traversal_source())
+    untraced = Tracer(real.scene, real.bvh, counters=True, source=without_traversal_source(),
+                      launches=real.launches)
     settings = RenderSettings(2, 0.1, True, True)
     a = real.render(real.scene.camera, W, H, settings, seed=2)
     b = untraced.render(real.scene.camera, W, H, settings, seed=2)

@@ -41,7 +41,11 @@ inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
 - the shade kernel is also compiled with its Phong switch fixed on and off
   (``SHADE_VARIANTS``: the source line that reads the flag, replaced by a constant, so the
   compiler drops the other branch), giving ``shade_phong`` and ``shade_flat``: the model
-  prices the Phong knob by their difference.
+  prices the Phong knob by their difference;
+- a phase's packet form (``raytracer.tracer.PACKET_KERNELS``: the primary rays traced 4x2 at
+  a time, chosen per device by timing) is not counted: the model prices a phase by its kernel
+  that traces a ray per work-item whatever launch runs it, and a calibration, which records the
+  launches its frames ran with, fits the phase's scale to the form that ran.
 
 Regenerate after editing any kernel: ``python tools/count_ptx.py``.
 """
@@ -57,6 +61,7 @@ from typing import Any
 
 from models.raytrace_cost import LoopCounts
 from raytracer.bvh import WIDTH
+from raytracer.tracer import PACKET_KERNELS
 from raytracer.tuning.instruction_counts import (
     LOOP_FIELDS,
     KernelCountsError,
@@ -90,6 +95,7 @@ _BARRIER = re.compile(r"^(bar|barrier)\.")
 _LABEL = re.compile(r"^([$%\w.]+):$")
 _BRANCH = re.compile(r"^(@!?%\w+\s+)?bra(\.uni)?\s+([$%\w.]+)$")
 _ENTRY = re.compile(r"\.entry\s+([$\w.]+)\s*\(")
+UNCOUNTED = frozenset(PACKET_KERNELS.values())  # packet forms (module docstring)
 
 
 @dataclass(frozen=True)
@@ -128,7 +134,8 @@ def _strip_comments(text: str) -> str:
 
 
 def _entry_bodies(ptx: str) -> dict[str, str]:
-    """Kernel name -> text between the braces of its ``.entry`` body (nested braces kept)."""
+    """Kernel name -> text between the braces of its ``.entry`` body (nested braces kept), for
+    every kernel but the :data:`UNCOUNTED` ones."""
     text = _strip_comments(ptx)
     out: dict[str, str] = {}
     for m in _ENTRY.finditer(text):
@@ -147,7 +154,8 @@ def _entry_bodies(ptx: str) -> dict[str, str]:
             i += 1
         else:
             raise KernelCountsError(f"PTX: .entry {m.group(1)} body is not closed")
-        out[m.group(1)] = text[start + 1 : i]
+        if m.group(1) not in UNCOUNTED:
+            out[m.group(1)] = text[start + 1 : i]
     return out
 
 

@@ -1,0 +1,157 @@
+/* The primary phase in packets: one work-item traces the closest hits of a 4x2 block of pixels,
+ * one ray per float8 lane, through the 8-wide BVH together (Wald et al. 2001's coherent ray
+ * packets on a wide tree). Requires traverse.cl and tracer.cl before it; chosen per device by
+ * timing it against `primary` (raytracer/kernel_launches.py), so a GPU, whose work-items run
+ * in lanes already, keeps `primary`.
+ *
+ * Where each work-item runs as scalar code (PoCL; Intel's CPU runtime for the traversal
+ * kernels), a ray's own traversal pays about sixteen unpredictable branches per node step
+ * (eight leaf tests, eight pushes). Primary rays from neighbouring pixels share most of their
+ * path, so here one node step serves eight rays: each child box is tested against the eight
+ * rays at once (each lane takes its near and far planes by its own direction signs), a leaf is
+ * tested if any lane hits its box (every triangle against the eight rays, one float8
+ * Möller–Trumbore), an inner child is pushed if any lane hits it, with the nearest entry
+ * distance of those lanes, and the nearest child just pushed is taken next, as `trace` does
+ * for one ray. A popped node is dropped when it starts beyond every lane's closest hit.
+ * The rays share their origin (the eye), so the triangle test's s and q vectors are scalars.
+ * Per lane this is the same closest hit as `primary` (same ray, same triangle test, ties to
+ * the lowest index); the order in which leaves are met differs, so equal-distance ties may
+ * resolve to the other triangle. Scratch A/B, one compute unit, 1280x720, quiet: 2.7x
+ * (dragon) and 2.5x (sibenik) `primary`'s speed on PoCL 3.1, 2.6x / 2.3x on Intel's runtime.
+ * COUNTERS: each pixel gets its packet's node steps and leaf tests (what its packet paid). */
+
+#define PACKET_COLS 4 /* tracer.PRIMARY_PACKET */
+#define PACKET_ROWS 2
+
+ALWAYS_INLINE float hmin8(float8 v) {
+    float4 a = FMIN(v.lo, v.hi);
+    float2 b = FMIN(a.lo, a.hi);
+    return FMIN(b.x, b.y);
+}
+
+ALWAYS_INLINE float hmax8(float8 v) {
+    float4 a = FMAX(v.lo, v.hi);
+    float2 b = FMAX(a.lo, a.hi);
+    return FMAX(b.x, b.y);
+}
+
+ALWAYS_INLINE float8 safe_inverse8(float8 d) {
+    float8 e = d >= (float8)(0.0f) ? (float8)(EPS_DIR) : (float8)(-EPS_DIR);
+    return 1.0f / (FABS(d) < (float8)(EPS_DIR) ? e : d);
+}
+
+/* Child C of the node: its box against the eight rays; a hit leaf is tested, a hit inner
+ * child pushed. */
+#define PACKET_CHILD(C)                                                                      \
+    {                                                                                        \
+        float8 tn = FMAX(FMAX((neg_x ? (float8)(hix.C) : (float8)(lox.C)) * ix - ox,          \
+                              (neg_y ? (float8)(hiy.C) : (float8)(loy.C)) * iy - oy),         \
+                         FMAX((neg_z ? (float8)(hiz.C) : (float8)(loz.C)) * iz - oz,          \
+                              (float8)(0.0f)));                                              \
+        float8 tf = FMIN(FMIN((neg_x ? (float8)(lox.C) : (float8)(hix.C)) * ix - ox,          \
+                              (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oy),         \
+                         FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oz, best));  \
+        int8 hit = tn <= tf;                                                                 \
+        if (ANY8(hit)) {                                                                     \
+            if (cnt.C > 0) {                                                                 \
+                COUNT(tests++);                                                              \
+                for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
+                    intersect_packet(tris, k, eye, dx, dy, dz, hit, &best, &bu, &bv, &prim); \
+            } else {                                                                         \
+                stack[sp] = idx.C;                                                           \
+                stack_t[sp++] = hmin8(hit ? tn : (float8)(INF_T));                           \
+            }                                                                                \
+        }                                                                                    \
+    }
+
+/* Möller–Trumbore of triangle k against the rays of the lanes in `active` (shared origin o):
+ * a lane's closest hit moves to k where k is hit nearer than it. */
+ALWAYS_INLINE void intersect_packet(__global const float4* tris, int k, float4 o, float8 dx,
+                                    float8 dy, float8 dz, int8 active, float8* best,
+                                    float8* bu, float8* bv, int8* prim) {
+    float4 a = tris[3 * k], e1 = tris[3 * k + 1], e2 = tris[3 * k + 2];
+    float8 px = dy * e2.z - dz * e2.y, py = dz * e2.x - dx * e2.z, pz = dx * e2.y - dy * e2.x;
+    float8 det = e1.x * px + e1.y * py + e1.z * pz;
+    float8 inv = 1.0f / det;
+    float sx = o.x - a.x, sy = o.y - a.y, sz = o.z - a.z;
+    float8 u = (sx * px + sy * py + sz * pz) * inv;
+    float qx = sy * e1.z - sz * e1.y, qy = sz * e1.x - sx * e1.z, qz = sx * e1.y - sy * e1.x;
+    float8 v = (dx * qx + dy * qy + dz * qz) * inv;
+    float8 t = (e2.x * qx + e2.y * qy + e2.z * qz) * inv;
+    int8 ok = active & (FABS(det) >= (float8)(1e-12f)) & (u >= (float8)(0.0f))
+              & (u <= (float8)(1.0f)) & (v >= (float8)(0.0f)) & (u + v <= (float8)(1.0f))
+              & (t > (float8)(0.0f)) & (t < *best);
+    *best = ok ? t : *best;
+    *bu = ok ? u : *bu;
+    *bv = ok ? v : *bv;
+    *prim = ok ? (int8)(k) : *prim;
+}
+
+/* Lane L's pixel (x0 + L % 4, y0 + L / 4): its hit as `primary` writes it. */
+#define STORE_LANE(L, S)                                                                     \
+    if (x0 + (L & 3) < width && y0 + (L >> 2) < height) {                                    \
+        int i = (y0 + (L >> 2)) * width + x0 + (L & 3);                                      \
+        hits[i] = (float4)(prim.S >= 0 ? best.S : INF_T, bu.S, bv.S, as_float(prim.S));      \
+        STORE_COUNTERS(i);                                                                   \
+    }
+
+__kernel void primary_packet(__global const float8* nodes, __global const float4* tris,
+                             const float4 eye, const float4 top_left, const float4 du,
+                             const float4 dv, const int width, const int height,
+                             __global float4* hits COUNTER_ARG) {
+    int x0 = get_global_id(0) * PACKET_COLS, y0 = get_global_id(1) * PACKET_ROWS;
+    if (x0 >= width || y0 >= height) return;
+    const float8 lane_x = (float8)(0.0f, 1.0f, 2.0f, 3.0f, 0.0f, 1.0f, 2.0f, 3.0f);
+    const float8 lane_y = (float8)(0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f);
+    /* primary_dir's arithmetic, lane by lane */
+    float8 fx = ((float8)((float)x0) + lane_x) + 0.5f, fy = ((float8)((float)y0) + lane_y) + 0.5f;
+    float8 dx = top_left.x + fx * du.x + fy * dv.x;
+    float8 dy = top_left.y + fx * du.y + fy * dv.y;
+    float8 dz = top_left.z + fx * du.z + fy * dv.z;
+    float8 sq = dx * dx + dy * dy + dz * dz;
+    float8 len = (float8)(SQRT(sq.s0), SQRT(sq.s1), SQRT(sq.s2), SQRT(sq.s3), SQRT(sq.s4),
+                          SQRT(sq.s5), SQRT(sq.s6), SQRT(sq.s7));
+    dx /= len;
+    dy /= len;
+    dz /= len;
+    /* lanes beyond the image start with a closest hit at t = -1: no box or triangle test
+     * passes for them */
+    int8 inside = ((float8)((float)x0) + lane_x < (float8)((float)width))
+                  & ((float8)((float)y0) + lane_y < (float8)((float)height));
+    float8 best = inside ? (float8)(INF_T) : (float8)(-1.0f);
+    float8 bu = (float8)(0.0f), bv = (float8)(0.0f);
+    int8 prim = (int8)(-1);
+    float8 ix = safe_inverse8(dx), iy = safe_inverse8(dy), iz = safe_inverse8(dz);
+    float8 ox = eye.x * ix, oy = eye.y * iy, oz = eye.z * iz;
+    int8 neg_x = ix < (float8)(0.0f), neg_y = iy < (float8)(0.0f), neg_z = iz < (float8)(0.0f);
+    int steps = 0, tests = 0;
+    int stack[STACK_SIZE];
+    float stack_t[STACK_SIZE];
+    int sp = 0, node = 0;
+    for (;;) {
+        if (node < 0) {
+            if (sp == 0) break;
+            --sp;
+            if (stack_t[sp] > hmax8(best)) continue;
+            node = stack[sp];
+        }
+        COUNT(steps++);
+        __global const float8* n = nodes + 8 * node;
+        float8 lox = n[0], hix = n[1], loy = n[2], hiy = n[3], loz = n[4], hiz = n[5];
+        int8 idx = as_int8(n[6]), cnt = as_int8(n[7]);
+        int pushed = sp;
+        PACKET_CHILD(s0) PACKET_CHILD(s1) PACKET_CHILD(s2) PACKET_CHILD(s3)
+        PACKET_CHILD(s4) PACKET_CHILD(s5) PACKET_CHILD(s6) PACKET_CHILD(s7)
+        node = -1;
+        if (sp == pushed) continue;
+        int nearest = sp - 1; /* as trace(): the nearest just pushed is next */
+        for (int j = pushed; j < sp - 1; ++j)
+            if (stack_t[j] < stack_t[nearest]) nearest = j;
+        node = stack[nearest];
+        --sp;
+        stack[nearest] = stack[sp];
+        stack_t[nearest] = stack_t[sp];
+    }
+    STORE_LANE(0, s0) STORE_LANE(1, s1) STORE_LANE(2, s2) STORE_LANE(3, s3)
+    STORE_LANE(4, s4) STORE_LANE(5, s5) STORE_LANE(6, s6) STORE_LANE(7, s7)
+}
