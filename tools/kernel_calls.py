@@ -26,18 +26,20 @@ LIBM_ALLOWED = frozenset({"sincosf", "sinf", "cosf", "exp2f", "log2f"})
 _RENDER = """
 import warnings
 warnings.simplefilter("ignore")
+from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.opencl_device import DeviceError
 from raytracer.scene import load_scene
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tracer import PRIMARY_PACKET, RenderSettings, Tracer
 scene = load_scene("spheres")
-try:
-    tracer = Tracer(scene, device="pocl")
-except DeviceError as exc:
-    print("no PoCL device builds here:", exc)
-    raise SystemExit(0)
-tracer.render(scene.camera, 16, 16, RenderSettings(ao_rays=2, shadows=True, phong=True))
+packets = KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)})
+for launches in (DEFAULTS, packets):  # the primary kernel and its packet form
+    try:
+        tracer = Tracer(scene, device="pocl", launches=launches)
+    except DeviceError as exc:
+        print("no PoCL device builds here:", exc)
+        raise SystemExit(0)
+    tracer.render(scene.camera, 16, 16, RenderSettings(ao_rays=2, shadows=True, phong=True))
 from raytracer.camera import Camera
-from raytracer.kernel_launches import Launch
 from raytracer.volume import Raycaster, default_for, load_volume
 volume = load_volume("marschner-lobb:16")
 camera = Camera((0.0, 0.0, 3.0 * volume.radius), (0.0, 0.0, 0.0))
