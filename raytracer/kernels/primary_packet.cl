@@ -144,13 +144,7 @@ __kernel void primary_packet(__global const float8* nodes, __global const float4
         PACKET_CHILD(s4) PACKET_CHILD(s5) PACKET_CHILD(s6) PACKET_CHILD(s7)
         node = -1;
         if (sp == pushed) continue;
-        int nearest = sp - 1; /* as trace(): the nearest just pushed is next */
-        for (int j = pushed; j < sp - 1; ++j)
-            if (stack_t[j] < stack_t[nearest]) nearest = j;
-        node = stack[nearest];
-        --sp;
-        stack[nearest] = stack[sp];
-        stack_t[nearest] = stack_t[sp];
+        node = take_nearest(stack, stack_t, pushed, &sp); /* as trace() */
     }
     STORE_LANE(0, s0) STORE_LANE(1, s1) STORE_LANE(2, s2) STORE_LANE(3, s3)
     STORE_LANE(4, s4) STORE_LANE(5, s5) STORE_LANE(6, s6) STORE_LANE(7, s7)

@@ -104,6 +104,19 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
         stack_t[sp++] = tn.C;     \
     }
 
+/* The nearest of the entries pushed since `pushed` (by stack_t), taken off the stack (the top
+ * moves into its place): the node a closest-hit traversal visits next. */
+ALWAYS_INLINE int take_nearest(int* stack, float* stack_t, int pushed, int* sp) {
+    int nearest = *sp - 1;
+    for (int j = pushed; j < *sp - 1; ++j)
+        if (stack_t[j] < stack_t[nearest]) nearest = j;
+    int node = stack[nearest];
+    --*sp;
+    stack[nearest] = stack[*sp];
+    stack_t[nearest] = stack_t[*sp];
+    return node;
+}
+
 /* Closest hit (or any hit when any_hit) below tmax. Returns the packed triangle index or -1;
  * *t_io holds tmax on entry and the hit distance on exit. steps/tests count work (COUNTERS):
  * nodes visited and leaves tested. */
@@ -146,13 +159,7 @@ ALWAYS_INLINE int trace(__global const float8* nodes, __global const float4* tri
         int pushed = sp;
         PUSH(s7) PUSH(s6) PUSH(s5) PUSH(s4) PUSH(s3) PUSH(s2) PUSH(s1) PUSH(s0)
         if (any_hit) continue;
-        int nearest = sp - 1; /* the nearest just pushed is next; the top takes its place */
-        for (int j = pushed; j < sp - 1; ++j)
-            if (stack_t[j] < stack_t[nearest]) nearest = j;
-        node = stack[nearest];
-        --sp;
-        stack[nearest] = stack[sp];
-        stack_t[nearest] = stack_t[sp];
+        node = take_nearest(stack, stack_t, pushed, &sp);
     }
     *t_io = best;
     return prim;
