@@ -76,7 +76,10 @@ class Probe:
     def for_tracer(cls, tracer, **options) -> Probe:
         """A probe of ``tracer``'s scene and BVH, grouped as its primary rays are launched: in
         the launch's sub-groups, else the device's SIMD width (the traversal kernels launch
-        alike on every device measured, see ``raytracer/kernel_launches.py``)."""
+        alike on every device measured, see ``raytracer/kernel_launches.py``). A primary
+        launch in packets is grouped by the device's SIMD width too: the probe does not trace
+        packets, and the calibration's primary scale takes their speed-up (README, "Primary
+        rays in packets")."""
         launch = tracer.launches["primary"]
         options.setdefault("simd_width", launch.lane_width(tracer.device_info.simd_width))
         options.setdefault("group", launch.group)
