@@ -169,18 +169,22 @@ Measure = Callable[[list[Launch]], Mapping[Launch, Mapping[str, float]]]
 
 
 def time_rounds(launches: list[Launch], kernels: tuple[str, ...],
-                run: Callable[[Launch, str], float]) -> dict[Launch, dict[str, float]]:
-    """The best of ``run(launch, kernel)`` (seconds) for every pair: :data:`ROUNDS` rounds
-    over all launches after a warm-up round, every other round in reverse, so that a slow
-    stretch of the machine (another runtime's workers still spinning, say) does not fall on
-    the same launches each time; a pair already :data:`PRUNE` times the best of its kernel is
-    not run again."""
-    times = {launch: dict.fromkeys(kernels, math.inf) for launch in launches}
+                run: Callable[[Launch, str], float],
+                applies: Callable[[Launch, str], bool] = lambda launch, kernel: True,
+                ) -> dict[Launch, dict[str, float]]:
+    """The best of ``run(launch, kernel)`` (seconds) for every pair that ``applies`` (a kernel
+    without a packet form has no packet launch; the others are absent from the result):
+    :data:`ROUNDS` rounds over all launches after a warm-up round, every other round in
+    reverse, so that a slow stretch of the machine (another runtime's workers still spinning,
+    say) does not fall on the same launches each time; a pair already :data:`PRUNE` times the
+    best of its kernel is not run again."""
+    times = {launch: {k: math.inf for k in kernels if applies(launch, k)} for launch in launches}
     for round_ in range(ROUNDS + 1):
         for launch in launches if round_ % 2 == 0 else launches[::-1]:
-            for kernel in kernels:
+            for kernel in times[launch]:
                 own = times[launch][kernel]
-                if math.isfinite(own) and own > PRUNE * min(t[kernel] for t in times.values()):
+                if math.isfinite(own) and own > PRUNE * min(t.get(kernel, math.inf)
+                                                             for t in times.values()):
                     continue
                 seconds = run(launch, kernel)
                 if round_ > 0:

@@ -260,11 +260,8 @@ def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[st
     phase_of = {p.kernel: p.name for p in PHASE_LIST}
 
     def run(launch: Launch, kernel: str) -> float:
-        if not has_form(kernel, launch):
-            return math.inf
         return tracers[launch].time_phase(phase_of[kernel], scene.camera, width, height,
                                           settings)
 
-    times = time_rounds(list(tracers), KERNELS, run)
-    return {launch: {k: s for k, s in t.items() if has_form(k, launch)}
-            for launch, t in times.items()}
+    return time_rounds(list(tracers), KERNELS, run,
+                       lambda launch, kernel: has_form(kernel, launch))

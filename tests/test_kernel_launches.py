@@ -87,6 +87,24 @@ def test_a_cached_choice_keeps_its_packet(tmp_path, monkeypatch):
     assert got["k"] == packet and got.signature == "k=8x8/p4x4"
 
 
+def test_pairs_that_do_not_apply_are_never_run_nor_chosen():
+    """A packet launch of a kernel without a packet form is not timed, and absent from the
+    times, so that kernel keeps the default."""
+    packet = Launch(packet=(4, 2))
+    ran = []
+
+    def run(launch: Launch, kernel: str) -> float:
+        ran.append((launch, kernel))
+        return 1.0 if launch == DEFAULT else 0.1
+
+    times = kl.time_rounds([DEFAULT, packet], ("a", "b"), run,
+                           lambda launch, kernel: launch == DEFAULT or kernel == "a")
+    assert (packet, "b") not in ran and (packet, "a") in ran
+    assert set(times[packet]) == {"a"} and set(times[DEFAULT]) == {"a", "b"}
+    chosen = kl.choose_all(("a", "b"), times)
+    assert chosen["a"] == packet and chosen["b"] == DEFAULT
+
+
 def test_sub_group_attribute_goes_on_the_named_kernels_only():
     source = kernel_source()
     out = kl.with_sub_groups(source, {"shade": 16, "primary": 0})
