@@ -22,8 +22,11 @@ class Workload:
 
     pixels: int  # pixels of the frame the workload describes (width * height)
     hit_fraction: float  # share of primary rays that hit geometry
-    p_t: float  # BVH traversal steps (inner nodes visited) per primary ray
-    p_i: float  # leaf tests per primary ray (a leaf: up to 4 triangles at once)
+    # per primary ray: BVH traversal steps (inner nodes visited) and leaf tests (a leaf: up to
+    # 4 triangles at once); where primary rays run in packets, a packet's node steps and
+    # triangle tests shared by its rays (it tests a leaf's triangles one after another)
+    p_t: float
+    p_i: float
     s_t: float  # traversal steps per shadow ray (zero where the primary ray missed)
     s_i: float  # leaf tests per shadow ray
     a_t: float  # traversal steps per AO ray (per AO sample, per pixel)

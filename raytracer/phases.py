@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TILE = 8  # a work-group is TILE x TILE pixels (the model's threads per block = 64)
+#: the primary kernel's packet form (kernels/primary_packet.cl): pixels (columns, rows) one
+#: work-item traces in float8 lanes; the other kernels have none
+PRIMARY_PACKET = (4, 2)
 
 
 def simd_lanes(width: int, group: tuple[int, int]) -> tuple[int, int]:

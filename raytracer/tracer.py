@@ -20,16 +20,13 @@ from raytracer.kernel_launches import (
     with_sub_groups,
 )
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
-from raytracer.phases import PHASE_LIST, TRACING_PHASES
+from raytracer.phases import PHASE_LIST, PRIMARY_PACKET, TRACING_PHASES
 from raytracer.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
 KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
-#: the primary kernel's packet form (kernels/primary_packet.cl): pixels (columns, rows) one
-#: work-item traces in float8 lanes; the other kernels have none
-PRIMARY_PACKET = (4, 2)
 PACKET_KERNELS = {"primary": "primary_packet"}
 #: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
 LAUNCH_SCENE = "spheres"

@@ -191,3 +191,102 @@ def brute_force(tris, origins, dirs, tmax):
                 prim_out[i] = k
         t_out[i] = best
     return t_out, prim_out
+
+
+@njit()
+def trace_packet(nodes, ints, tris, ox, oy, oz, dirs, best):
+    """Closest hits of rays sharing origin (ox, oy, oz), one per row of ``dirs`` (lanes, 3),
+    traversed together as ``kernels/primary_packet.cl`` does: each child box tested against
+    every lane, a leaf tested where any lane hits its box (the triangles against those lanes),
+    an inner child pushed where any lane hits it with those lanes' nearest entry, the nearest
+    just pushed taken next, a popped node dropped beyond every lane's closest hit.
+
+    ``best`` (lanes,) holds each lane's tmax on entry (a negative one: a lane outside the
+    image, that nothing hits) and its closest hit on exit. Returns (prim, u, v, hit_node,
+    steps, tests): per lane the triangle (-1: none), its barycentrics and the node whose leaf
+    it was found in (the packet's last node for a lane that hit nothing); the packet's node
+    steps and triangle tests (a packet tests a leaf's triangles one after another, each against
+    every lane, so its cost follows triangles, where one ray's follows leaves).
+    """
+    lanes = dirs.shape[0]
+    inv = np.empty((lanes, 3), np.float64)
+    near = np.empty((lanes, 3), np.int64)
+    far = np.empty((lanes, 3), np.int64)
+    for lane in range(lanes):
+        for axis in range(3):
+            inv[lane, axis] = safe_inverse(dirs[lane, axis])
+            near[lane, axis] = plane(axis, inv[lane, axis] < 0.0)
+            far[lane, axis] = plane(axis, inv[lane, axis] >= 0.0)
+    oi = np.empty((lanes, 3), np.float64)
+    for lane in range(lanes):
+        oi[lane, 0], oi[lane, 1], oi[lane, 2] = (ox * inv[lane, 0], oy * inv[lane, 1],
+                                                 oz * inv[lane, 2])
+    prim = np.full(lanes, NO_HIT, np.int32)
+    bu = np.zeros(lanes, np.float64)
+    bv = np.zeros(lanes, np.float64)
+    hit_node = np.zeros(lanes, np.int32)
+    active = np.empty(lanes, np.bool_)
+    stack = np.empty(KERNEL_STACK, np.int32)
+    stack_t = np.empty(KERNEL_STACK, np.float64)
+    sp = 0
+    node = 0
+    steps = 0
+    tests = 0
+    last = 0
+    while True:
+        if node < 0:
+            if sp == 0:
+                break
+            sp -= 1
+            if stack_t[sp] > best.max():
+                continue
+            node = stack[sp]
+        steps += 1
+        last = node
+        pushed = sp
+        for c in range(WIDTH):  # in slot order: a leaf tested at once, an inner child pushed
+            entry = np.inf
+            for lane in range(lanes):
+                t_near = max(max(nodes[node, near[lane, 0] + c] * inv[lane, 0] - oi[lane, 0],
+                                 nodes[node, near[lane, 1] + c] * inv[lane, 1] - oi[lane, 1]),
+                             max(nodes[node, near[lane, 2] + c] * inv[lane, 2] - oi[lane, 2],
+                                 0.0))
+                t_far = min(min(nodes[node, far[lane, 0] + c] * inv[lane, 0] - oi[lane, 0],
+                                nodes[node, far[lane, 1] + c] * inv[lane, 1] - oi[lane, 1]),
+                            min(nodes[node, far[lane, 2] + c] * inv[lane, 2] - oi[lane, 2],
+                                best[lane]))
+                active[lane] = t_near <= t_far
+                if active[lane]:
+                    entry = min(entry, t_near)
+            if entry == np.inf:
+                continue
+            count = ints[node, CHILD_COUNT + c]
+            if count > 0:
+                tests += count  # each triangle: one test of every lane
+                first = ints[node, CHILD_INDEX + c]
+                for k in range(first, first + count):
+                    for lane in range(lanes):
+                        if not active[lane]:
+                            continue
+                        t, u, v = intersect_triangle(tris, k, ox, oy, oz, dirs[lane, 0],
+                                                     dirs[lane, 1], dirs[lane, 2])
+                        if t < best[lane]:
+                            best[lane], prim[lane], bu[lane], bv[lane] = t, k, u, v
+                            hit_node[lane] = node
+            else:
+                stack[sp], stack_t[sp] = ints[node, CHILD_INDEX + c], entry
+                sp += 1
+        node = -1
+        if sp == pushed:
+            continue
+        nearest = sp - 1  # as trace: the nearest just pushed is next, the top takes its place
+        for j in range(pushed, sp - 1):
+            if stack_t[j] < stack_t[nearest]:
+                nearest = j
+        node = stack[nearest]
+        sp -= 1
+        stack[nearest], stack_t[nearest] = stack[sp], stack_t[sp]
+    for lane in range(lanes):
+        if prim[lane] < 0:
+            hit_node[lane] = last
+    return prim, bu, bv, hit_node, steps, tests

@@ -13,7 +13,9 @@ import pytest
 
 from raytracer.bvh import packed_normals
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
-from raytracer.tracer import RenderSettings
+from raytracer.kernel_launches import KernelLaunches, Launch
+from raytracer.phases import PRIMARY_PACKET
+from raytracer.tracer import RenderSettings, Tracer
 
 W, H = 64, 36
 SETTINGS = RenderSettings(ao_rays=2.5, ao_radius=0.1, shadows=True, phong=True)
@@ -24,23 +26,28 @@ COUNTERS_AGREE = 0.995
 HITS_AGREE = 0.99
 
 
-def _cpu(tracer, settings: RenderSettings, seed: int, basis=None):
+def _cpu(tracer, settings: RenderSettings, seed: int, basis=None, packets: bool = False,
+         size: tuple[int, int] = (W, H)):
     s, b = tracer.scene, tracer.bvh
-    basis = s.camera.basis(W, H) if basis is None else basis
+    width, height = size
+    basis = s.camera.basis(width, height) if basis is None else basis
     _, counters, _, prim = render_cpu(b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints,
-                                      b.triangles, packed_normals(s, b), basis, W, H, s.light,
-                                      np.float32(s.diagonal),
+                                      b.triangles, packed_normals(s, b), basis, width, height,
+                                      s.light, np.float32(s.diagonal),
                                       settings.ao_rays, settings.ao_radius * s.diagonal,
-                                      settings.shadows, settings.phong, seed)
+                                      settings.shadows, settings.phong, seed, packets)
     return counters, prim
 
 
-def agreement(tracer, settings: RenderSettings, seed: int, basis=None) -> dict[str, float]:
+def agreement(tracer, settings: RenderSettings, seed: int, basis=None,
+              size: tuple[int, int] = (W, H)) -> dict[str, float]:
     """Per phase, the share of pixels whose (nodes, tests) counters are equal on both sides;
-    "hits": the share whose primary ray hit the same triangle (or missed on both)."""
-    frame = tracer.render(tracer.scene.camera, W, H, settings, seed=seed)
+    "hits": the share whose primary ray hit the same triangle (or missed on both). The twin
+    traces primary rays as ``tracer`` launches them (one per pixel, or in packets)."""
+    frame = tracer.render(tracer.scene.camera, *size, settings, seed=seed)
     gpu_prim = tracer.hits()[..., 3].copy().view(np.int32)
-    counters, prim = _cpu(tracer, settings, seed, basis)
+    packets = tracer.launches["primary"].packet == PRIMARY_PACKET
+    counters, prim = _cpu(tracer, settings, seed, basis, packets, size)
     out = {"hits": float((gpu_prim == prim).mean())}
     for phase, index in (("primary", PRIMARY), ("shadow", SHADOW), ("ao", AO)):
         gpu = frame.counters[phase]
@@ -52,6 +59,20 @@ def agreement(tracer, settings: RenderSettings, seed: int, basis=None) -> dict[s
 def test_counters_and_hits_agree_per_pixel(tracers, name):
     tracer = tracers(name, counters=True)
     got = agreement(tracer, SETTINGS, seed=3)
+    for phase in ("primary", "shadow", "ao"):
+        assert got[phase] >= COUNTERS_AGREE, f"{name} {phase}: {got}"
+    assert got["hits"] >= HITS_AGREE, f"{name}: {got}"
+
+
+@pytest.mark.parametrize("name", ["dragon-small", "spheres", "bunny"])
+def test_packet_counters_and_hits_agree_per_pixel(tracers, name):
+    """Primary rays in packets (kernels/primary_packet.cl): the twin's packets visit the
+    kernel's nodes and test its leaves (measured: 100 % of pixels, both CPU runtimes), at a
+    size that leaves packets partly outside the image."""
+    one_ray = tracers(name, counters=True)
+    tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True,
+                    launches=KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)}))
+    got = agreement(tracer, SETTINGS, seed=3, size=(W + 3, H + 1))
     for phase in ("primary", "shadow", "ao"):
         assert got[phase] >= COUNTERS_AGREE, f"{name} {phase}: {got}"
     assert got["hits"] >= HITS_AGREE, f"{name}: {got}"

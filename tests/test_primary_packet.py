@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
+from raytracer.phases import PRIMARY_PACKET
 from raytracer.tracer import (
-    PRIMARY_PACKET,
     RenderSettings,
     Tracer,
     TracerError,

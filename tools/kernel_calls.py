@@ -29,7 +29,8 @@ warnings.simplefilter("ignore")
 from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.opencl_device import DeviceError
 from raytracer.scene import load_scene
-from raytracer.tracer import PRIMARY_PACKET, RenderSettings, Tracer
+from raytracer.phases import PRIMARY_PACKET
+from raytracer.tracer import RenderSettings, Tracer
 scene = load_scene("spheres")
 packets = KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)})
 for launches in (DEFAULTS, packets):  # the primary kernel and its packet form

@@ -18,9 +18,11 @@
  * the lowest index); the order in which leaves are met differs, so equal-distance ties may
  * resolve to the other triangle. Scratch A/B, one compute unit, 1280x720, quiet: 2.7x
  * (dragon) and 2.5x (sibenik) `primary`'s speed on PoCL 3.1, 2.6x / 2.3x on Intel's runtime.
- * COUNTERS: each pixel gets its packet's node steps and leaf tests (what its packet paid). */
+ * COUNTERS: each pixel gets its packet's node steps and triangle tests (what its packet paid;
+ * a leaf's triangles are tested one after another here, one at a time in float4 lanes in
+ * `trace`, so the packet's cost follows triangles). */
 
-#define PACKET_COLS 4 /* tracer.PRIMARY_PACKET */
+#define PACKET_COLS 4 /* raytracer.phases.PRIMARY_PACKET */
 #define PACKET_ROWS 2
 
 ALWAYS_INLINE float hmin8(float8 v) {
@@ -54,7 +56,7 @@ ALWAYS_INLINE float8 safe_inverse8(float8 d) {
         int8 hit = tn <= tf;                                                                 \
         if (ANY8(hit)) {                                                                     \
             if (cnt.C > 0) {                                                                 \
-                COUNT(tests++);                                                              \
+                COUNT(tests += cnt.C);                                                       \
                 for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
                     intersect_packet(tris, k, eye, dx, dy, dz, hit, &best, &bu, &bv, &prim); \
             } else {                                                                         \

@@ -8,10 +8,16 @@ The sample is a lattice of whole SIMD groups at the frame's own resolution (2x8 
 slowest lane, and its lanes are neighbours whose rays are coherent: a coarse image, whose
 neighbouring rays lie ``factor`` pixels apart, took the maximum over divergent rays and moved
 the predictions 11-21 % against a half-resolution probe on Intel's 16-lane CPU runtime.
+
+Where the tracer's primary rays run in packets (kernels/primary_packet.cl), the lattice is of
+whole packets too and primary rays are traced as packets: a packet pays for the union of its
+rays' paths (at 67x37, a dragon packet visited 2.2x the nodes of one of its rays), and pricing
+it by single rays left the primary phase's held-out error 7-11 points worse.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -21,7 +27,7 @@ from models.workload import Workload
 from raytracer.bvh import BVH, packed_normals
 from raytracer.camera import Camera
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, trace_tiles
-from raytracer.phases import TILE, simd_lanes
+from raytracer.phases import PRIMARY_PACKET, TILE, simd_lanes
 from raytracer.scene import Scene
 
 
@@ -50,13 +56,17 @@ class Probe:
     ``simd_width`` (lanes that run in lockstep on the rendering device) defaults to the width of
     the device a default :class:`~raytracer.tracer.Tracer` would use, looked up on first use;
     ``group`` is the traversal kernels' work-group (x, y). :meth:`for_tracer` takes both from a
-    tracer. ``ao_radius`` must be the renderer's (a
+    tracer. ``packets``: the tracer's primary rays run in packets (kernels/primary_packet.cl),
+    which the probe then traces as such: a packet pays for the union of its rays' paths, which
+    grows where neighbouring rays diverge, and it does not run in SIMD groups of work-items.
+    ``ao_radius`` must be the renderer's (a
     :class:`~raytracer.tuning.tuned_renderer.TunedRenderer` keeps the two tied).
     """
 
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
                  ao_radius: float = 0.1, min_pixels: int = 160 * 90,
-                 simd_width: int | None = None, group: tuple[int, int] = (TILE, TILE)) -> None:
+                 simd_width: int | None = None, group: tuple[int, int] = (TILE, TILE),
+                 packets: bool = False) -> None:
         if factor < 1 or ao_samples < 1:
             raise ValueError(f"probe factor and ao_samples must be >= 1, "
                              f"got {factor}, {ao_samples}")
@@ -68,21 +78,21 @@ class Probe:
         self.min_pixels = min_pixels
         self._simd_width = simd_width
         self.group = group
+        self.packets = packets
         self._normals = packed_normals(scene, bvh)
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
 
     @classmethod
     def for_tracer(cls, tracer, **options) -> Probe:
-        """A probe of ``tracer``'s scene and BVH, grouped as its primary rays are launched: in
-        the launch's sub-groups, else the device's SIMD width (the traversal kernels launch
-        alike on every device measured, see ``raytracer/kernel_launches.py``). A primary
-        launch in packets is grouped by the device's SIMD width too: the probe does not trace
-        packets, and the calibration's primary scale takes their speed-up (README, "Primary
-        rays in packets")."""
+        """A probe of ``tracer``'s scene and BVH, its rays grouped as the tracer launches its
+        primary rays: in packets if it does, and in the launch's sub-groups, else the device's
+        SIMD width (the traversal kernels launch alike on every device measured, see
+        ``raytracer/kernel_launches.py``)."""
         launch = tracer.launches["primary"]
         options.setdefault("simd_width", launch.lane_width(tracer.device_info.simd_width))
         options.setdefault("group", launch.group)
+        options.setdefault("packets", launch.packet == PRIMARY_PACKET)
         return cls(tracer.scene, tracer.bvh, **options)
 
     @property
@@ -111,9 +121,13 @@ class Probe:
 
     def traced_tile(self) -> tuple[int, int]:
         """Frame pixels (rows, columns) traced per lattice point: one SIMD group, two one-lane
-        groups side by side where groups are one pixel (so that adjacent pairs give ``m``)."""
+        groups side by side where groups are one pixel (so that adjacent pairs give ``m``);
+        with packets, whole packets and whole groups."""
         rows, cols = self.lane_tile()
-        return rows, max(cols, 2)
+        cols = max(cols, 2)
+        if self.packets:
+            rows, cols = math.lcm(rows, PRIMARY_PACKET[1]), math.lcm(cols, PRIMARY_PACKET[0])
+        return rows, cols
 
     def tile_corners(self, width: int, height: int) -> np.ndarray:
         """Top-left pixels (x, y) of the traced tiles, group-aligned: a regular lattice about
@@ -133,24 +147,27 @@ class Probe:
 
     def measure(self, camera: Camera, width: int, height: int) -> Workload:
         """Trace the lattice of SIMD groups and return per-pixel mean work counts: each
-        group's slowest lane, as the device runs it."""
+        group's slowest lane, as the device runs it; with packets, primary rays' counts are
+        each packet's shared by its rays."""
         start = time.perf_counter()
         rows, cols = self.traced_tile()
-        lanes = self.lane_tile()[1]
+        lane_rows, lanes = self.lane_tile()
         corners = self.tile_corners(width, height)
         b = self.bvh
         counters, last_node, prim = trace_tiles(
             b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles, self._normals,
-            camera.basis(width, height), width, corners, rows, cols, self.scene.light,
+            camera.basis(width, height), width, height, corners, rows, cols, self.scene.light,
             np.float32(self.scene.diagonal), self.ao_samples,
-            self.ao_radius * self.scene.diagonal, 0)
+            self.ao_radius * self.scene.diagonal, 0, self.packets)
         hit = prim >= 0
-        groups = (len(corners), rows, cols // lanes, lanes)
-        mean = counters.reshape(*groups, 3, 2).max(axis=(1, 3)).reshape(-1, 3, 2).mean(axis=0)
+        groups = (len(corners), rows // lane_rows, lane_rows, cols // lanes, lanes)
+        mean = counters.reshape(*groups, 3, 2).max(axis=(2, 4)).reshape(-1, 3, 2).mean(axis=0)
         lane = counters.reshape(-1, 3, 2).mean(axis=0)  # every lane alike, no group maximum
+        if self.packets:  # every pixel carries its packet's counts
+            mean[PRIMARY] = lane[PRIMARY] / (PRIMARY_PACKET[0] * PRIMARY_PACKET[1])
         workload = Workload(
             pixels=int(width * height),
-            hit_fraction=float(hit.reshape(groups).any(axis=(1, 3)).mean()),
+            hit_fraction=float(hit.reshape(groups).any(axis=(2, 4)).mean()),
             p_t=float(mean[PRIMARY, 0]), p_i=float(mean[PRIMARY, 1]),
             s_t=float(mean[SHADOW, 0]), s_i=float(mean[SHADOW, 1]),
             a_t=float(mean[AO, 0] / self.ao_samples), a_i=float(mean[AO, 1] / self.ao_samples),
