@@ -152,14 +152,22 @@ def ao_rays(
 ANY_HIT_TRACE = re.compile(r"trace\(nodes, tris, o, ([^,]+), &t, &u, &v, 1, &steps, &tests\) >= 0")
 
 
+SHADOW_PACKET_TRAVERSAL = "if (ANY8(traced)) {"
+UNTRAVERSED_PACKET = ("if (ANY8(traced) && ANY8(vload8(0, o) + vload8(1, o) + vload8(2, o) + "
+                      "vload8(0, d) + vload8(1, d) + vload8(2, d) > (float8)(INF_T))) {")
+
+
 def without_traversal_source() -> str:
     """The kernels with each any-hit ``trace()`` (shadow, AO) replaced by a use of its ray
-    that never counts as a hit, so the ray is still built but not traversed."""
+    that never counts as a hit, so the ray is still built but not traversed; in the shadow
+    kernel's packet form the traversal guarded by a use of the packet's rays alike."""
     source, n = ANY_HIT_TRACE.subn(r"(DOT3(o + (\1) * t, (float3)(1.0f)) > INF_T)",
                                    kernel_source())
-    if n != 2:
-        raise RuntimeError(f"expected the shadow and AO kernels' any-hit trace() calls, found {n}")
-    return source
+    if n != 2 or source.count(SHADOW_PACKET_TRAVERSAL) != 1:
+        raise RuntimeError(f"expected the shadow and AO kernels' any-hit trace() calls and the "
+                           f"shadow packet's traversal, found {n} calls and "
+                           f"{source.count(SHADOW_PACKET_TRAVERSAL)} traversals")
+    return source.replace(SHADOW_PACKET_TRAVERSAL, UNTRAVERSED_PACKET)
 
 
 def timed(run) -> tuple[float, float, Any]:

@@ -3,8 +3,9 @@
 Two users: the probe traces tiles of the view to measure the workload, and the tests
 render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
-and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl``, so the per-pixel
-counters (nodes visited, leaves tested) match the kernels'. (Compiled code is cached under
+and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl`` (``trace_packet``
+as the packet kernels do), so the per-pixel counters (nodes visited, leaves tested; a packet's
+triangles tested) match the kernels'. (Compiled code is cached under
 the digest of this file and of ``traversal.py`` and ``bvh.py``: :mod:`raytracer.jit_cache`.)
 """
 
@@ -16,13 +17,13 @@ import numba as nb
 import numpy as np
 
 from raytracer.jit_cache import njit
-from raytracer.phases import PRIMARY_PACKET
+from raytracer.phases import RAY_PACKET
 from raytracer.traversal import trace, trace_packet
 
 SHADOW_EPS = 1e-4
-# counters[y, x, phase, 0|1] = traversal steps | leaf tests, phases in this order
+# counters[y, x, phase, 0|1] = traversal steps | leaf (packets: triangle) tests, in this order
 PRIMARY, SHADOW, AO = 0, 1, 2
-PACKET_COLS, PACKET_ROWS = PRIMARY_PACKET
+PACKET_COLS, PACKET_ROWS = RAY_PACKET
 
 
 @njit(inline="always")
@@ -48,85 +49,127 @@ def _primary_dir(basis, x, y):
 
 
 @njit()
-def _pixel(nodes, ints, snodes, sints, tris, normals, basis, x, y, width, light, scale, ao_rays,
-           ao_radius, shadows, phong, seed, counters, last_node, prim_out, row, col):
-    """All phases for frame pixel (x, y), its primary ray traced alone; returns linear RGB.
-    Its counters, last node and triangle go to [row, col] of the output arrays. Shadow rays
-    walk ``snodes`` (``BVH.shadow_nodes``), the other rays ``nodes``."""
-    dx, dy, dz = _primary_dir(basis, x, y)
-    t, prim, u, v, steps, tests, last = trace(nodes, ints, tris, basis[0, 0], basis[0, 1],
-                                              basis[0, 2], dx, dy, dz, np.inf, False)
-    counters[row, col, PRIMARY, 0] = steps
-    counters[row, col, PRIMARY, 1] = tests
-    last_node[row, col] = last
-    prim_out[row, col] = prim
-    return _secondary(nodes, ints, snodes, sints, tris, normals, basis, x, y, width, light,
-                      scale, ao_rays, ao_radius, shadows, phong, seed, counters, row, col, dx, dy,
-                      dz, t, prim, u, v)
-
-
-@njit()
-def _packet(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, width, height, light,
-            scale, ao_rays, ao_radius, shadows, phong, seed, counters, last_node, prim_out, rgb,
-            row0, col0):
-    """All phases for the ``PACKET_ROWS`` x ``PACKET_COLS`` block of frame pixels at (x0, y0),
-    its primary rays traced as one packet (kernels/primary_packet.cl): every pixel gets the
-    packet's primary counters. Pixel (x0 + i, y0 + j) writes [row0 + j, col0 + i] of the output
-    arrays and its linear RGB to ``rgb``; those beyond ``width`` x ``height`` are not traced."""
-    lanes = PACKET_ROWS * PACKET_COLS
-    dirs = np.empty((lanes, 3), np.float64)
-    best = np.empty(lanes, np.float64)
-    for lane in range(lanes):
-        x, y = x0 + lane % PACKET_COLS, y0 + lane // PACKET_COLS
+def _block(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, cols, rows, width, height,
+           light, scale, ao_rays, ao_radius, shadows, phong, seed, primary_packet, shadow_packet,
+           counters, last_node, prim_out, rgb, row0, col0):
+    """All phases for the ``rows`` x ``cols`` block of frame pixels at (x0, y0), phase by
+    phase as the kernels run: primary rays one per pixel or, with ``primary_packet``, as one
+    packet (kernels/primary_packet.cl; the block is then one packet, and each of its pixels
+    gets the packet's counters), then shadow rays alike (``shadow_packet``,
+    kernels/shadow_packet.cl), then AO rays and shading per pixel. Pixel (x0 + i, y0 + j)
+    writes [row0 + j, col0 + i] of the output arrays and its linear RGB to ``rgb``; those
+    beyond ``width`` x ``height`` are not traced. Shadow rays walk ``snodes``
+    (``BVH.shadow_nodes``), the other rays ``nodes``."""
+    n = rows * cols
+    eye = np.empty((n, 3), np.float64)
+    dirs = np.empty((n, 3), np.float64)
+    best = np.empty(n, np.float64)
+    for lane in range(n):
+        x, y = x0 + lane % cols, y0 + lane // cols
+        eye[lane, 0], eye[lane, 1], eye[lane, 2] = basis[0, 0], basis[0, 1], basis[0, 2]
         dirs[lane, 0], dirs[lane, 1], dirs[lane, 2] = _primary_dir(basis, x, y)
         best[lane] = np.inf if x < width and y < height else -1.0
-    prim, bu, bv, hit_node, steps, tests = trace_packet(nodes, ints, tris, basis[0, 0],
-                                                        basis[0, 1], basis[0, 2], dirs, best)
-    for lane in range(lanes):
-        if best[lane] < 0.0:
+    inside = best > 0.0
+    prim = np.full(n, -1, np.int32)
+    bu = np.zeros(n, np.float64)
+    bv = np.zeros(n, np.float64)
+    if primary_packet:
+        prim, bu, bv, hit_node, steps, tests = trace_packet(nodes, ints, tris, eye, dirs, best,
+                                                            False)
+        for lane in range(n):
+            if inside[lane]:
+                _count(counters, row0, col0, lane, cols, PRIMARY, steps, tests)
+                last_node[row0 + lane // cols, col0 + lane % cols] = hit_node[lane]
+    else:
+        for lane in range(n):
+            if inside[lane]:
+                best[lane], prim[lane], bu[lane], bv[lane], steps, tests, last = trace(
+                    nodes, ints, tris, eye[lane, 0], eye[lane, 1], eye[lane, 2], dirs[lane, 0],
+                    dirs[lane, 1], dirs[lane, 2], np.inf, False)
+                _count(counters, row0, col0, lane, cols, PRIMARY, steps, tests)
+                last_node[row0 + lane // cols, col0 + lane % cols] = last
+    # shadow rays as the shadow kernels set them up: from the hit point, offset along the
+    # geometric normal facing the viewer, toward the light (the segment, t in (0, 1 - eps));
+    # none where the primary ray missed or the light is behind the surface (vis 0)
+    origin = np.zeros((n, 3), np.float64)
+    to_light = np.ones((n, 3), np.float64)
+    normal = np.zeros((n, 3), np.float64)
+    tmax = np.full(n, -1.0, np.float64)
+    vis = np.ones(n, np.float64)
+    for lane in range(n):
+        k = prim[lane]
+        if not inside[lane] or k < 0:
             continue
-        i, j = lane % PACKET_COLS, lane // PACKET_COLS
-        row, col = row0 + j, col0 + i
-        counters[row, col, PRIMARY, 0] = steps
-        counters[row, col, PRIMARY, 1] = tests
-        last_node[row, col] = hit_node[lane]
-        prim_out[row, col] = prim[lane]
-        rgb[row, col, 0], rgb[row, col, 1], rgb[row, col, 2] = _secondary(
-            nodes, ints, snodes, sints, tris, normals, basis, x0 + i, y0 + j, width, light,
-            scale, ao_rays, ao_radius, shadows, phong, seed, counters, row, col, dirs[lane, 0],
-            dirs[lane, 1], dirs[lane, 2], best[lane], prim[lane], bu[lane], bv[lane])
+        prim_out[row0 + lane // cols, col0 + lane % cols] = k
+        dx, dy, dz = dirs[lane, 0], dirs[lane, 1], dirs[lane, 2]
+        gx, gy, gz = normals[k, 3], normals[k, 7], normals[k, 11]  # unit, from the host
+        if gx * dx + gy * dy + gz * dz > 0.0:
+            gx, gy, gz = -gx, -gy, -gz
+        normal[lane, 0], normal[lane, 1], normal[lane, 2] = gx, gy, gz
+        eps = SHADOW_EPS * scale
+        for axis in range(3):
+            origin[lane, axis] = eye[lane, axis] + best[lane] * dirs[lane, axis] + normal[
+                lane, axis] * eps
+            to_light[lane, axis] = light[axis] - origin[lane, axis]
+        if shadows:
+            if (to_light[lane, 0] * gx + to_light[lane, 1] * gy + to_light[lane, 2] * gz
+                    <= 0.0):
+                vis[lane] = 0.0
+            else:
+                tmax[lane] = 1.0 - SHADOW_EPS
+    if shadows and shadow_packet:
+        traced = tmax > 0.0
+        steps = tests = 0
+        if traced.any():
+            _, _, _, _, steps, tests = trace_packet(snodes, sints, tris, origin, to_light, tmax,
+                                                    True)
+        for lane in range(n):
+            if inside[lane]:
+                _count(counters, row0, col0, lane, cols, SHADOW, steps, tests)
+                if traced[lane] and tmax[lane] < 0.0:
+                    vis[lane] = 0.0
+    elif shadows:
+        for lane in range(n):
+            if tmax[lane] > 0.0:
+                _, k, _, _, steps, tests, _ = trace(
+                    snodes, sints, tris, origin[lane, 0], origin[lane, 1], origin[lane, 2],
+                    to_light[lane, 0], to_light[lane, 1], to_light[lane, 2], tmax[lane], True)
+                _count(counters, row0, col0, lane, cols, SHADOW, steps, tests)
+                if k >= 0:
+                    vis[lane] = 0.0
+    for lane in range(n):
+        if not inside[lane]:
+            continue
+        row, col = row0 + lane // cols, col0 + lane % cols
+        if prim[lane] < 0:
+            s = 0.5 * (1.0 - dirs[lane, 1])
+            rgb[row, col, 0] = 0.55 * (1 - s) + 0.9 * s
+            rgb[row, col, 1] = 0.65 * (1 - s) + 0.9 * s
+            rgb[row, col, 2] = 0.8 * (1 - s) + 0.92 * s
+            continue
+        rgb[row, col, 0], rgb[row, col, 1], rgb[row, col, 2] = _ao_and_shade(
+            nodes, ints, tris, normals, x0 + lane % cols, y0 + lane // cols, width, light,
+            ao_rays, ao_radius, phong, seed, counters, row, col, eye[lane], dirs[lane],
+            best[lane], prim[lane], bu[lane], bv[lane], normal[lane], origin[lane], vis[lane])
+
+
+@njit(inline="always")
+def _count(counters, row0, col0, lane, cols, phase, steps, tests):
+    counters[row0 + lane // cols, col0 + lane % cols, phase, 0] = steps
+    counters[row0 + lane // cols, col0 + lane % cols, phase, 1] = tests
 
 
 @njit()
-def _secondary(nodes, ints, snodes, sints, tris, normals, basis, x, y, width, light, scale,
-               ao_rays, ao_radius, shadows, phong, seed, counters, row, col, dx, dy, dz, t, prim,
-               u, v):
-    """The phases after primary for frame pixel (x, y), whose primary ray (dx, dy, dz) hit
-    triangle ``prim`` at ``t`` (u, v): shadow and AO rays (counters to [row, col]) and
-    shading. Returns linear RGB."""
-    ex, ey, ez = basis[0, 0], basis[0, 1], basis[0, 2]
-    if prim < 0:
-        s = 0.5 * (1.0 - dy)
-        return (0.55 * (1 - s) + 0.9 * s, 0.65 * (1 - s) + 0.9 * s, 0.8 * (1 - s) + 0.92 * s)
-    # geometric normal facing the viewer, offset origin
-    gx, gy, gz = normals[prim, 3], normals[prim, 7], normals[prim, 11]  # unit, from the host
-    if gx * dx + gy * dy + gz * dz > 0.0:
-        gx, gy, gz = -gx, -gy, -gz
-    px, py, pz = ex + t * dx, ey + t * dy, ez + t * dz
-    eps = SHADOW_EPS * scale
-    ox, oy, oz = px + gx * eps, py + gy * eps, pz + gz * eps
-    vis = 1.0
-    if shadows:
-        lx, ly, lz = light[0] - ox, light[1] - oy, light[2] - oz  # the segment, t in (0, 1)
-        if lx * gx + ly * gy + lz * gz <= 0.0:
-            vis = 0.0
-        else:
-            _, p2, _, _, s2, k2, _ = trace(snodes, sints, tris, ox, oy, oz, lx, ly, lz,
-                                           1.0 - SHADOW_EPS, True)
-            counters[row, col, SHADOW, 0] = s2
-            counters[row, col, SHADOW, 1] = k2
-            if p2 >= 0:
-                vis = 0.0
+def _ao_and_shade(nodes, ints, tris, normals, x, y, width, light, ao_rays, ao_radius, phong,
+                  seed, counters, row, col, eye, d, t, prim, u, v, g, o, vis):
+    """AO rays (counters to [row, col]) and shading of frame pixel (x, y), whose primary ray
+    from ``eye`` along ``d`` hit triangle ``prim`` at ``t`` (u, v); ``g`` is its geometric
+    normal facing the viewer, ``o`` the offset origin of its secondary rays, ``vis`` its
+    visibility of the light. Returns linear RGB."""
+    dx, dy, dz = d[0], d[1], d[2]
+    gx, gy, gz = g[0], g[1], g[2]
+    ox, oy, oz = o[0], o[1], o[2]
+    px, py, pz = eye[0] + t * dx, eye[1] + t * dy, eye[2] + t * dz
     open_ = 1.0
     state = pcg_hash((y * width + x) ^ pcg_hash(seed))
     rays = int(ao_rays)
@@ -196,63 +239,52 @@ def _store(image, y, x, r, g, b):
 
 @njit(parallel=True, nogil=True)
 def render_cpu(nodes, ints, snodes, sints, tris, normals, basis, width, height, light, scale,
-               ao_rays, ao_radius, shadows, phong, seed, packets=False):
-    """Render like the OpenCL tracer (shadow rays walk ``snodes``), its primary rays one per
-    pixel or, with ``packets``, in the packets of kernels/primary_packet.cl. Returns (RGBA8
+               ao_rays, ao_radius, shadows, phong, seed, primary_packets=False,
+               shadow_packets=False):
+    """Render like the OpenCL tracer, its primary and shadow rays one per pixel or in the
+    packets of the packet kernels (``primary_packets``, ``shadow_packets``). Returns (RGBA8
     image, counters (H,W,3,2), last inner node per pixel (H,W), primary triangle per pixel
     (H,W), -1 = miss)."""
     image = np.empty((height, width, 4), np.uint8)
     counters = np.zeros((height, width, 3, 2), np.int32)
     last_node = np.zeros((height, width), np.int32)
     prim = np.full((height, width), -1, np.int32)
-    if packets:
-        rgb = np.zeros((height, width, 3), np.float64)
-        for py in nb.prange((height + PACKET_ROWS - 1) // PACKET_ROWS):
-            y0 = py * PACKET_ROWS
-            for x0 in range(0, width, PACKET_COLS):
-                _packet(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, width, height,
-                        light, scale, ao_rays, ao_radius, shadows, phong, seed, counters,
-                        last_node, prim, rgb, y0, x0)
-            for y in range(y0, min(y0 + PACKET_ROWS, height)):
-                for x in range(width):
-                    _store(image, y, x, rgb[y, x, 0], rgb[y, x, 1], rgb[y, x, 2])
-        return image, counters, last_node, prim
-    for y in nb.prange(height):
-        for x in range(width):
-            r, g, b = _pixel(nodes, ints, snodes, sints, tris, normals, basis, x, y, width,
-                             light, scale, ao_rays, ao_radius, shadows, phong, seed, counters,
-                             last_node, prim, y, x)
-            _store(image, y, x, r, g, b)
+    rgb = np.zeros((height, width, 3), np.float64)
+    for py in nb.prange((height + PACKET_ROWS - 1) // PACKET_ROWS):
+        y0 = py * PACKET_ROWS
+        for x0 in range(0, width, PACKET_COLS):
+            _block(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, PACKET_COLS,
+                   PACKET_ROWS, width, height, light, scale, ao_rays, ao_radius, shadows, phong,
+                   seed, primary_packets, shadow_packets, counters, last_node, prim, rgb, y0, x0)
+        for y in range(y0, min(y0 + PACKET_ROWS, height)):
+            for x in range(width):
+                _store(image, y, x, rgb[y, x, 0], rgb[y, x, 1], rgb[y, x, 2])
     return image, counters, last_node, prim
 
 
 @njit(parallel=True, nogil=True)
 def trace_tiles(nodes, ints, snodes, sints, tris, normals, basis, width, height, corners, rows,
-                cols, light, scale, ao_rays, ao_radius, seed, packets=False):
+                cols, light, scale, ao_rays, ao_radius, seed, primary_packets=False,
+                shadow_packets=False):
     """Trace ``rows`` x ``cols`` frame-resolution tiles whose top-left pixels (x, y) are
     ``corners`` (N, 2), in a ``width`` x ``height`` frame, with shadows. Returns counters
     (N, rows, cols, 3, 2), last inner node (N, rows, cols) and primary triangle (N, rows, cols),
-    as :func:`render_cpu` gives them for those pixels. With ``packets`` the tiles and corners
-    must be whole packets (``PACKET_COLS`` x ``PACKET_ROWS``); pixels beyond the frame are
-    then not traced (zero counters, a miss), as the packet kernel leaves them, else they trace
-    the camera's rays there."""
+    as :func:`render_cpu` gives them for those pixels (zero counters and a miss beyond the
+    frame). With packets the tiles and corners must be whole packets
+    (``PACKET_COLS`` x ``PACKET_ROWS``)."""
     n = corners.shape[0]
     counters = np.zeros((n * rows, cols, 3, 2), np.int32)
     last_node = np.zeros((n * rows, cols), np.int32)
     prim = np.full((n * rows, cols), -1, np.int32)
     rgb = np.zeros((n * rows, cols, 3), np.float64)
+    packets = primary_packets or shadow_packets
+    block_rows, block_cols = (PACKET_ROWS, PACKET_COLS) if packets else (1, 1)
     for t in nb.prange(n):
-        if packets:
-            for dy in range(0, rows, PACKET_ROWS):
-                for dx in range(0, cols, PACKET_COLS):
-                    _packet(nodes, ints, snodes, sints, tris, normals, basis, corners[t, 0] + dx,
-                            corners[t, 1] + dy, width, height, light, scale, ao_rays, ao_radius,
-                            True, False, seed, counters, last_node, prim, rgb, t * rows + dy, dx)
-            continue
-        for dy in range(rows):
-            for dx in range(cols):
-                _pixel(nodes, ints, snodes, sints, tris, normals, basis, corners[t, 0] + dx,
-                       corners[t, 1] + dy, width, light, scale, ao_rays, ao_radius, True, False,
-                       seed, counters, last_node, prim, t * rows + dy, dx)
+        for dy in range(0, rows, block_rows):
+            for dx in range(0, cols, block_cols):
+                _block(nodes, ints, snodes, sints, tris, normals, basis, corners[t, 0] + dx,
+                       corners[t, 1] + dy, block_cols, block_rows, width, height, light, scale,
+                       ao_rays, ao_radius, True, False, seed, primary_packets, shadow_packets,
+                       counters, last_node, prim, rgb, t * rows + dy, dx)
     return (counters.reshape(n, rows, cols, 3, 2), last_node.reshape(n, rows, cols),
             prim.reshape(n, rows, cols))

@@ -1,7 +1,8 @@
 """How each kernel (the tracer's four, the volume caster) is launched on a device: its
 work-group shape, where the driver takes one a required sub-group size, and for a kernel that
 has a packet form (the caster: raytracer/volume/kernels/raycast_packet.cl; the tracer's
-primary rays: raytracer/kernels/primary_packet.cl) the pixels one work-item casts in explicit
+primary and shadow rays: raytracer/kernels/primary_packet.cl, shadow_packet.cl) the pixels one
+work-item casts in explicit
 vector lanes; chosen per device by timing the candidates once, cached.
 
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TILE = 8  # a work-group is TILE x TILE pixels (the model's threads per block = 64)
-#: the primary kernel's packet form (kernels/primary_packet.cl): pixels (columns, rows) one
-#: work-item traces in float8 lanes; the other kernels have none
-PRIMARY_PACKET = (4, 2)
+#: the packet forms of the primary and shadow kernels (kernels/primary_packet.cl,
+#: kernels/shadow_packet.cl): pixels (columns, rows) one work-item traces in float8 lanes
+RAY_PACKET = (4, 2)
+PACKET_PHASES = ("primary", "shadow")  # the phases whose kernels have a packet form
 
 
 def simd_lanes(width: int, group: tuple[int, int]) -> tuple[int, int]:

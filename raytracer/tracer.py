@@ -20,14 +20,14 @@ from raytracer.kernel_launches import (
     with_sub_groups,
 )
 from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
-from raytracer.phases import PHASE_LIST, PRIMARY_PACKET, TRACING_PHASES
+from raytracer.phases import PACKET_PHASES, PHASE_LIST, RAY_PACKET, TRACING_PHASES
 from raytracer.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
-KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl")
+KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl", "shadow_packet.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
-PACKET_KERNELS = {"primary": "primary_packet"}
+PACKET_KERNELS = {phase: f"{phase}_packet" for phase in PACKET_PHASES}
 #: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
 LAUNCH_SCENE = "spheres"
 LAUNCH_SIZE = (640, 360)
@@ -118,7 +118,7 @@ class Tracer:
         spec = self.device_info.spec
         self.launches = launches if launches is not None else device_launches(
             dev, kernel_source(), KERNELS, lambda options: time_launches(spec, options),
-            self.device_info.simd_width, (PRIMARY_PACKET,))
+            self.device_info.simd_width, (RAY_PACKET,))
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context,
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
@@ -235,7 +235,7 @@ def kernel_for(kernel: str, launch: Launch) -> str:
 def has_form(kernel: str, launch: Launch) -> bool:
     """Whether ``kernel`` can be launched as ``launch`` (a packet launch: its packet form)."""
     return launch.packet == (1, 1) or (kernel in PACKET_KERNELS
-                                       and launch.packet == PRIMARY_PACKET)
+                                       and launch.packet == RAY_PACKET)
 
 
 def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:

@@ -7,7 +7,8 @@ and its nearest hit kept, hit inner children pushed last slot first with their e
 distances, then the top popped for any hit or the nearest of those just pushed taken for
 closest hit, the same culling of popped nodes), so counts measured here describe what the
 OpenCL kernels do. ``tests`` counts leaf tests (the kernels test a leaf's up to four triangles
-in one float4 test).
+in one float4 test). ``trace_packet`` mirrors the packet kernels (``kernels/primary_packet.cl``,
+``kernels/shadow_packet.cl``) alike.
 """
 
 from __future__ import annotations
@@ -194,38 +195,43 @@ def brute_force(tris, origins, dirs, tmax):
 
 
 @njit()
-def trace_packet(nodes, ints, tris, ox, oy, oz, dirs, best):
-    """Closest hits of rays sharing origin (ox, oy, oz), one per row of ``dirs`` (lanes, 3),
-    traversed together as ``kernels/primary_packet.cl`` does: each child box tested against
-    every lane, a leaf tested where any lane hits its box (the triangles against those lanes),
-    an inner child pushed where any lane hits it with those lanes' nearest entry, the nearest
-    just pushed taken next, a popped node dropped beyond every lane's closest hit.
+def trace_packet(nodes, ints, tris, origins, dirs, best, any_hit):
+    """Rays traversed together, one per row of ``origins`` and ``dirs`` (lanes, 3), as the
+    packet kernels do: each child box tested against every lane, a leaf tested at once (in
+    slot order) where any lane hits its box, its triangles against those lanes.
 
-    ``best`` (lanes,) holds each lane's tmax on entry (a negative one: a lane outside the
-    image, that nothing hits) and its closest hit on exit. Returns (prim, u, v, hit_node,
-    steps, tests): per lane the triangle (-1: none), its barycentrics and the node whose leaf
-    it was found in (the packet's last node for a lane that hit nothing); the packet's node
-    steps and triangle tests (a packet tests a leaf's triangles one after another, each against
-    every lane, so its cost follows triangles, where one ray's follows leaves).
+    Closest hit (``kernels/primary_packet.cl``): an inner child is pushed at once where any
+    lane hits it, with those lanes' nearest entry, the nearest just pushed is taken next and a
+    popped node is dropped beyond every lane's closest hit. Any hit (``any_hit``,
+    ``kernels/shadow_packet.cl``): a lane with a hit is done (its ``best`` becomes -1), the
+    hit inner children are pushed after the node's leaves, last slot first, the top popped,
+    and the packet stops when every lane is done.
+
+    ``best`` (lanes,) holds each lane's tmax on entry (a negative one: a lane that nothing
+    hits, such as one outside the image) and its closest hit on exit. Returns (prim, u, v,
+    hit_node, steps, tests): per lane the triangle (-1: none), its barycentrics and the node
+    whose leaf it was found in (the packet's last node for a lane that hit nothing); the
+    packet's node steps and triangle tests (a packet tests a leaf's triangles one after
+    another, each against every lane, so its cost follows triangles, where one ray's follows
+    leaves).
     """
     lanes = dirs.shape[0]
     inv = np.empty((lanes, 3), np.float64)
+    oi = np.empty((lanes, 3), np.float64)
     near = np.empty((lanes, 3), np.int64)
     far = np.empty((lanes, 3), np.int64)
     for lane in range(lanes):
         for axis in range(3):
             inv[lane, axis] = safe_inverse(dirs[lane, axis])
+            oi[lane, axis] = origins[lane, axis] * inv[lane, axis]
             near[lane, axis] = plane(axis, inv[lane, axis] < 0.0)
             far[lane, axis] = plane(axis, inv[lane, axis] >= 0.0)
-    oi = np.empty((lanes, 3), np.float64)
-    for lane in range(lanes):
-        oi[lane, 0], oi[lane, 1], oi[lane, 2] = (ox * inv[lane, 0], oy * inv[lane, 1],
-                                                 oz * inv[lane, 2])
     prim = np.full(lanes, NO_HIT, np.int32)
     bu = np.zeros(lanes, np.float64)
     bv = np.zeros(lanes, np.float64)
     hit_node = np.zeros(lanes, np.int32)
     active = np.empty(lanes, np.bool_)
+    inner = np.empty(WIDTH, np.bool_)
     stack = np.empty(KERNEL_STACK, np.int32)
     stack_t = np.empty(KERNEL_STACK, np.float64)
     sp = 0
@@ -238,13 +244,14 @@ def trace_packet(nodes, ints, tris, ox, oy, oz, dirs, best):
             if sp == 0:
                 break
             sp -= 1
-            if stack_t[sp] > best.max():
+            if not any_hit and stack_t[sp] > best.max():
                 continue
             node = stack[sp]
         steps += 1
         last = node
         pushed = sp
-        for c in range(WIDTH):  # in slot order: a leaf tested at once, an inner child pushed
+        for c in range(WIDTH):  # in slot order: a leaf tested at once
+            inner[c] = False
             entry = np.inf
             for lane in range(lanes):
                 t_near = max(max(nodes[node, near[lane, 0] + c] * inv[lane, 0] - oi[lane, 0],
@@ -268,15 +275,28 @@ def trace_packet(nodes, ints, tris, ox, oy, oz, dirs, best):
                     for lane in range(lanes):
                         if not active[lane]:
                             continue
-                        t, u, v = intersect_triangle(tris, k, ox, oy, oz, dirs[lane, 0],
-                                                     dirs[lane, 1], dirs[lane, 2])
+                        t, u, v = intersect_triangle(tris, k, origins[lane, 0],
+                                                     origins[lane, 1], origins[lane, 2],
+                                                     dirs[lane, 0], dirs[lane, 1], dirs[lane, 2])
                         if t < best[lane]:
                             best[lane], prim[lane], bu[lane], bv[lane] = t, k, u, v
                             hit_node[lane] = node
+                            if any_hit:
+                                best[lane] = -1.0
+            elif any_hit:
+                inner[c] = True
             else:
                 stack[sp], stack_t[sp] = ints[node, CHILD_INDEX + c], entry
                 sp += 1
         node = -1
+        if any_hit:
+            if best.max() < 0.0:  # every lane done
+                break
+            for c in range(WIDTH - 1, -1, -1):
+                if inner[c]:
+                    stack[sp] = ints[last, CHILD_INDEX + c]
+                    sp += 1
+            continue
         if sp == pushed:
             continue
         nearest = sp - 1  # as trace: the nearest just pushed is next, the top takes its place

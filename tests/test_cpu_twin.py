@@ -14,7 +14,7 @@ import pytest
 from raytracer.bvh import packed_normals
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
 from raytracer.kernel_launches import KernelLaunches, Launch
-from raytracer.phases import PRIMARY_PACKET
+from raytracer.phases import PACKET_PHASES, RAY_PACKET
 from raytracer.tracer import RenderSettings, Tracer
 
 W, H = 64, 36
@@ -26,7 +26,7 @@ COUNTERS_AGREE = 0.995
 HITS_AGREE = 0.99
 
 
-def _cpu(tracer, settings: RenderSettings, seed: int, basis=None, packets: bool = False,
+def _cpu(tracer, settings: RenderSettings, seed: int, basis=None,
          size: tuple[int, int] = (W, H)):
     s, b = tracer.scene, tracer.bvh
     width, height = size
@@ -35,7 +35,9 @@ def _cpu(tracer, settings: RenderSettings, seed: int, basis=None, packets: bool 
                                       b.triangles, packed_normals(s, b), basis, width, height,
                                       s.light, np.float32(s.diagonal),
                                       settings.ao_rays, settings.ao_radius * s.diagonal,
-                                      settings.shadows, settings.phong, seed, packets)
+                                      settings.shadows, settings.phong, seed,
+                                      *(tracer.launches[phase].packet == RAY_PACKET
+                                        for phase in PACKET_PHASES))
     return counters, prim
 
 
@@ -43,11 +45,11 @@ def agreement(tracer, settings: RenderSettings, seed: int, basis=None,
               size: tuple[int, int] = (W, H)) -> dict[str, float]:
     """Per phase, the share of pixels whose (nodes, tests) counters are equal on both sides;
     "hits": the share whose primary ray hit the same triangle (or missed on both). The twin
-    traces primary rays as ``tracer`` launches them (one per pixel, or in packets)."""
+    traces primary and shadow rays as ``tracer`` launches them (one per pixel, or in
+    packets)."""
     frame = tracer.render(tracer.scene.camera, *size, settings, seed=seed)
     gpu_prim = tracer.hits()[..., 3].copy().view(np.int32)
-    packets = tracer.launches["primary"].packet == PRIMARY_PACKET
-    counters, prim = _cpu(tracer, settings, seed, basis, packets, size)
+    counters, prim = _cpu(tracer, settings, seed, basis, size)
     out = {"hits": float((gpu_prim == prim).mean())}
     for phase, index in (("primary", PRIMARY), ("shadow", SHADOW), ("ao", AO)):
         gpu = frame.counters[phase]
@@ -65,13 +67,14 @@ def test_counters_and_hits_agree_per_pixel(tracers, name):
 
 
 @pytest.mark.parametrize("name", ["dragon-small", "spheres", "bunny"])
-def test_packet_counters_and_hits_agree_per_pixel(tracers, name):
-    """Primary rays in packets (kernels/primary_packet.cl): the twin's packets visit the
-    kernel's nodes and test its leaves (measured: 100 % of pixels, both CPU runtimes), at a
-    size that leaves packets partly outside the image."""
+@pytest.mark.parametrize("phases", [("primary",), ("shadow",), ("primary", "shadow")])
+def test_packet_counters_and_hits_agree_per_pixel(tracers, name, phases):
+    """Primary and shadow rays in packets (kernels/primary_packet.cl, shadow_packet.cl): the
+    twin's packets visit the kernels' nodes and test their triangles (measured: 99.96-100 % of
+    pixels, both CPU runtimes), at a size that leaves packets partly outside the image."""
     one_ray = tracers(name, counters=True)
-    tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True,
-                    launches=KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)}))
+    tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True, launches=KernelLaunches(
+        {phase: Launch(packet=RAY_PACKET) for phase in phases}))
     got = agreement(tracer, SETTINGS, seed=3, size=(W + 3, H + 1))
     for phase in ("primary", "shadow", "ao"):
         assert got[phase] >= COUNTERS_AGREE, f"{name} {phase}: {got}"

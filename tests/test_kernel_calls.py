@@ -17,7 +17,7 @@ def test_pocl_kernels_make_no_builtin_calls():
         calls = compiled_kernel_calls()
     except KernelCallsUnavailable as exc:
         pytest.skip(str(exc))
-    assert {"primary", "primary_packet", "shadow", "ao", "shade", "raycast",
+    assert {"primary", "primary_packet", "shadow", "shadow_packet", "ao", "shade", "raycast",
             "raycast_packet"} <= set(calls)
     assert forbidden_calls(calls) == {}, "out-of-line calls in the PoCL kernels"
 

@@ -52,6 +52,8 @@ def test_bad_probe_settings(tracers):
     t = tracers("dragon-small")
     with pytest.raises(ValueError, match="probe factor"):
         Probe(t.scene, t.bvh, factor=0)
+    with pytest.raises(ValueError, match=r"no packet form of \['ao'\]"):
+        Probe(t.scene, t.bvh, packets=("primary", "ao"))
 
 
 def test_probe_resolution_has_a_floor(tracers):
@@ -105,32 +107,33 @@ def test_group_counts_are_the_kernels_group_maxima(tracers, simd_width, work_gro
 
 @pytest.mark.parametrize(("simd_width", "tile"), [(1, (2, 4)), (16, (2, 8))])
 def test_packet_counts_are_the_packet_kernels_shared_by_its_rays(tracers, simd_width, tile):
-    """Where primary rays run in packets, the probe traces whole packets: its primary counts
-    are the packet kernel's counters shared by the packet's rays (every pixel carries its
-    packet's), the secondary rays' still the group maxima; a tile holds whole packets."""
+    """Where primary and shadow rays run in packets, the probe traces whole packets: their
+    counts are the packet kernels' counters shared by the packet's rays (every pixel carries
+    its packet's), the AO rays' still the group maxima; a tile holds whole packets."""
     from raytracer.kernel_launches import KernelLaunches, Launch
-    from raytracer.phases import PRIMARY_PACKET
+    from raytracer.phases import PACKET_PHASES, RAY_PACKET
     from raytracer.tracer import Tracer
 
     one_ray = tracers("dragon-small", counters=True)
     tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True,
-                    launches=KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)}))
+                    launches=KernelLaunches({phase: Launch(packet=RAY_PACKET)
+                                             for phase in PACKET_PHASES}))
     cam = tracer.scene.camera
     w_, h_ = 96, 56
     probe = Probe.for_tracer(tracer, factor=1, ao_samples=2, min_pixels=1,
                              simd_width=simd_width)
-    assert probe.packets and probe.traced_tile() == tile
+    assert probe.packets == PACKET_PHASES and probe.traced_tile() == tile
     got = probe.measure(cam, w_, h_)
     frame = tracer.render(cam, w_, h_, RenderSettings(2, 0.1, True, False), seed=0)
-    lanes = PRIMARY_PACKET[0] * PRIMARY_PACKET[1]
+    lanes = RAY_PACKET[0] * RAY_PACKET[1]
     assert got.p_t == pytest.approx(frame.counters["primary"][..., 0].mean() / lanes, rel=0.01)
     assert got.p_i == pytest.approx(frame.counters["primary"][..., 1].mean() / lanes, rel=0.01)
-    group = probe.lane_tile()
-    shadow = float(group_max(frame.counters["shadow"][..., 0], group).mean())
-    assert got.s_t == pytest.approx(shadow, rel=0.02)
+    assert got.s_t == pytest.approx(frame.counters["shadow"][..., 0].mean() / lanes, rel=0.02)
+    ao = float(group_max(frame.counters["ao"][..., 0], probe.lane_tile()).mean()) / 2
+    assert got.a_t == pytest.approx(ao, rel=0.02)
     alone = Probe.for_tracer(one_ray, factor=1, ao_samples=2, min_pixels=1,
                              simd_width=simd_width).measure(cam, w_, h_)
-    assert got.p_t < alone.p_t  # a packet's node steps serve its eight rays
+    assert got.p_t < alone.p_t and got.s_t < alone.s_t  # a packet's steps serve eight rays
     # m from the node whose leaf each ray's hit was found in (a ray alone: the last node it
     # visited, mostly the same one); measured 0.05 higher here
     assert got.m == pytest.approx(alone.m, abs=0.1)

@@ -70,12 +70,19 @@ def test_counters_match_cpu_twin(tracers):
         assert gpu == pytest.approx(cpu, rel=0.01), phase
 
 
-def test_kernels_without_traversal_trace_only_primary_rays(tracers):
+@pytest.mark.parametrize("packets", [False, True])
+def test_kernels_without_traversal_trace_only_primary_rays(tracers, packets):
     """bench throughput's variant of the kernels: the shadow and AO rays are built but not
-    traversed (no node step, no leaf test), the primary rays as in the real kernels."""
+    traversed (no node step, no leaf test), the primary rays as in the real kernels; with
+    the packet forms of the primary and shadow kernels too."""
     from benchmarks.throughput import without_traversal_source
+    from raytracer.kernel_launches import KernelLaunches, Launch
+    from raytracer.phases import PACKET_PHASES, RAY_PACKET
 
     real = tracers("dragon-small", counters=True)
+    if packets:
+        real = Tracer(real.scene, real.bvh, counters=True, launches=KernelLaunches(
+            {phase: Launch(packet=RAY_PACKET) for phase in PACKET_PHASES}))
     untraced = Tracer(real.scene, real.bvh, counters=True, source=without_traversal_source(),
                       launches=real.launches)
     settings = RenderSettings(2, 0.1, True, True)

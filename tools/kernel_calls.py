@@ -29,11 +29,11 @@ warnings.simplefilter("ignore")
 from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.opencl_device import DeviceError
 from raytracer.scene import load_scene
-from raytracer.phases import PRIMARY_PACKET
+from raytracer.phases import PACKET_PHASES, RAY_PACKET
 from raytracer.tracer import RenderSettings, Tracer
 scene = load_scene("spheres")
-packets = KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)})
-for launches in (DEFAULTS, packets):  # the primary kernel and its packet form
+packets = KernelLaunches({phase: Launch(packet=RAY_PACKET) for phase in PACKET_PHASES})
+for launches in (DEFAULTS, packets):  # the kernels and their packet forms
     try:
         tracer = Tracer(scene, device="pocl", launches=launches)
     except DeviceError as exc:

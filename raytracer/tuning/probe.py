@@ -9,8 +9,9 @@ slowest lane, and its lanes are neighbours whose rays are coherent: a coarse ima
 neighbouring rays lie ``factor`` pixels apart, took the maximum over divergent rays and moved
 the predictions 11-21 % against a half-resolution probe on Intel's 16-lane CPU runtime.
 
-Where the tracer's primary rays run in packets (kernels/primary_packet.cl), the lattice is of
-whole packets too and primary rays are traced as packets: a packet pays for the union of its
+Where the tracer's primary or shadow rays run in packets (kernels/primary_packet.cl,
+kernels/shadow_packet.cl), the lattice is of whole packets too and those rays are traced as
+packets: a packet pays for the union of its
 rays' paths (at 67x37, a dragon packet visited 2.2x the nodes of one of its rays), and pricing
 it by single rays left the primary phase's held-out error 7-11 points worse.
 """
@@ -27,7 +28,7 @@ from models.workload import Workload
 from raytracer.bvh import BVH, packed_normals
 from raytracer.camera import Camera
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, trace_tiles
-from raytracer.phases import PRIMARY_PACKET, TILE, simd_lanes
+from raytracer.phases import PACKET_PHASES, RAY_PACKET, TILE, simd_lanes
 from raytracer.scene import Scene
 
 
@@ -56,8 +57,9 @@ class Probe:
     ``simd_width`` (lanes that run in lockstep on the rendering device) defaults to the width of
     the device a default :class:`~raytracer.tracer.Tracer` would use, looked up on first use;
     ``group`` is the traversal kernels' work-group (x, y). :meth:`for_tracer` takes both from a
-    tracer. ``packets``: the tracer's primary rays run in packets (kernels/primary_packet.cl),
-    which the probe then traces as such: a packet pays for the union of its rays' paths, which
+    tracer. ``packets``: the phases ("primary", "shadow") whose rays the tracer traces in
+    packets (kernels/primary_packet.cl, kernels/shadow_packet.cl), which the probe then traces
+    as such: a packet pays for the union of its rays' paths, which
     grows where neighbouring rays diverge, and it does not run in SIMD groups of work-items.
     ``ao_radius`` must be the renderer's (a
     :class:`~raytracer.tuning.tuned_renderer.TunedRenderer` keeps the two tied).
@@ -66,7 +68,11 @@ class Probe:
     def __init__(self, scene: Scene, bvh: BVH, factor: int = 8, ao_samples: int = 2,
                  ao_radius: float = 0.1, min_pixels: int = 160 * 90,
                  simd_width: int | None = None, group: tuple[int, int] = (TILE, TILE),
-                 packets: bool = False) -> None:
+                 packets: tuple[str, ...] = ()) -> None:
+        unknown = set(packets) - set(PACKET_PHASES)
+        if unknown:
+            raise ValueError(f"probe packets: no packet form of {sorted(unknown)} (have "
+                             f"{', '.join(PACKET_PHASES)})")
         if factor < 1 or ao_samples < 1:
             raise ValueError(f"probe factor and ao_samples must be >= 1, "
                              f"got {factor}, {ao_samples}")
@@ -85,14 +91,15 @@ class Probe:
 
     @classmethod
     def for_tracer(cls, tracer, **options) -> Probe:
-        """A probe of ``tracer``'s scene and BVH, its rays grouped as the tracer launches its
-        primary rays: in packets if it does, and in the launch's sub-groups, else the device's
-        SIMD width (the traversal kernels launch alike on every device measured, see
-        ``raytracer/kernel_launches.py``)."""
+        """A probe of ``tracer``'s scene and BVH, its rays grouped as the tracer launches them:
+        in packets for the phases it traces in packets, else in its primary launch's
+        sub-groups or the device's SIMD width (the traversal kernels launch alike on every
+        device measured, see ``raytracer/kernel_launches.py``)."""
         launch = tracer.launches["primary"]
         options.setdefault("simd_width", launch.lane_width(tracer.device_info.simd_width))
         options.setdefault("group", launch.group)
-        options.setdefault("packets", launch.packet == PRIMARY_PACKET)
+        options.setdefault("packets", tuple(phase for phase in PACKET_PHASES
+                                            if tracer.launches[phase].packet == RAY_PACKET))
         return cls(tracer.scene, tracer.bvh, **options)
 
     @property
@@ -126,7 +133,7 @@ class Probe:
         rows, cols = self.lane_tile()
         cols = max(cols, 2)
         if self.packets:
-            rows, cols = math.lcm(rows, PRIMARY_PACKET[1]), math.lcm(cols, PRIMARY_PACKET[0])
+            rows, cols = math.lcm(rows, RAY_PACKET[1]), math.lcm(cols, RAY_PACKET[0])
         return rows, cols
 
     def tile_corners(self, width: int, height: int) -> np.ndarray:
@@ -147,7 +154,7 @@ class Probe:
 
     def measure(self, camera: Camera, width: int, height: int) -> Workload:
         """Trace the lattice of SIMD groups and return per-pixel mean work counts: each
-        group's slowest lane, as the device runs it; with packets, primary rays' counts are
+        group's slowest lane, as the device runs it; the counts of rays traced in packets are
         each packet's shared by its rays."""
         start = time.perf_counter()
         rows, cols = self.traced_tile()
@@ -158,13 +165,15 @@ class Probe:
             b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles, self._normals,
             camera.basis(width, height), width, height, corners, rows, cols, self.scene.light,
             np.float32(self.scene.diagonal), self.ao_samples,
-            self.ao_radius * self.scene.diagonal, 0, self.packets)
+            self.ao_radius * self.scene.diagonal, 0, "primary" in self.packets,
+            "shadow" in self.packets)
         hit = prim >= 0
         groups = (len(corners), rows // lane_rows, lane_rows, cols // lanes, lanes)
         mean = counters.reshape(*groups, 3, 2).max(axis=(2, 4)).reshape(-1, 3, 2).mean(axis=0)
         lane = counters.reshape(-1, 3, 2).mean(axis=0)  # every lane alike, no group maximum
-        if self.packets:  # every pixel carries its packet's counts
-            mean[PRIMARY] = lane[PRIMARY] / (PRIMARY_PACKET[0] * PRIMARY_PACKET[1])
+        for phase in self.packets:  # every pixel carries its packet's counts
+            index = PRIMARY if phase == "primary" else SHADOW
+            mean[index] = lane[index] / (RAY_PACKET[0] * RAY_PACKET[1])
         workload = Workload(
             pixels=int(width * height),
             hit_fraction=float(hit.reshape(groups).any(axis=(2, 4)).mean()),

@@ -1,5 +1,6 @@
-"""The primary kernel's packet form (kernels/primary_packet.cl): 4x2 pixels per work-item find
-the hits that a ray per work-item finds, and its counters say what each packet paid."""
+"""The packet forms of the primary and shadow kernels (kernels/primary_packet.cl,
+shadow_packet.cl): 4x2 pixels per work-item find the hits that a ray per work-item finds,
+and their counters say what each packet paid."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
-from raytracer.phases import PRIMARY_PACKET
+from raytracer.phases import RAY_PACKET
 from raytracer.tracer import (
     RenderSettings,
     Tracer,
@@ -17,7 +18,7 @@ from raytracer.tracer import (
 )
 
 W, H = 67, 37  # neither a multiple of the packet nor of the work-group
-PACKETS = KernelLaunches({"primary": Launch(packet=PRIMARY_PACKET)})
+PACKETS = KernelLaunches({"primary": Launch(packet=RAY_PACKET)})
 SETTINGS = RenderSettings(2, 0.1, True, True)
 # Measured at this size on both CPU runtimes: 99.76-100 % of pixels hit the same triangle
 # (the rest are equal-distance ties the packet meets in another order), t within 1e-6
@@ -59,7 +60,7 @@ def test_each_pixel_counts_what_its_packet_paid(tracers):
     cam = scalar.scene.camera
     own = packet.render(cam, W, H, SETTINGS).counters["primary"]
     alone = scalar.render(cam, W, H, SETTINGS).counters["primary"]
-    cols, rows = PRIMARY_PACKET
+    cols, rows = RAY_PACKET
     h, w = -(-H // rows) * rows, -(-W // cols) * cols
 
     def blocks(a: np.ndarray, fill: int) -> np.ndarray:
@@ -76,13 +77,33 @@ def test_each_pixel_counts_what_its_packet_paid(tracers):
     assert np.mean(steps >= slowest) >= 0.95
 
 
-def test_only_the_primary_kernel_has_a_packet_form():
-    packet = Launch(packet=PRIMARY_PACKET)
+@pytest.mark.parametrize("name", ["dragon-small", "bunny"])
+def test_shadow_packets_see_the_light_as_a_ray_per_work_item(tracers, name):
+    """The shadow kernel's packet form gives every pixel the visibility the one-ray kernel
+    gives it (the same segment and triangle test; any occluder below tmax occludes in
+    whatever order it is met), so the images are identical."""
+    scalar = tracers(name)
+    packet = Tracer(scalar.scene, scalar.bvh, launches=KernelLaunches(
+        {"shadow": Launch(packet=RAY_PACKET)}))
+    cam = scalar.scene.camera
+    a = scalar.render(cam, W, H, SETTINGS, seed=1).image
+    b = packet.render(cam, W, H, SETTINGS, seed=1).image
+    assert np.array_equal(a, b)
+    unlit = Tracer(scalar.scene, scalar.bvh, launches=KernelLaunches(
+        {"shadow": Launch(packet=RAY_PACKET)})).render(
+        cam, W, H, RenderSettings(2, 0.1, False, True), seed=1).image
+    assert not np.array_equal(unlit, b)  # the shadows are in the image compared
+
+
+def test_the_primary_and_shadow_kernels_have_packet_forms():
+    packet = Launch(packet=RAY_PACKET)
     assert kernel_for("primary", packet) == "primary_packet"
+    assert kernel_for("shadow", packet) == "shadow_packet"
     assert kernel_for("shadow", Launch()) == "shadow"
-    assert has_form("primary", packet) and not has_form("ao", packet)
-    with pytest.raises(TracerError, match="'shadow' has no packet form"):
-        kernel_for("shadow", packet)
+    assert has_form("primary", packet) and has_form("shadow", packet)
+    assert not has_form("ao", packet)
+    with pytest.raises(TracerError, match="'ao' has no packet form"):
+        kernel_for("ao", packet)
     with pytest.raises(TracerError, match="no packet form"):
         kernel_for("primary", Launch(packet=(2, 2)))
     assert DEFAULTS["primary"].packet == (1, 1)
