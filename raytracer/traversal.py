@@ -72,6 +72,21 @@ def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
     return best_t, best_prim, best_u, best_v
 
 
+@njit(inline="always")
+def take_nearest(stack, stack_t, pushed, sp):
+    """The next node of a closest-hit traversal (traverse.cl's take_nearest): the nearest of
+    the entries pushed since ``pushed`` (ties: the top if it is one of them, else the lowest
+    pushed); the top moves into its place. Returns (node, new stack size)."""
+    nearest = sp - 1
+    for j in range(pushed, sp - 1):
+        if stack_t[j] < stack_t[nearest]:
+            nearest = j
+    node = stack[nearest]
+    sp -= 1
+    stack[nearest], stack_t[nearest] = stack[sp], stack_t[sp]
+    return node, sp
+
+
 @njit()
 def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     """Closest (or any, with ``any_hit``) hit below ``tmax``.
@@ -132,13 +147,7 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
                 sp += 1
         if any_hit or sp == pushed:  # any hit pops the top: slot order
             continue
-        nearest = sp - 1  # closest hit: the nearest just pushed is next, the top takes its place
-        for j in range(pushed, sp - 1):
-            if stack_t[j] < stack_t[nearest]:
-                nearest = j
-        node = stack[nearest]
-        sp -= 1
-        stack[nearest], stack_t[nearest] = stack[sp], stack_t[sp]
+        node, sp = take_nearest(stack, stack_t, pushed, sp)  # closest hit
     return best_t, best_prim, best_u, best_v, steps, tests, last
 
 
@@ -299,13 +308,7 @@ def trace_packet(nodes, ints, tris, origins, dirs, best, any_hit):
             continue
         if sp == pushed:
             continue
-        nearest = sp - 1  # as trace: the nearest just pushed is next, the top takes its place
-        for j in range(pushed, sp - 1):
-            if stack_t[j] < stack_t[nearest]:
-                nearest = j
-        node = stack[nearest]
-        sp -= 1
-        stack[nearest], stack_t[nearest] = stack[sp], stack_t[sp]
+        node, sp = take_nearest(stack, stack_t, pushed, sp)
     for lane in range(lanes):
         if prim[lane] < 0:
             hit_node[lane] = last
