@@ -185,7 +185,7 @@ def test_calibration_records_the_launches_its_frames_ran_with():
 def test_chosen_launches_render_the_default_image(tracers):
     """Whatever this device chose (sub-groups, other group shapes), the image, hits and
     phase set are the default launches' exactly (a packet form traces its rays together and
-    may resolve equal-distance ties otherwise: test_primary_packet.py)."""
+    may resolve equal-distance ties otherwise: test_ray_packets.py)."""
     measured = tracers("dragon-small")
     assert set(measured.launches.by_kernel) <= set(KERNELS)
     chosen = Tracer(measured.scene, measured.bvh, launches=KernelLaunches(

@@ -11,9 +11,9 @@ the predictions 11-21 % against a half-resolution probe on Intel's 16-lane CPU r
 
 Where the tracer's primary or shadow rays run in packets (kernels/primary_packet.cl,
 kernels/shadow_packet.cl), the lattice is of whole packets too and those rays are traced as
-packets: a packet pays for the union of its
-rays' paths (at 67x37, a dragon packet visited 2.2x the nodes of one of its rays), and pricing
-it by single rays left the primary phase's held-out error 7-11 points worse.
+packets: a packet pays for the union of its rays' paths (at 67x37, a dragon packet visited
+2.2x the nodes of one of its rays), and pricing it by single rays left the primary phase's
+held-out error 7-11 points worse.
 """
 
 from __future__ import annotations
