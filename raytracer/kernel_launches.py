@@ -2,8 +2,8 @@
 work-group shape, where the driver takes one a required sub-group size, and for a kernel that
 has a packet form (the caster: raytracer/volume/kernels/raycast_packet.cl; the tracer's
 primary and shadow rays: raytracer/kernels/primary_packet.cl, shadow_packet.cl) the pixels one
-work-item casts in explicit
-vector lanes; chosen per device by timing the candidates once, cached.
+work-item casts in explicit vector lanes; chosen per device by timing the candidates once,
+cached.
 
 Intel's CPU runtime decides by itself whether a kernel's work-items run in SIMD lanes, and its
 decision is not the fast one for every kernel. Measured on a 2-core Zen 5 (dragon, 1280x720,

@@ -73,6 +73,19 @@ def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
 
 
 @njit(inline="always")
+def slab(nodes, node, c, xn, yn, zn, xf, yf, zf, ix, iy, iz, oix, oiy, oiz, tmax):
+    """(t_near, t_far) of child ``c``'s box in ``node`` along a ray with inverse direction
+    (ix, iy, iz) and origin times it (oix, oiy, oiz): each axis' near and far plane at the
+    first floats (xn, yn, zn) and (xf, yf, zf) its direction signs pick, entry clamped to 0,
+    exit to ``tmax`` (traverse.cl's slab test). The box is hit where t_near <= t_far."""
+    t_near = max(max(nodes[node, xn + c] * ix - oix, nodes[node, yn + c] * iy - oiy),
+                 max(nodes[node, zn + c] * iz - oiz, 0.0))
+    t_far = min(min(nodes[node, xf + c] * ix - oix, nodes[node, yf + c] * iy - oiy),
+                min(nodes[node, zf + c] * iz - oiz, tmax))
+    return t_near, t_far
+
+
+@njit(inline="always")
 def take_nearest(stack, stack_t, pushed, sp):
     """The next node of a closest-hit traversal (traverse.cl's take_nearest): the nearest of
     the entries pushed since ``pushed`` (ties: the top if it is one of them, else the lowest
@@ -122,10 +135,8 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
         steps += 1
         last = node
         for c in range(WIDTH):
-            t_near = max(max(nodes[node, xn + c] * ix - oix, nodes[node, yn + c] * iy - oiy),
-                         max(nodes[node, zn + c] * iz - oiz, 0.0))
-            t_far = min(min(nodes[node, xf + c] * ix - oix, nodes[node, yf + c] * iy - oiy),
-                        min(nodes[node, zf + c] * iz - oiz, best_t))
+            t_near, t_far = slab(nodes, node, c, xn, yn, zn, xf, yf, zf, ix, iy, iz, oix, oiy,
+                                 oiz, best_t)
             tn[c] = t_near
             hit[c] = t_near <= t_far
         for c in range(WIDTH):  # leaves in slot order
@@ -263,14 +274,10 @@ def trace_packet(nodes, ints, tris, origins, dirs, best, any_hit):
             inner[c] = False
             entry = np.inf
             for lane in range(lanes):
-                t_near = max(max(nodes[node, near[lane, 0] + c] * inv[lane, 0] - oi[lane, 0],
-                                 nodes[node, near[lane, 1] + c] * inv[lane, 1] - oi[lane, 1]),
-                             max(nodes[node, near[lane, 2] + c] * inv[lane, 2] - oi[lane, 2],
-                                 0.0))
-                t_far = min(min(nodes[node, far[lane, 0] + c] * inv[lane, 0] - oi[lane, 0],
-                                nodes[node, far[lane, 1] + c] * inv[lane, 1] - oi[lane, 1]),
-                            min(nodes[node, far[lane, 2] + c] * inv[lane, 2] - oi[lane, 2],
-                                best[lane]))
+                t_near, t_far = slab(nodes, node, c, near[lane, 0], near[lane, 1], near[lane, 2],
+                                     far[lane, 0], far[lane, 1], far[lane, 2], inv[lane, 0],
+                                     inv[lane, 1], inv[lane, 2], oi[lane, 0], oi[lane, 1],
+                                     oi[lane, 2], best[lane])
                 active[lane] = t_near <= t_far
                 if active[lane]:
                     entry = min(entry, t_near)
