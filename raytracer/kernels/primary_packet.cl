@@ -22,7 +22,7 @@
  * a leaf's triangles are tested one after another here, one at a time in float4 lanes in
  * `trace`, so the packet's cost follows triangles). */
 
-#define PACKET_COLS 4 /* raytracer.phases.PRIMARY_PACKET */
+#define PACKET_COLS 4 /* raytracer.phases.RAY_PACKET */
 #define PACKET_ROWS 2
 
 ALWAYS_INLINE float hmin8(float8 v) {
@@ -54,7 +54,7 @@ ALWAYS_INLINE float8 safe_inverse8(float8 d) {
                               (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oy),         \
                          FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oz, best));  \
         int8 hit = tn <= tf;                                                                 \
-        if (ANY8(hit)) {                                                                     \
+        if (ANY_LANE8(hit)) {                                                                \
             if (cnt.C > 0) {                                                                 \
                 COUNT(tests += cnt.C);                                                       \
                 for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
