@@ -73,6 +73,15 @@ def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
 
 
 @njit(inline="always")
+def ray_axis(o, d, axis):
+    """One axis of a ray's slab set-up (traverse.cl's): the safe inverse direction, the origin
+    times it and the first floats of the near and far planes in a node, picked by the
+    direction's sign."""
+    inv = safe_inverse(d)
+    return inv, o * inv, plane(axis, inv < 0.0), plane(axis, inv >= 0.0)
+
+
+@njit(inline="always")
 def slab(nodes, node, c, xn, yn, zn, xf, yf, zf, ix, iy, iz, oix, oiy, oiz, tmax):
     """(t_near, t_far) of child ``c``'s box in ``node`` along a ray with inverse direction
     (ix, iy, iz) and origin times it (oix, oiy, oiz): each axis' near and far plane at the
@@ -108,12 +117,9 @@ def trace(nodes, ints, tris, ox, oy, oz, dx, dy, dz, tmax, any_hit):
     -1, ``steps`` the nodes visited, ``tests`` the leaves tested, ``last_node`` the last node
     visited (the probe's coherence measure).
     """
-    ix, iy, iz = safe_inverse(dx), safe_inverse(dy), safe_inverse(dz)
-    oix, oiy, oiz = ox * ix, oy * iy, oz * iz
-    # first floats of each axis' near / far plane in a node
-    xn, xf = plane(0, ix < 0.0), plane(0, ix >= 0.0)
-    yn, yf = plane(1, iy < 0.0), plane(1, iy >= 0.0)
-    zn, zf = plane(2, iz < 0.0), plane(2, iz >= 0.0)
+    ix, oix, xn, xf = ray_axis(ox, dx, 0)
+    iy, oiy, yn, yf = ray_axis(oy, dy, 1)
+    iz, oiz, zn, zf = ray_axis(oz, dz, 2)
     stack = np.empty(KERNEL_STACK, np.int32)
     stack_t = np.empty(KERNEL_STACK, np.float64)
     tn = np.empty(WIDTH, np.float64)
@@ -242,10 +248,8 @@ def trace_packet(nodes, ints, tris, origins, dirs, best, any_hit):
     far = np.empty((lanes, 3), np.int64)
     for lane in range(lanes):
         for axis in range(3):
-            inv[lane, axis] = safe_inverse(dirs[lane, axis])
-            oi[lane, axis] = origins[lane, axis] * inv[lane, axis]
-            near[lane, axis] = plane(axis, inv[lane, axis] < 0.0)
-            far[lane, axis] = plane(axis, inv[lane, axis] >= 0.0)
+            inv[lane, axis], oi[lane, axis], near[lane, axis], far[lane, axis] = ray_axis(
+                origins[lane, axis], dirs[lane, axis], axis)
     prim = np.full(lanes, NO_HIT, np.int32)
     bu = np.zeros(lanes, np.float64)
     bv = np.zeros(lanes, np.float64)
