@@ -152,8 +152,8 @@ def ao_rays(
 ANY_HIT_TRACE = re.compile(r"trace\(nodes, tris, o, ([^,]+), &t, &u, &v, 1, &steps, &tests\) >= 0")
 
 
-SHADOW_PACKET_TRAVERSAL = "if (ANY_LANE8(traced)) {"
-UNTRAVERSED_PACKET = ("if (ANY_LANE8(traced) && ANY_LANE8(vload8(0, o) + vload8(1, o) + "
+SHADOW_PACKET_TRAVERSAL = "if (ANY8(traced)) {"
+UNTRAVERSED_PACKET = ("if (ANY8(traced) && ANY8(vload8(0, o) + vload8(1, o) + "
                       "vload8(2, o) + vload8(0, d) + vload8(1, d) + vload8(2, d) > "
                       "(float8)(INF_T))) {")
 

@@ -54,7 +54,7 @@ ALWAYS_INLINE float8 safe_inverse8(float8 d) {
                               (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oy),         \
                          FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oz, best));  \
         int8 hit = tn <= tf;                                                                 \
-        if (ANY_LANE8(hit)) {                                                                \
+        if (ANY8(hit)) {                                                                \
             if (cnt.C > 0) {                                                                 \
                 COUNT(tests += cnt.C);                                                       \
                 for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \

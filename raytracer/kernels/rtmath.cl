@@ -23,16 +23,15 @@
                                (a).x * (b).y - (a).y * (b).x))
 #define COS(x) __builtin_cosf(x)
 #define SIN(x) __builtin_sinf(x)
-#define ANY8(v) (((v).s0 | (v).s1 | (v).s2 | (v).s3 | (v).s4 | (v).s5 | (v).s6 | (v).s7) < 0)
-/* any of a packet's eight rays (*_packet.cl), tested once per child box: one OR reduction
- * where the compiler has it (a mask test; the lanes OR-ed one by one are extracted one at a
- * time). PoCL 3.1, one compute unit, 1280x720: primary packets 15-20 %, shadow packets 12 %
- * faster, the same images. The one-ray traversal keeps ANY8: there the reduction cost the
- * PoCL model 4-6 points of held-out error (README, the throughput figures). */
+/* any lane of an 8-lane mask (a node's eight children, traverse.cl; a packet's eight rays at
+ * a child box, *_packet.cl): one OR reduction where the compiler has it (a mask test; the
+ * lanes OR-ed one by one are extracted one at a time). PoCL 3.1, one compute unit, 1280x720,
+ * the same images: one ray per work-item, primary 10-13 %, shadow 7-10 %, AO 4 % faster;
+ * primary packets 15-20 %, shadow packets 12 %. */
 #if __has_builtin(__builtin_reduce_or)
-#define ANY_LANE8(v) (__builtin_reduce_or(v) < 0)
+#define ANY8(v) (__builtin_reduce_or(v) < 0)
 #else
-#define ANY_LANE8(v) ANY8(v)
+#define ANY8(v) (((v).s0 | (v).s1 | (v).s2 | (v).s3 | (v).s4 | (v).s5 | (v).s6 | (v).s7) < 0)
 #endif
 #else
 #define FMIN(a, b) fmin(a, b)
@@ -43,7 +42,6 @@
 #define COS(x) cos(x)
 #define SIN(x) sin(x)
 #define ANY8(v) any(v)
-#define ANY_LANE8(v) any(v)
 #endif
 
 /* written out on every driver: with Intel's dot() the shade phase in sub-groups took 20-56 %

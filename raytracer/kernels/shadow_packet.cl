@@ -48,7 +48,7 @@ ALWAYS_INLINE void occlude_packet(__global const float4* tris, int k, float8 ox,
                               (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oiy),        \
                          FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oiz, tmax)); \
         int8 hit = tn <= tf;                                                                 \
-        if (ANY_LANE8(hit)) {                                                                \
+        if (ANY8(hit)) {                                                                \
             if (cnt.C > 0) {                                                                 \
                 COUNT(tests += cnt.C);                                                       \
                 for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
@@ -110,7 +110,7 @@ __kernel void shadow_packet(__global const float8* nodes, __global const float4*
     float8 tmax = vload8(0, start);
     int8 traced = tmax > (float8)(0.0f);
     int steps = 0, tests = 0;
-    if (ANY_LANE8(traced)) {
+    if (ANY8(traced)) {
         float8 ox = vload8(0, o), oy = vload8(1, o), oz = vload8(2, o);
         float8 dx = vload8(0, d), dy = vload8(1, d), dz = vload8(2, d);
         float8 ix = safe_inverse8(dx), iy = safe_inverse8(dy), iz = safe_inverse8(dz);
@@ -131,7 +131,7 @@ __kernel void shadow_packet(__global const float8* nodes, __global const float4*
             SHADOW_CHILD(s0, 1) SHADOW_CHILD(s1, 2) SHADOW_CHILD(s2, 4) SHADOW_CHILD(s3, 8)
             SHADOW_CHILD(s4, 16) SHADOW_CHILD(s5, 32) SHADOW_CHILD(s6, 64) SHADOW_CHILD(s7, 128)
             node = -1;
-            if (!ANY_LANE8(tmax > (float8)(0.0f))) break; /* every lane occluded */
+            if (!ANY8(tmax > (float8)(0.0f))) break; /* every lane occluded */
             SHADOW_PUSH(s7, 128) SHADOW_PUSH(s6, 64) SHADOW_PUSH(s5, 32) SHADOW_PUSH(s4, 16)
             SHADOW_PUSH(s3, 8) SHADOW_PUSH(s2, 4) SHADOW_PUSH(s1, 2) SHADOW_PUSH(s0, 1)
         }
