@@ -13,7 +13,7 @@
  * Möller–Trumbore), an inner child is pushed if any lane hits it, with the nearest entry
  * distance of those lanes, and the nearest child just pushed is taken next, as `trace` does
  * for one ray. A popped node is dropped when it starts beyond every lane's closest hit.
- * The rays share their origin (the eye), so the triangle test's s and q vectors are scalars.
+ * The triangle test is the shadow packet's (`packet_triangle`) with the eye in every lane.
  * Per lane this is the same closest hit as `primary` (same ray, same triangle test, ties to
  * the lowest index); the order in which leaves are met differs, so equal-distance ties may
  * resolve to the other triangle. Scratch A/B, one compute unit, 1280x720, quiet: 2.7x
@@ -42,52 +42,71 @@ ALWAYS_INLINE float8 safe_inverse8(float8 d) {
     return 1.0f / (FABS(d) < (float8)(EPS_DIR) ? e : d);
 }
 
-/* Child C of the node: its box against the eight rays; a hit leaf is tested, a hit inner
- * child pushed. */
+/* Child C's box (planes lox .. hiz of the node, loaded by the caller) against the packet's
+ * eight rays (inverse directions ix, iy, iz, origins times them oix, oiy, oiz, direction
+ * signs neg_x, neg_y, neg_z): `hit`, the lanes whose ray enters it no later than it leaves it
+ * within [0, tmax] (`trace`'s slab test, each lane with its own near and far planes; a lane
+ * with tmax < 0 never hits), and `tn`, their entry distances. Shared by the packet kernels. */
+#define PACKET_BOX(C, tmax, tn, hit)                                                         \
+    float8 tn = FMAX(FMAX((neg_x ? (float8)(hix.C) : (float8)(lox.C)) * ix - oix,             \
+                          (neg_y ? (float8)(hiy.C) : (float8)(loy.C)) * iy - oiy),            \
+                     FMAX((neg_z ? (float8)(hiz.C) : (float8)(loz.C)) * iz - oiz,             \
+                          (float8)(0.0f)));                                                  \
+    int8 hit = tn <= FMIN(FMIN((neg_x ? (float8)(lox.C) : (float8)(hix.C)) * ix - oix,        \
+                               (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oiy),       \
+                          FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oiz, tmax));
+
+/* The packet's ray set-up for PACKET_BOX from origins (ox, oy, oz) and directions (dx, dy,
+ * dz): declares ix .. neg_z. */
+#define PACKET_RAYS(ox, oy, oz)                                                              \
+    float8 ix = safe_inverse8(dx), iy = safe_inverse8(dy), iz = safe_inverse8(dz);           \
+    float8 oix = (ox) * ix, oiy = (oy) * iy, oiz = (oz) * iz;                                 \
+    int8 neg_x = ix < (float8)(0.0f), neg_y = iy < (float8)(0.0f), neg_z = iz < (float8)(0.0f);
+
+/* Möller–Trumbore of triangle k against the rays of the lanes in `active` (origins o,
+ * directions d): the lanes that hit it in (0, tmax), with their t, u and v. Shared by the
+ * packet kernels (the primary packet's origins are the eye in every lane: the same time as a
+ * test with s and q scalar, PoCL 3.1 and Intel's runtime, one compute unit, 1280x720). */
+ALWAYS_INLINE int8 packet_triangle(__global const float4* tris, int k, float8 ox, float8 oy,
+                                   float8 oz, float8 dx, float8 dy, float8 dz, int8 active,
+                                   float8 tmax, float8* t, float8* u, float8* v) {
+    float4 a = tris[3 * k], e1 = tris[3 * k + 1], e2 = tris[3 * k + 2];
+    float8 px = dy * e2.z - dz * e2.y, py = dz * e2.x - dx * e2.z, pz = dx * e2.y - dy * e2.x;
+    float8 det = e1.x * px + e1.y * py + e1.z * pz;
+    float8 inv = 1.0f / det;
+    float8 sx = ox - a.x, sy = oy - a.y, sz = oz - a.z;
+    *u = (sx * px + sy * py + sz * pz) * inv;
+    float8 qx = sy * e1.z - sz * e1.y, qy = sz * e1.x - sx * e1.z, qz = sx * e1.y - sy * e1.x;
+    *v = (dx * qx + dy * qy + dz * qz) * inv;
+    *t = (e2.x * qx + e2.y * qy + e2.z * qz) * inv;
+    return active & (FABS(det) >= (float8)(1e-12f)) & (*u >= (float8)(0.0f))
+           & (*u <= (float8)(1.0f)) & (*v >= (float8)(0.0f)) & (*u + *v <= (float8)(1.0f))
+           & (*t > (float8)(0.0f)) & (*t < tmax);
+}
+
+/* Child C of the node: its box against the eight rays; a hit leaf is tested (a lane's closest
+ * hit moves to a triangle it hits nearer), a hit inner child pushed. */
 #define PACKET_CHILD(C)                                                                      \
     {                                                                                        \
-        float8 tn = FMAX(FMAX((neg_x ? (float8)(hix.C) : (float8)(lox.C)) * ix - ox,          \
-                              (neg_y ? (float8)(hiy.C) : (float8)(loy.C)) * iy - oy),         \
-                         FMAX((neg_z ? (float8)(hiz.C) : (float8)(loz.C)) * iz - oz,          \
-                              (float8)(0.0f)));                                              \
-        float8 tf = FMIN(FMIN((neg_x ? (float8)(lox.C) : (float8)(hix.C)) * ix - ox,          \
-                              (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oy),         \
-                         FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oz, best));  \
-        int8 hit = tn <= tf;                                                                 \
-        if (ANY8(hit)) {                                                                \
+        PACKET_BOX(C, best, tn, hit)                                                         \
+        if (ANY8(hit)) {                                                                     \
             if (cnt.C > 0) {                                                                 \
                 COUNT(tests += cnt.C);                                                       \
-                for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
-                    intersect_packet(tris, k, eye, dx, dy, dz, hit, &best, &bu, &bv, &prim); \
+                for (int k = idx.C; k < idx.C + cnt.C; ++k) {                                \
+                    float8 t, u, v;                                                          \
+                    int8 ok = packet_triangle(tris, k, ex, ey, ez, dx, dy, dz, hit, best,    \
+                                              &t, &u, &v);                                   \
+                    best = ok ? t : best;                                                    \
+                    bu = ok ? u : bu;                                                        \
+                    bv = ok ? v : bv;                                                        \
+                    prim = ok ? (int8)(k) : prim;                                            \
+                }                                                                            \
             } else {                                                                         \
                 stack[sp] = idx.C;                                                           \
                 stack_t[sp++] = hmin8(hit ? tn : (float8)(INF_T));                           \
             }                                                                                \
         }                                                                                    \
     }
-
-/* Möller–Trumbore of triangle k against the rays of the lanes in `active` (shared origin o):
- * a lane's closest hit moves to k where k is hit nearer than it. */
-ALWAYS_INLINE void intersect_packet(__global const float4* tris, int k, float4 o, float8 dx,
-                                    float8 dy, float8 dz, int8 active, float8* best,
-                                    float8* bu, float8* bv, int8* prim) {
-    float4 a = tris[3 * k], e1 = tris[3 * k + 1], e2 = tris[3 * k + 2];
-    float8 px = dy * e2.z - dz * e2.y, py = dz * e2.x - dx * e2.z, pz = dx * e2.y - dy * e2.x;
-    float8 det = e1.x * px + e1.y * py + e1.z * pz;
-    float8 inv = 1.0f / det;
-    float sx = o.x - a.x, sy = o.y - a.y, sz = o.z - a.z;
-    float8 u = (sx * px + sy * py + sz * pz) * inv;
-    float qx = sy * e1.z - sz * e1.y, qy = sz * e1.x - sx * e1.z, qz = sx * e1.y - sy * e1.x;
-    float8 v = (dx * qx + dy * qy + dz * qz) * inv;
-    float8 t = (e2.x * qx + e2.y * qy + e2.z * qz) * inv;
-    int8 ok = active & (FABS(det) >= (float8)(1e-12f)) & (u >= (float8)(0.0f))
-              & (u <= (float8)(1.0f)) & (v >= (float8)(0.0f)) & (u + v <= (float8)(1.0f))
-              & (t > (float8)(0.0f)) & (t < *best);
-    *best = ok ? t : *best;
-    *bu = ok ? u : *bu;
-    *bv = ok ? v : *bv;
-    *prim = ok ? (int8)(k) : *prim;
-}
 
 /* Lane L's pixel (x0 + L % 4, y0 + L / 4): its hit as `primary` writes it. */
 #define STORE_LANE(L, S)                                                                     \
@@ -123,9 +142,8 @@ __kernel void primary_packet(__global const float8* nodes, __global const float4
     float8 best = inside ? (float8)(INF_T) : (float8)(-1.0f);
     float8 bu = (float8)(0.0f), bv = (float8)(0.0f);
     int8 prim = (int8)(-1);
-    float8 ix = safe_inverse8(dx), iy = safe_inverse8(dy), iz = safe_inverse8(dz);
-    float8 ox = eye.x * ix, oy = eye.y * iy, oz = eye.z * iz;
-    int8 neg_x = ix < (float8)(0.0f), neg_y = iy < (float8)(0.0f), neg_z = iz < (float8)(0.0f);
+    float8 ex = (float8)(eye.x), ey = (float8)(eye.y), ez = (float8)(eye.z);
+    PACKET_RAYS(ex, ey, ez)
     int steps = 0, tests = 0;
     int stack[STACK_SIZE];
     float stack_t[STACK_SIZE];

@@ -16,43 +16,20 @@
  * occluder below tmax occludes whatever order it is met in.
  * COUNTERS: each pixel gets its packet's node steps and triangle tests. */
 
-/* Möller–Trumbore of triangle k against the lanes in `active` (origins o, segments d): a lane
- * with a hit in (0, tmax) is occluded, its tmax set to -1. */
-ALWAYS_INLINE void occlude_packet(__global const float4* tris, int k, float8 ox, float8 oy,
-                                  float8 oz, float8 dx, float8 dy, float8 dz, int8 active,
-                                  float8* tmax) {
-    float4 a = tris[3 * k], e1 = tris[3 * k + 1], e2 = tris[3 * k + 2];
-    float8 px = dy * e2.z - dz * e2.y, py = dz * e2.x - dx * e2.z, pz = dx * e2.y - dy * e2.x;
-    float8 det = e1.x * px + e1.y * py + e1.z * pz;
-    float8 inv = 1.0f / det;
-    float8 sx = ox - a.x, sy = oy - a.y, sz = oz - a.z;
-    float8 u = (sx * px + sy * py + sz * pz) * inv;
-    float8 qx = sy * e1.z - sz * e1.y, qy = sz * e1.x - sx * e1.z, qz = sx * e1.y - sy * e1.x;
-    float8 v = (dx * qx + dy * qy + dz * qz) * inv;
-    float8 t = (e2.x * qx + e2.y * qy + e2.z * qz) * inv;
-    int8 ok = active & (FABS(det) >= (float8)(1e-12f)) & (u >= (float8)(0.0f))
-              & (u <= (float8)(1.0f)) & (v >= (float8)(0.0f)) & (u + v <= (float8)(1.0f))
-              & (t > (float8)(0.0f)) & (t < *tmax);
-    *tmax = ok ? (float8)(-1.0f) : *tmax;
-}
-
-/* Child C of the node: its box against the live lanes; a hit leaf is tested now, a hit inner
- * child marked for pushing. */
+/* Child C of the node: its box against the live lanes; a hit leaf is tested now (a lane with
+ * a hit in (0, tmax) is occluded, its tmax set to -1), a hit inner child marked for pushing. */
 #define SHADOW_CHILD(C, BIT)                                                                 \
     {                                                                                        \
-        float8 tn = FMAX(FMAX((neg_x ? (float8)(hix.C) : (float8)(lox.C)) * ix - oix,         \
-                              (neg_y ? (float8)(hiy.C) : (float8)(loy.C)) * iy - oiy),        \
-                         FMAX((neg_z ? (float8)(hiz.C) : (float8)(loz.C)) * iz - oiz,         \
-                              (float8)(0.0f)));                                              \
-        float8 tf = FMIN(FMIN((neg_x ? (float8)(lox.C) : (float8)(hix.C)) * ix - oix,         \
-                              (neg_y ? (float8)(loy.C) : (float8)(hiy.C)) * iy - oiy),        \
-                         FMIN((neg_z ? (float8)(loz.C) : (float8)(hiz.C)) * iz - oiz, tmax)); \
-        int8 hit = tn <= tf;                                                                 \
-        if (ANY8(hit)) {                                                                \
+        PACKET_BOX(C, tmax, tn, hit)                                                         \
+        if (ANY8(hit)) {                                                                     \
             if (cnt.C > 0) {                                                                 \
                 COUNT(tests += cnt.C);                                                       \
-                for (int k = idx.C; k < idx.C + cnt.C; ++k)                                  \
-                    occlude_packet(tris, k, ox, oy, oz, dx, dy, dz, hit, &tmax);             \
+                for (int k = idx.C; k < idx.C + cnt.C; ++k) {                                \
+                    float8 t, u, v;                                                          \
+                    int8 ok = packet_triangle(tris, k, ox, oy, oz, dx, dy, dz, hit, tmax,    \
+                                              &t, &u, &v);                                   \
+                    tmax = ok ? (float8)(-1.0f) : tmax;                                      \
+                }                                                                            \
             } else {                                                                         \
                 inner |= BIT;                                                                \
             }                                                                                \
@@ -113,9 +90,7 @@ __kernel void shadow_packet(__global const float8* nodes, __global const float4*
     if (ANY8(traced)) {
         float8 ox = vload8(0, o), oy = vload8(1, o), oz = vload8(2, o);
         float8 dx = vload8(0, d), dy = vload8(1, d), dz = vload8(2, d);
-        float8 ix = safe_inverse8(dx), iy = safe_inverse8(dy), iz = safe_inverse8(dz);
-        float8 oix = ox * ix, oiy = oy * iy, oiz = oz * iz;
-        int8 neg_x = ix < (float8)(0.0f), neg_y = iy < (float8)(0.0f), neg_z = iz < (float8)(0.0f);
+        PACKET_RAYS(ox, oy, oz)
         int stack[STACK_SIZE];
         int sp = 0, node = 0;
         for (;;) {
