@@ -51,7 +51,9 @@ SHAPES = ((TILE, TILE), (16, 4), (32, 2))  # 64 work-items each
 MARGIN = 0.8  # chosen: the first launch taking at most 1 / MARGIN of the fastest one's time
 ROUNDS = 3  # timed rounds over the candidates, after a warm-up round
 PRUNE = 2.0  # a launch this many times its kernel's best is not timed again
-CACHE_VERSION = 2
+MIN_TIMED = 0.02  # seconds of kernel time a timing gathers at least (a short kernel repeats)
+MAX_REPEATS = 16  # launches one timing makes at most
+CACHE_VERSION = 3  # 3: short kernels timed repeatedly (choices timed once each are redone)
 #: lanes a packet may have: the OpenCL vector widths (float2 ... float16)
 PACKET_LANES = (2, 4, 8, 16)
 
@@ -173,12 +175,12 @@ def time_rounds(launches: list[Launch], kernels: tuple[str, ...],
                 run: Callable[[Launch, str], float],
                 applies: Callable[[Launch, str], bool] = lambda launch, kernel: True,
                 ) -> dict[Launch, dict[str, float]]:
-    """The best of ``run(launch, kernel)`` (seconds) for every pair that ``applies`` (a kernel
-    without a packet form has no packet launch; the others are absent from the result):
-    :data:`ROUNDS` rounds over all launches after a warm-up round, every other round in
-    reverse, so that a slow stretch of the machine (another runtime's workers still spinning,
-    say) does not fall on the same launches each time; a pair already :data:`PRUNE` times the
-    best of its kernel is not run again."""
+    """The best of :func:`repeated` ``run(launch, kernel)`` (seconds) for every pair that
+    ``applies`` (a kernel without a packet form has no packet launch; the others are absent
+    from the result): :data:`ROUNDS` rounds over all launches after a warm-up round (one run
+    each), every other round in reverse, so that a slow stretch of the machine (another
+    runtime's workers still spinning, say) does not fall on the same launches each time; a
+    pair already :data:`PRUNE` times the best of its kernel is not run again."""
     times = {launch: {k: math.inf for k in kernels if applies(launch, k)} for launch in launches}
     for round_ in range(ROUNDS + 1):
         for launch in launches if round_ % 2 == 0 else launches[::-1]:
@@ -187,10 +189,25 @@ def time_rounds(launches: list[Launch], kernels: tuple[str, ...],
                 if math.isfinite(own) and own > PRUNE * min(t.get(kernel, math.inf)
                                                              for t in times.values()):
                     continue
-                seconds = run(launch, kernel)
-                if round_ > 0:
-                    times[launch][kernel] = min(own, seconds)
+                if round_ == 0:
+                    run(launch, kernel)
+                else:
+                    times[launch][kernel] = min(own, repeated(run, launch, kernel))
     return times
+
+
+def repeated(run: Callable[[Launch, str], float], launch: Launch, kernel: str) -> float:
+    """The fastest of ``run(launch, kernel)`` repeated until :data:`MIN_TIMED` seconds of it
+    have run (at most :data:`MAX_REPEATS` times). A 2-ms kernel timed once per round spread by
+    a third between rounds, enough to flip the choice between two shapes a calibration was
+    fitted with; a longer kernel runs once."""
+    best = total = run(launch, kernel)
+    for _ in range(MAX_REPEATS - 1):
+        if total >= MIN_TIMED:
+            break
+        seconds = run(launch, kernel)
+        best, total = min(best, seconds), total + seconds
+    return best
 
 
 def choose_all(kernels: Iterable[str], times: Mapping[Launch, Mapping[str, float]]

@@ -247,7 +247,7 @@ def test_shipped_calibrations_name_their_kernels():
     current = [c for c in builtin_calibrations() if c.kernels.split()[0] == counts_fingerprint()]
     assert all(c.kernels for c in builtin_calibrations())
     assert [c.device for c in current] == ["AMD EPYC"]  # Intel's, refitted for these kernels
-    assert current[0].kernels.split()[1:] == ["primary=8x8/p4x2", "shade=32x2",
+    assert current[0].kernels.split()[1:] == ["primary=8x8/p4x2", "shade=16x4",
                                               "shadow=8x8/p4x2"]  # measured
 
 

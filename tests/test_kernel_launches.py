@@ -198,3 +198,26 @@ def test_chosen_launches_render_the_default_image(tracers):
     assert np.array_equal(a.image, b.image)
     assert np.array_equal(chosen.hits().view(np.uint32), plain.hits().view(np.uint32))  # bits
     assert a.phase_seconds.keys() == b.phase_seconds.keys()
+
+
+def test_a_short_kernel_is_timed_until_enough_of_it_has_run():
+    """One timing repeats a kernel shorter than MIN_TIMED and keeps its fastest run, so that a
+    single slow run of a 2-ms kernel does not decide between two shapes; a long kernel runs
+    once per round, and the warm-up round runs each pair once."""
+    short = iter([0.003, 0.002, 0.004] + [0.005] * 100)
+    calls = []
+
+    def run(launch: Launch, kernel: str) -> float:
+        calls.append(kernel)
+        return next(short) if kernel == "short" else 0.05
+
+    assert kl.repeated(run, DEFAULT, "short") == 0.002
+    assert len(calls) == 6  # 3 + 2 + 4 + 5 + 5 + 5 ms: 24 >= 20
+    calls.clear()
+    tiny = []
+    assert kl.repeated(lambda launch, kernel: tiny.append(1) or 1e-6, DEFAULT, "tiny") == 1e-6
+    assert len(tiny) == kl.MAX_REPEATS
+    times = kl.time_rounds([DEFAULT], ("short", "long"), run)
+    assert times[DEFAULT] == {"short": 0.005, "long": 0.05}
+    assert calls.count("long") == kl.ROUNDS + 1
+    assert calls.count("short") == 1 + kl.ROUNDS * 4  # 4 x 5 ms per timed round
