@@ -92,18 +92,21 @@ def measure(scene_name: str, cameras_of, sizes, settings, device: str | None,
 
 
 def errors(model: RayTraceModel, samples: list[Sample]) -> dict:
-    """Mean and p95 relative error per phase and per frame."""
+    """Mean and p95 relative error per phase and per frame, and the signed mean
+    (``bias``: (predicted - measured) / measured; negative where the model prices too little),
+    which tells a scene the model misprices throughout from scatter around the truth."""
     per_phase: dict[str, list[float]] = {p: [] for p in PHASES}
     frame_err = []
     for s in samples:
         pred = model.phase_seconds(s.workload, s.settings)
         for p, measured in s.phase_seconds.items():
-            per_phase[p].append(abs(pred[p] - measured) / measured)
+            per_phase[p].append((pred[p] - measured) / measured)
         measured_total = sum(s.phase_seconds.values())
-        frame_err.append(abs(sum(pred.values()) - measured_total) / measured_total)
+        frame_err.append((sum(pred.values()) - measured_total) / measured_total)
 
-    def stats(x: list[float]) -> dict:
-        return {**summary_stats(x, ("mean", "p95")), "n": len(x)}
+    def stats(signed: list[float]) -> dict:
+        return {**summary_stats(np.abs(signed), ("mean", "p95")),
+                "bias": summary_stats(signed, ("mean",))["mean"], "n": len(signed)}
 
     return {"frame": stats(frame_err), "phases": {p: stats(v) for p, v in per_phase.items() if v}}
 

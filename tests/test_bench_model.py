@@ -1,10 +1,11 @@
-"""``autotune bench model``'s measurement repeat: the measured side's own scatter."""
+"""``autotune bench model``'s figures: the model's errors, and the measurement repeat (the
+measured side's own scatter)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.model_accuracy import repeat_scatter
+from benchmarks.model_accuracy import errors, repeat_scatter
 from models.workload import Workload
 from raytracer.tracer import RenderSettings
 from raytracer.tuning.calibration_fit import Sample
@@ -31,3 +32,25 @@ def test_repeat_scatter_is_the_relative_difference_of_the_same_frames():
 def test_repeat_scatter_refuses_unpaired_passes():
     with pytest.raises(ValueError):
         repeat_scatter([_sample(1.0, 1.0)], [])
+
+
+class _Fixed:
+    """A model that predicts the same seconds for every phase."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
+        return {"primary": self.seconds, "shadow": self.seconds}
+
+
+def test_errors_give_the_bias_beside_the_absolute_error():
+    """Frames priced 25 % high and a sixth low: the mean error and the bias differ; all priced
+    25 % low: bias -25 %."""
+    samples = [_sample(0.8, 0.8), _sample(1.2, 1.2)]
+    out = errors(_Fixed(1.0), samples)
+    assert out["frame"]["mean"] == pytest.approx((0.25 + 1 / 6) / 2)
+    assert out["frame"]["bias"] == pytest.approx((0.25 - 1 / 6) / 2)
+    low = errors(_Fixed(0.75), [_sample(1.0, 1.0)] * 2)
+    assert low["frame"]["bias"] == pytest.approx(-0.25) and low["frame"]["mean"] == 0.25
+    assert low["phases"]["shadow"] == {"mean": 0.25, "p95": 0.25, "bias": -0.25, "n": 2}
