@@ -302,7 +302,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     s = tracer.bvh.stats
     figures["bvh"] = {"bytes": s.bytes, "node_bytes": int(tracer.bvh.nodes.nbytes),
                       "shadow_node_bytes": int(tracer.bvh.shadow_nodes.nbytes),
-                      "triangle_bytes": int(tracer.bvh.triangles.nbytes)}
+                      "triangle_bytes": int(tracer.bvh.leaf_blocks.nbytes)}
     return figures
 
 

@@ -20,9 +20,16 @@ kernels' one-float4 leaf test covers); ``count == 0``: the child
 is node ``index``; ``count == -1``: an empty slot, whose box is inverted (lo = +1e20,
 hi = -1e20) so the kernels' slab test, which takes each axis' near plane by the sign of the
 ray direction, never hits it. Node 0 is the root; a node's inner children are numbered
-consecutively, subtrees depth-first. Triangles are reordered to leaf order, 48 bytes each:
-float4 v0 (w = original face id as int32 bits), float4 edge1 = v1 - v0, float4 edge2 = v2 - v0
-(Möller–Trumbore reads the edges directly).
+consecutively, subtrees depth-first. Triangles are reordered to leaf order in slots of
+``LEAF_LANES`` (4): each leaf's first triangle is at a multiple of 4, and the slots after its
+count repeat that triangle with face id -1 (never reported: the kernels mask lanes past the
+count). ``BVH.triangles`` holds one slot per row, 48 bytes: float4 v0 (w = original face id as
+int32 bits), float4 edge1 = v1 - v0, float4 edge2 = v2 - v0 (Möller–Trumbore reads the edges
+directly); the CPU code reads it. The kernels read ``BVH.leaf_blocks``, the same slots four at
+a time structure-of-arrays: block ``first / 4`` is nine float4, v0.x v0.y v0.z e1.x e1.y e1.z
+e2.x e2.y e2.z of its four slots, so a leaf's one-float4-per-lane test loads nine vectors
+instead of gathering twelve into lanes (dragon / sibenik, one compute unit, 1280x720: AO rays
+5 % faster on both runtimes but sibenik's on PoCL, primary and shadow 2-12 %).
 
 Build (``build_bvh``): a binary SAH tree first. Per-triangle boxes are copied into one
 contiguous (F, 8) array that is partitioned in place with the triangle ids, so every pass reads
@@ -113,10 +120,11 @@ class BVH:
     """Flattened 8-wide BVH plus reordered triangles (see the module docstring for bytes)."""
 
     nodes: np.ndarray  # (N, NODE_FLOATS) float32
-    triangles: np.ndarray  # (F, 12) float32
-    face_ids: np.ndarray  # (F,) int32: original face index of each reordered triangle
+    triangles: np.ndarray  # (S, 12) float32: one triangle slot per row, S = 4 x leaves
+    face_ids: np.ndarray  # (S,) int32: original face index of each slot, -1 for padding
     stats: BVHStats
     shadow_nodes: np.ndarray  # the same nodes, children smallest box first (shadow_order)
+    leaf_blocks: np.ndarray  # (S / 4, 9, 4) float32: the slots SoA, four per block (kernels)
 
     @property
     def node_ints(self) -> np.ndarray:
@@ -927,6 +935,31 @@ def _pack(tris: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return out
 
 
+def _leaf_slots(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Give every leaf LEAF_LANES slots starting at a multiple of LEAF_LANES: rewrites the
+    leaves' first indices in ``nodes`` (in place) and returns the original face of each slot,
+    -1 for a slot past its leaf's count."""
+    ints = nodes.view(np.int32)
+    index = ints[:, CHILD_INDEX:CHILD_INDEX + WIDTH]
+    count = ints[:, CHILD_COUNT:CHILD_COUNT + WIDTH]
+    leaf = count > 0
+    first, n = index[leaf], count[leaf]
+    rank = np.empty(len(first), np.int32)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
+    slots = np.full(LEAF_LANES * len(first), -1, np.int32)
+    for lane in range(LEAF_LANES):
+        used = lane < n
+        slots[LEAF_LANES * rank[used] + lane] = ids[first[used] + lane]
+    index[leaf] = LEAF_LANES * rank
+    return slots
+
+
+def _blocks(packed: np.ndarray) -> np.ndarray:
+    """(S, 12) slots -> (S / 4, 9, 4) blocks: v0, e1, e2 x, y, z rows of four slots each."""
+    rows = packed.reshape(-1, LEAF_LANES, 3, 4)[..., :3]  # block, lane, vector, axis
+    return np.ascontiguousarray(rows.transpose(0, 2, 3, 1).reshape(-1, 9, LEAF_LANES))
+
+
 def _check(triangles: np.ndarray, leaf_size: int) -> np.ndarray:
     """Validate the inputs of a build; returns C-contiguous float32 corners."""
     if (
@@ -963,7 +996,11 @@ def _finish(
     if stack_entries > KERNEL_STACK:
         raise ValueError(f"BVH too deep for the kernels: a ray may need {stack_entries} stack "
                          f"entries, the kernels hold {KERNEL_STACK}")
-    packed = _pack(tris, ids)
+    faces = _leaf_slots(nodes, ids)
+    # a padding slot repeats its leaf's first triangle (finite lanes for the masked test)
+    packed = _pack(tris, np.where(faces >= 0, faces, np.repeat(faces[::LEAF_LANES], LEAF_LANES)))
+    packed.view(np.int32)[:, 3] = faces
+    blocks = _blocks(packed)
     shadow_nodes = shadow_order(nodes)
     seconds = time.perf_counter() - start
     stats = BVHStats(
@@ -974,11 +1011,11 @@ def _finish(
         sah_cost=float(sah),
         mean_leaf_size=len(tris) / leaves,
         build_seconds=seconds,
-        bytes=int(2 * nodes.nbytes + packed.nbytes),
+        bytes=int(2 * nodes.nbytes + blocks.nbytes),
         wide_nodes=len(nodes),
         stack_entries=int(stack_entries),
     )
-    return BVH(nodes, packed, ids, stats, shadow_nodes)
+    return BVH(nodes, packed, faces, stats, shadow_nodes, blocks)
 
 
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
@@ -1098,21 +1135,23 @@ def build_bvh_full_sweep(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
 
 
 def packed_normals(scene: Scene, bvh: BVH) -> np.ndarray:
-    """Normals in the BVH's triangle order: (F, 12) float32, three float4 per triangle.
+    """Normals in the BVH's slot order: (S, 12) float32, three float4 per slot.
 
     ``xyz`` of float4 k is corner k's vertex normal (shading); the three ``w`` hold the unit
     geometric normal ``normalize(e1 x e2)`` (computed here in float64, so the kernels and the
     CPU twin build their secondary rays from the same bits: a normal whose z is 0 here but a
     rounding error in a kernel would flip the sign choice of the AO basis). Degenerate
-    triangles (never hit) get a zero normal.
+    triangles (never hit) and padding slots get a zero normal.
     """
     out = np.zeros((len(bvh.face_ids), 12), np.float32)
-    corners = scene.normals[scene.faces[bvh.face_ids]]
+    real = bvh.face_ids >= 0
+    corners = np.zeros((len(bvh.face_ids), 3, 3), np.float32)
+    corners[real] = scene.normals[scene.faces[bvh.face_ids[real]]]
     for k in range(3):
         out[:, 4 * k:4 * k + 3] = corners[:, k]
     tri = bvh.triangles.astype(np.float64)
     g = np.cross(tri[:, 4:7], tri[:, 8:11])
     length = np.linalg.norm(g, axis=1, keepdims=True)
-    g = np.divide(g, length, out=np.zeros_like(g), where=length > 0)
+    g = np.divide(g, length, out=np.zeros_like(g), where=(length > 0) & real[:, None])
     out[:, 3], out[:, 7], out[:, 11] = g[:, 0], g[:, 1], g[:, 2]
     return out

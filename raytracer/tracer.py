@@ -134,7 +134,7 @@ class Tracer:
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
         self._shadow_nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.shadow_nodes)
-        self._tris = cl.Buffer(self.context, ro, hostbuf=self.bvh.triangles)
+        self._tris = cl.Buffer(self.context, ro, hostbuf=self.bvh.leaf_blocks)
         self._normals = cl.Buffer(self.context, ro, hostbuf=packed_normals(scene, self.bvh))
         self._size = (0, 0)
         self.scene_scale = np.float32(scene.diagonal)

@@ -10,6 +10,7 @@ from raytracer.bvh import (
     CHILD_COUNT,
     CHILD_INDEX,
     KERNEL_STACK,
+    LEAF_LANES,
     NODE_FLOATS,
     WIDTH,
     build_bvh,
@@ -93,16 +94,21 @@ def wide_children(bvh: BVH) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_wide_layout_is_a_tree_over_all_triangles(scenes) -> None:
     """Every wide node but the root is some node's child exactly once, children lie inside
-    their parent's box, and the leaves cover every triangle exactly once."""
+    their parent's box, and the leaves cover every triangle exactly once, each leaf from a
+    slot that starts a leaf block, the slots past its count padding."""
     bvh = build_bvh(scenes("dragon-small").triangles(), leaf_size=4)
     node, index, count = wide_children(bvh)
     inner = count == 0
     assert sorted(index[inner].tolist()) == list(range(1, len(bvh.nodes)))
     assert (index[inner] > node[inner]).all()  # children after parents (depth-first)
-    covered = np.zeros(bvh.stats.triangles, np.int32)
-    for first, n in zip(index[~inner], count[~inner], strict=True):
-        covered[first:first + n] += 1
-    assert (covered == 1).all() and count.max() <= 4
+    leaf_first, leaf_count = index[~inner], count[~inner]
+    assert (leaf_first % LEAF_LANES == 0).all() and leaf_count.max() <= LEAF_LANES
+    assert sorted(leaf_first.tolist()) == list(range(0, len(bvh.face_ids), LEAF_LANES))
+    used = np.zeros(len(bvh.face_ids), bool)
+    for first, n in zip(leaf_first, leaf_count, strict=True):
+        used[first:first + n] = True
+    assert sorted(bvh.face_ids[used].tolist()) == list(range(bvh.stats.triangles))
+    assert (bvh.face_ids[~used] == -1).all()
     assert bvh.stats.wide_nodes == len(bvh.nodes) <= bvh.stats.inner_nodes
     assert bvh.stats.stack_entries <= KERNEL_STACK
     # a child's box lies inside the union of its parent's child boxes
@@ -173,8 +179,9 @@ def test_leaf_sizes_exact_and_stats(scenes, leaf_size: int) -> None:
     assert s.depth >= 10 and s.stack_entries <= KERNEL_STACK  # what the kernels' stack holds
     assert s.sah_cost > 0 and s.build_seconds > 0
     assert 1.0 <= s.mean_leaf_size <= leaf_size
-    assert s.bytes == bvh.nodes.nbytes + bvh.shadow_nodes.nbytes + bvh.triangles.nbytes
-    assert sorted(bvh.face_ids.tolist()) == list(range(s.triangles))  # a permutation
+    assert s.bytes == bvh.nodes.nbytes + bvh.shadow_nodes.nbytes + bvh.leaf_blocks.nbytes
+    faces = bvh.face_ids[bvh.face_ids >= 0]
+    assert sorted(faces.tolist()) == list(range(s.triangles))  # a permutation, padding apart
     assert wide_children(bvh)[2].max() <= leaf_size
     origins, dirs, tmax = random_rays(*scene.bounds, RAYS, seed=leaf_size)
     assert_exact(bvh, origins, dirs, tmax)
@@ -188,14 +195,21 @@ def test_leaves_fill_the_kernels_leaf_test(scenes) -> None:
 
 
 def test_packed_triangles_match_input(scenes) -> None:
+    """Each slot holds its face's corner and edges (a padding slot: its block's first), and
+    the kernels' leaf blocks hold the same floats four slots to a float4."""
     tris = scenes("dragon-small").triangles()
     bvh = build_bvh(tris)
     packed = bvh.triangles
-    src = tris[bvh.face_ids]
+    first = np.repeat(bvh.face_ids[::LEAF_LANES], LEAF_LANES)
+    src = tris[np.where(bvh.face_ids >= 0, bvh.face_ids, first)]
     np.testing.assert_array_equal(packed[:, 0:3], src[:, 0])
     np.testing.assert_array_equal(packed[:, 4:7], src[:, 1] - src[:, 0])
     np.testing.assert_array_equal(packed[:, 8:11], src[:, 2] - src[:, 0])
     np.testing.assert_array_equal(packed[:, 3].view(np.int32), bvh.face_ids)
+    blocks = bvh.leaf_blocks
+    assert blocks.shape == (len(packed) // LEAF_LANES, 9, LEAF_LANES)
+    for row, column in enumerate((0, 1, 2, 4, 5, 6, 8, 9, 10)):
+        np.testing.assert_array_equal(blocks[:, row, :].ravel(), packed[:, column])
 
 
 def test_binned_sah_close_to_full_sweep(scenes) -> None:

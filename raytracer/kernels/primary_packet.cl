@@ -70,7 +70,10 @@ ALWAYS_INLINE float8 safe_inverse8(float8 d) {
 ALWAYS_INLINE int8 packet_triangle(__global const float4* tris, int k, float8 ox, float8 oy,
                                    float8 oz, float8 dx, float8 dy, float8 dz, int8 active,
                                    float8 tmax, float8* t, float8* u, float8* v) {
-    float4 a = tris[3 * k], e1 = tris[3 * k + 1], e2 = tris[3 * k + 2];
+    /* slot k's nine coordinates, lane k % 4 of its leaf block's rows (bvh.leaf_blocks) */
+    __global const float* b = (__global const float*)(tris + 9 * (k >> 2)) + (k & 3);
+    float3 a = (float3)(b[0], b[4], b[8]), e1 = (float3)(b[12], b[16], b[20]),
+           e2 = (float3)(b[24], b[28], b[32]);
     float8 px = dy * e2.z - dz * e2.y, py = dz * e2.x - dx * e2.z, pz = dx * e2.y - dy * e2.x;
     float8 det = e1.x * px + e1.y * py + e1.z * pz;
     float8 inv = 1.0f / det;

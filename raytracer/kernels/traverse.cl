@@ -33,28 +33,18 @@ ALWAYS_INLINE float safe_inverse(float d) {
 }
 
 /* Möller–Trumbore on the (up to) four triangles first .. first + c - 1 of one leaf at once,
- * one triangle per float4 lane (lanes past c repeat the first triangle and are masked off):
- * the loads are transposed into x / y / z vectors, every lane computes the whole test and
- * the miss conditions are one mask, so a leaf costs one branch-free vector test instead of
- * c scalar tests with an unpredictable exit each. Returns the packed index of the nearest
- * hit closer than best (ties: the lowest lane, as testing them in order would), its t and
- * barycentrics; -1 if none. */
+ * one triangle per float4 lane (lanes past c hold a copy of the first and are masked off):
+ * the leaf's block (bvh.leaf_blocks, first a multiple of 4) is already structure-of-arrays,
+ * nine float4 loads; every lane computes the whole test and the miss conditions are one mask,
+ * so a leaf costs one branch-free vector test instead of c scalar tests with an unpredictable
+ * exit each. Returns the slot index of the nearest hit closer than best (ties: the lowest
+ * lane, as testing them in order would), its t and barycentrics; -1 if none. */
 ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, float3 o,
                                  float3 d, float best, float* t_out, float* u_out,
                                  float* v_out) {
-    __global const float4* t0 = tris + 3 * first;
-    __global const float4* t1 = tris + 3 * (c > 1 ? first + 1 : first);
-    __global const float4* t2 = tris + 3 * (c > 2 ? first + 2 : first);
-    __global const float4* t3 = tris + 3 * (c > 3 ? first + 3 : first);
-    float4 a0 = t0[0], a1 = t1[0], a2 = t2[0], a3 = t3[0]; /* v0 */
-    float4 b0 = t0[1], b1 = t1[1], b2 = t2[1], b3 = t3[1]; /* e1 */
-    float4 c0 = t0[2], c1 = t1[2], c2 = t2[2], c3 = t3[2]; /* e2 */
-    float4 e1x = (float4)(b0.x, b1.x, b2.x, b3.x), e1y = (float4)(b0.y, b1.y, b2.y, b3.y),
-           e1z = (float4)(b0.z, b1.z, b2.z, b3.z);
-    float4 e2x = (float4)(c0.x, c1.x, c2.x, c3.x), e2y = (float4)(c0.y, c1.y, c2.y, c3.y),
-           e2z = (float4)(c0.z, c1.z, c2.z, c3.z);
-    float4 sx = o.x - (float4)(a0.x, a1.x, a2.x, a3.x), sy = o.y - (float4)(a0.y, a1.y, a2.y, a3.y),
-           sz = o.z - (float4)(a0.z, a1.z, a2.z, a3.z);
+    __global const float4* b = tris + 9 * (first >> 2);
+    float4 e1x = b[3], e1y = b[4], e1z = b[5], e2x = b[6], e2y = b[7], e2z = b[8];
+    float4 sx = o.x - b[0], sy = o.y - b[1], sz = o.z - b[2];
     float4 px = d.y * e2z - d.z * e2y, py = d.z * e2x - d.x * e2z, pz = d.x * e2y - d.y * e2x;
     float4 det = e1x * px + e1y * py + e1z * pz;
     float4 inv = 1.0f / det;
