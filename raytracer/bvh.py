@@ -28,8 +28,8 @@ int32 bits), float4 edge1 = v1 - v0, float4 edge2 = v2 - v0 (Möller–Trumbore 
 directly); the CPU code reads it. The kernels read ``BVH.leaf_blocks``, the same slots four at
 a time structure-of-arrays: block ``first / 4`` is nine float4, v0.x v0.y v0.z e1.x e1.y e1.z
 e2.x e2.y e2.z of its four slots, so a leaf's one-float4-per-lane test loads nine vectors
-instead of gathering twelve into lanes (dragon / sibenik, one compute unit, 1280x720: AO rays
-5 % faster on both runtimes but sibenik's on PoCL, primary and shadow 2-12 %).
+instead of gathering twelve into lanes (dragon and sibenik, one compute unit, 1280x720: AO
+rays 4-7 % faster on both CPU runtimes, one-ray primary and shadow rays 4-9 %).
 
 Build (``build_bvh``): a binary SAH tree first. Per-triangle boxes are copied into one
 contiguous (F, 8) array that is partitioned in place with the triangle ids, so every pass reads
