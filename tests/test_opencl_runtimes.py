@@ -252,3 +252,28 @@ def test_simd_width_fits_every_ratio_so_one_misread_does_not_move_it():
     assert width_from_ratios(sixteen_lanes) == 16
     assert width_from_ratios({**sixteen_lanes, 8: 0.62}) == 16
     assert width_from_ratios({2: 1.0, 4: 0.98, 8: 1.0}) == 8  # flat to the largest k measured
+
+
+def test_simd_width_is_measured_again_while_no_width_fits():
+    from raytracer.device_traits import WIDTH_ATTEMPTS, width_from_attempts
+
+    one_at_a_time = {2: 0.5, 4: 0.25, 8: 0.125, 16: 0.063, 32: 0.031, 64: 0.016}
+    # a loaded machine: the sparse launches slowed throughout, so width 2 fits best, badly
+    slowed = {2: 0.9, 4: 0.52, 8: 0.22, 16: 0.13, 32: 0.045, 64: 0.04}
+    calls = []
+
+    def measure(sequence):
+        def once():
+            calls.append(1)
+            return sequence[len(calls) - 1]
+        return once
+
+    assert width_from_attempts(measure([slowed, one_at_a_time, slowed])) == 1
+    assert len(calls) == 2  # stopped at the first measurement that fits
+    calls.clear()
+    assert width_from_attempts(measure([one_at_a_time])) == 1 and len(calls) == 1
+    calls.clear()
+    # no measurement fits: each k's median over them decides
+    misread = [slowed, {**one_at_a_time, 2: 0.7}, {**one_at_a_time, 4: 0.4}]
+    assert width_from_attempts(measure(misread)) == 1
+    assert len(calls) == WIDTH_ATTEMPTS
