@@ -68,10 +68,10 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
     return first + lane;
 }
 
-/* Leaf child C (a component s0..s7): test its triangles if its box was hit and starts no
- * farther than the closest hit so far. */
-#define LEAF(C)                                                                 \
-    if (hit.C && cnt.C > 0 && tn.C <= best) {                                   \
+/* Leaf child C (a component s0..s7, bit BIT of leaf_bits): test its triangles if its box was
+ * hit and starts no farther than the closest hit so far. */
+#define LEAF(C, BIT)                                                            \
+    if (LANE(leaf, leaf_bits, C, BIT) && tn.C <= best) {                        \
         COUNT((*tests)++);                                                      \
         float t, u, v;                                                          \
         int k = intersect_leaf(tris, idx.C, cnt.C, o, d, best, &t, &u, &v);     \
@@ -87,11 +87,12 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
         }                                                                       \
     }
 
-/* Push inner child C (in: the hit inner children) with its entry distance. */
-#define PUSH(C)                   \
-    if (in.C) {                   \
-        stack[sp] = idx.C;        \
-        stack_t[sp++] = tn.C;     \
+/* Push inner child C (in: the hit inner children; bit BIT of in_bits) with its entry
+ * distance. */
+#define PUSH(C, BIT)                 \
+    if (LANE(in, in_bits, C, BIT)) { \
+        stack[sp] = idx.C;           \
+        stack_t[sp++] = tn.C;        \
     }
 
 /* The nearest of the entries pushed since `pushed` (by stack_t), taken off the stack (the top
@@ -141,13 +142,16 @@ ALWAYS_INLINE int trace(__global const float8* nodes, __global const float4* tri
         int8 idx = as_int8(n[6]), cnt = as_int8(n[7]);
         int8 leaf = hit & (cnt > 0);
         if (ANY8(leaf)) {
-            LEAF(s0) LEAF(s1) LEAF(s2) LEAF(s3) LEAF(s4) LEAF(s5) LEAF(s6) LEAF(s7)
+            int leaf_bits = LANE_BITS(leaf);
+            LEAF(s0, 1) LEAF(s1, 2) LEAF(s2, 4) LEAF(s3, 8)
+            LEAF(s4, 16) LEAF(s5, 32) LEAF(s6, 64) LEAF(s7, 128)
         }
         int8 in = hit & (cnt == 0) & (tn <= (float8)(best));
         node = -1;
         if (!ANY8(in)) continue;
-        int pushed = sp;
-        PUSH(s7) PUSH(s6) PUSH(s5) PUSH(s4) PUSH(s3) PUSH(s2) PUSH(s1) PUSH(s0)
+        int pushed = sp, in_bits = LANE_BITS(in);
+        PUSH(s7, 128) PUSH(s6, 64) PUSH(s5, 32) PUSH(s4, 16)
+        PUSH(s3, 8) PUSH(s2, 4) PUSH(s1, 2) PUSH(s0, 1)
         if (any_hit) continue;
         node = take_nearest(stack, stack_t, pushed, &sp);
     }
