@@ -51,6 +51,11 @@ instruction per plane. ``build_bvh_full_sweep`` is the exact O(n log² n) sort-a
 reference with the same leaf policy and the same collapse (for quality comparisons).
 Shadow rays walk a copy of the nodes with each node's children in increasing box area
 (``shadow_order``: the same tree, another slot order; see there for why and what it gave).
+The build's arrays are allocated by numpy and filled by the jitted passes, not allocated
+inside them: numpy advises the kernel to back large arrays with huge pages, where numba's
+allocator takes 4 KiB pages, each faulted in on its first write (the dragon: 7,500 faults and
+18-34 ms of system time per build on a 2-core VM; the build 1.09x / 1.22x faster, median /
+best of 25, the same tree).
 ``BVHStats`` describes the binary tree (its SAH cost is what the two builders are compared
 on) and the wide one (nodes, the traversal stack it needs).
 """
@@ -174,11 +179,10 @@ def _is_leaf(n, leaf_size, best_cost, parent_area):
 
 
 @njit(parallel=True)
-def _prepare(tris, threads):
-    """(F,3,3) corners -> (F,8) boxes ``lo.xyz, 0, hi.xyz, 0``, identity ids, root bounds."""
+def _prepare(tris, threads, box, ids):
+    """(F,3,3) corners -> (F,8) boxes ``lo.xyz, 0, hi.xyz, 0`` and identity ids (into ``box``
+    and ``ids``); returns the root bounds."""
     n = tris.shape[0]
-    box = np.empty((n, 8), np.float32)
-    ids = np.empty(n, np.int32)
     chunks = max(1, min(4 * threads, n // 4096))
     part = np.empty((chunks, 12), np.float32)  # node lo/hi, doubled-centroid lo/hi
     for c in nb.prange(chunks):
@@ -211,7 +215,7 @@ def _prepare(tris, threads):
             root[3 + a] = max(root[3 + a], part[c, 3 + a])
             root[6 + a] = min(root[6 + a], part[c, 6 + a])
             root[9 + a] = max(root[9 + a], part[c, 9 + a])
-    return box, ids, root
+    return root
 
 
 @njit(inline="always")
@@ -789,14 +793,14 @@ def _binary_sah(node_box, node_first, node_count, order, leaf_size):
 
 
 @njit()
-def _collapse(node_box, node_first, node_count, n_inner):
+def _collapse(node_box, node_first, node_count, out):
     """Binary tree (slot arrays, root 0) -> WIDTH-wide nodes in the flat layout.
 
-    Returns (nodes, stack entries needed). Each wide node takes one binary inner node and
+    Returns (wide nodes made, stack entries needed). Each wide node takes one binary inner node and
     opens its largest-area inner child until it has ``WIDTH`` children, so there are at most as
-    many wide nodes as binary inner nodes."""
-    cap = max(n_inner, 1)
-    out = np.empty((cap, NODE_FLOATS), np.float32)  # every slot of a used node is written
+    many wide nodes as binary inner nodes, the rows of ``out``; every slot of a used row is
+    written."""
+    cap = out.shape[0]
     ints = out.view(np.int32)
     inner_kids = np.zeros(cap, np.int64)
     src = np.empty(cap, np.int64)  # binary node behind each wide node
@@ -869,7 +873,7 @@ def _collapse(node_box, node_first, node_count, n_inner):
             if ints[w, CHILD_COUNT + c] == 0:
                 best = max(best, k - 1 + need[ints[w, CHILD_INDEX + c]])
         need[w] = best
-    return out[:n_wide].copy(), need[0]
+    return n_wide, need[0]
 
 
 def shadow_order(nodes: np.ndarray) -> np.ndarray:
@@ -881,13 +885,15 @@ def shadow_order(nodes: np.ndarray) -> np.ndarray:
     27-34 % faster, the dragon's 1.5-2 %, city, bunny and terrain within ±1.4 %; the other ray
     kinds keep the build's order (primary rays were up to 13 % slower in this one, AO rays up to
     4 % faster or slower by scene)."""
-    return _sorted_by_area(nodes)
+    out = np.empty(nodes.shape, np.float32)
+    _sorted_by_area(nodes, out)
+    return out
 
 
 @njit(parallel=True)
-def _sorted_by_area(nodes):
-    """Each node's child slots sorted by box area, empty slots last (stable: insertion sort)."""
-    out = np.empty_like(nodes)
+def _sorted_by_area(nodes, out):
+    """Each node's child slots sorted by box area into ``out``, empty slots last (stable:
+    insertion sort)."""
     ints = nodes.view(np.int32)
     for n in nb.prange(nodes.shape[0]):
         order = np.empty(WIDTH, np.int64)
@@ -907,57 +913,71 @@ def _sorted_by_area(nodes):
         for r in range(0, NODE_FLOATS, WIDTH):
             for c in range(WIDTH):
                 out[n, r + c] = nodes[n, r + order[c]]
-    return out
 
 
-@njit(parallel=True)
-def _pack_corners(tris, ids):
-    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,- | e1,0 | e2,0``."""
-    n = ids.shape[0]
-    out = np.empty((n, TRI_FLOATS), np.float32)
-    for i in nb.prange(n):
-        t = ids[i]
-        for a in range(3):
-            v0 = tris[t, 0, a]
-            out[i, a] = v0
-            out[i, 4 + a] = tris[t, 1, a] - v0
-            out[i, 8 + a] = tris[t, 2, a] - v0
-        out[i, 3] = 0.0
-        out[i, 7] = 0.0
-        out[i, 11] = 0.0
-    return out
-
-
-def _pack(tris: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """(F,3,3) corners gathered to leaf order -> (F,12) rows ``v0,id | e1,0 | e2,0``."""
-    out = _pack_corners(tris, ids)
-    out.view(np.int32)[:, 3] = ids  # (numba's parfors do not see writes through a view)
-    return out
-
-
-def _leaf_slots(nodes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """Give every leaf LEAF_LANES slots starting at a multiple of LEAF_LANES: rewrites the
-    leaves' first indices in ``nodes`` (in place) and returns the original face of each slot,
-    -1 for a slot past its leaf's count."""
+@njit()
+def _leaf_slots(nodes, ids):
+    """Give every leaf LEAF_LANES slots starting at a multiple of LEAF_LANES, in the order of
+    its triangles in ``ids`` (leaves cover it in contiguous runs): rewrites the leaves' first
+    indices in ``nodes`` (in place) and returns the original face of each slot, -1 for a slot
+    past its leaf's count."""
     ints = nodes.view(np.int32)
-    index = ints[:, CHILD_INDEX:CHILD_INDEX + WIDTH]
-    count = ints[:, CHILD_COUNT:CHILD_COUNT + WIDTH]
-    leaf = count > 0
-    first, n = index[leaf], count[leaf]
-    rank = np.empty(len(first), np.int32)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first), dtype=np.int32)
-    slots = np.full(LEAF_LANES * len(first), -1, np.int32)
-    for lane in range(LEAF_LANES):
-        used = lane < n
-        slots[LEAF_LANES * rank[used] + lane] = ids[first[used] + lane]
-    index[leaf] = LEAF_LANES * rank
+    n = ids.shape[0]
+    leaf_at = np.full(n, -1, np.int64)  # node * WIDTH + child of the leaf starting there
+    for w in range(nodes.shape[0]):
+        for c in range(WIDTH):
+            if ints[w, CHILD_COUNT + c] > 0:
+                leaf_at[ints[w, CHILD_INDEX + c]] = w * WIDTH + c
+    leaves = 0
+    for k in range(n):
+        if leaf_at[k] >= 0:
+            leaves += 1
+    slots = np.full(LEAF_LANES * leaves, -1, np.int32)
+    rank = 0
+    for k in range(n):
+        at = leaf_at[k]
+        if at < 0:
+            continue
+        w, c = at // WIDTH, at % WIDTH
+        for lane in range(ints[w, CHILD_COUNT + c]):
+            slots[LEAF_LANES * rank + lane] = ids[k + lane]
+        ints[w, CHILD_INDEX + c] = LEAF_LANES * rank
+        rank += 1
     return slots
 
 
-def _blocks(packed: np.ndarray) -> np.ndarray:
-    """(S, 12) slots -> (S / 4, 9, 4) blocks: v0, e1, e2 x, y, z rows of four slots each."""
-    rows = packed.reshape(-1, LEAF_LANES, 3, 4)[..., :3]  # block, lane, vector, axis
-    return np.ascontiguousarray(rows.transpose(0, 2, 3, 1).reshape(-1, 9, LEAF_LANES))
+def _pack(tris: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Triangle slots from (F,3,3) corners and each slot's face (-1: padding, which repeats its
+    leaf's first triangle, so the masked lanes of a leaf test stay finite): the (S, 12) rows
+    ``v0,id | e1,0 | e2,0`` and their (S / 4, 9, 4) structure-of-arrays blocks."""
+    slots = len(faces)
+    packed = np.empty((slots, TRI_FLOATS), np.float32)
+    blocks = np.empty((slots // LEAF_LANES, 9, LEAF_LANES), np.float32)
+    _pack_corners(tris, faces, packed, blocks)
+    packed.view(np.int32)[:, 3] = faces  # (numba's parfors do not see writes through a view)
+    return packed, blocks
+
+
+@njit(parallel=True)
+def _pack_corners(tris, faces, packed, blocks):
+    """:func:`_pack` into ``packed`` and ``blocks``, but the face ids."""
+    slots = faces.shape[0]
+    for q in nb.prange(slots // LEAF_LANES):
+        for lane in range(LEAF_LANES):
+            i = LEAF_LANES * q + lane
+            t = faces[i] if faces[i] >= 0 else faces[LEAF_LANES * q]
+            for a in range(3):
+                v0 = tris[t, 0, a]
+                e1 = tris[t, 1, a] - v0
+                e2 = tris[t, 2, a] - v0
+                packed[i, a] = v0
+                packed[i, 4 + a] = e1
+                packed[i, 8 + a] = e2
+                blocks[q, a, lane] = v0
+                blocks[q, 3 + a, lane] = e1
+                blocks[q, 6 + a, lane] = e2
+            packed[i, 7] = 0.0
+            packed[i, 11] = 0.0
 
 
 def _check(triangles: np.ndarray, leaf_size: int) -> np.ndarray:
@@ -992,15 +1012,14 @@ def _finish(
     """Collapse the binary slot arrays into the wide flat layout and pack the triangles."""
     order, leaves, depth = _dfs_order(node_first, node_count)
     sah = _binary_sah(node_box, node_first, node_count, order, leaf_size)
-    nodes, stack_entries = _collapse(node_box, node_first, node_count, len(order))
+    wide = np.empty((max(len(order), 1), NODE_FLOATS), np.float32)
+    n_wide, stack_entries = _collapse(node_box, node_first, node_count, wide)
+    nodes = wide[:n_wide].copy()
     if stack_entries > KERNEL_STACK:
         raise ValueError(f"BVH too deep for the kernels: a ray may need {stack_entries} stack "
                          f"entries, the kernels hold {KERNEL_STACK}")
     faces = _leaf_slots(nodes, ids)
-    # a padding slot repeats its leaf's first triangle (finite lanes for the masked test)
-    packed = _pack(tris, np.where(faces >= 0, faces, np.repeat(faces[::LEAF_LANES], LEAF_LANES)))
-    packed.view(np.int32)[:, 3] = faces
-    blocks = _blocks(packed)
+    packed, blocks = _pack(tris, faces)
     shadow_nodes = shadow_order(nodes)
     seconds = time.perf_counter() - start
     stats = BVHStats(
@@ -1024,7 +1043,8 @@ def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     start = time.perf_counter()
     n = len(tris)
     threads = nb.get_num_threads()
-    box, ids, root = _prepare(tris, threads)
+    box, ids = np.empty((n, 8), np.float32), np.empty(n, np.int32)
+    root = _prepare(tris, threads, box, ids)
     task_max = max(n // (TASKS_PER_THREAD * threads), MIN_TASK_TRIS)
     # the top phase makes at most cap tasks, so at most 2 * cap - 1 nodes
     base = 2 * _task_cap(n, task_max)
