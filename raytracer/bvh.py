@@ -458,7 +458,9 @@ def _split_node(
     """Decide one node: returns mid (-1 for a leaf); out_f gets both children's item floats.
     ``binned``: cnt/bins already hold this node's bins (parallel binning of the top phase)."""
     n = e - s
-    if n <= 1:
+    if n <= 1 or (n <= leaf_size and TRAVERSAL_COST >= INTERSECT_COST):
+        # a node that fits one leaf test is a leaf: any split costs TRAVERSAL_COST plus the
+        # children's share of the parent's area, at least the leaf's INTERSECT_COST
         return -1
     parent_area = _area(item_f[0], item_f[1], item_f[2], item_f[4], item_f[5], item_f[6])
     if n <= SMALL_NODE and depth < MEDIAN_DEPTH:
