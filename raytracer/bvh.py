@@ -962,7 +962,8 @@ def _pack(tris: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(parallel=True)
 def _pack_corners(tris, faces, packed, blocks):
-    """:func:`_pack` into ``packed`` and ``blocks``, but the face ids."""
+    """:func:`_pack`'s two layouts written into ``packed`` and ``blocks``, all but the face
+    ids (:func:`_pack` writes those through an int32 view, outside the parallel loop)."""
     slots = faces.shape[0]
     for q in nb.prange(slots // LEAF_LANES):
         for lane in range(LEAF_LANES):

@@ -187,6 +187,19 @@ def test_leaf_sizes_exact_and_stats(scenes, leaf_size: int) -> None:
     assert_exact(bvh, origins, dirs, tmax)
 
 
+@pytest.mark.parametrize("leaf_size", [2, 4])
+def test_no_inner_node_fits_one_leaf_test(scenes, leaf_size: int) -> None:
+    """A node of at most ``leaf_size`` triangles is a leaf (a split of it never costs less
+    than its one leaf test, so the build does not weigh one): every inner child holds more."""
+    bvh = build_bvh(scenes("dragon-small").triangles(), leaf_size=leaf_size)
+    node, index, count = wide_children(bvh)
+    below = np.zeros(len(bvh.nodes), np.int64)  # triangles under each wide node
+    for k in np.argsort(-node, kind="stable"):  # children (later nodes) before parents
+        below[node[k]] += count[k] if count[k] > 0 else below[index[k]]
+    assert below[0] == bvh.stats.triangles
+    assert (below[index[count == 0]] > leaf_size).all()
+
+
 def test_leaves_fill_the_kernels_leaf_test(scenes) -> None:
     """The SAH counts leaf tests (up to four triangles each), so leaves come nearly full: a
     triangle-counting SAH left the dragon's at 1.9 triangles, half-empty float4 tests."""
