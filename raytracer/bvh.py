@@ -436,6 +436,16 @@ ITEM_F = 14
 
 
 @njit(inline="always")
+def _halve(box, s, e, out_f):
+    """Split s..e-1 at its middle as it lies; out_f gets both halves' item floats (bounds and
+    centroid bounds). Returns the split index."""
+    mid = s + (e - s) // 2
+    _range_bounds(box, s, mid, out_f, 0)
+    _range_bounds(box, mid, e, out_f, ITEM_F)
+    return mid
+
+
+@njit(inline="always")
 def _split_node(
     box,
     ids,
@@ -462,8 +472,12 @@ def _split_node(
         # a node that fits one leaf test is a leaf: any split costs TRAVERSAL_COST plus the
         # children's share of the parent's area, at least the leaf's INTERSECT_COST
         return -1
+    if depth >= MEDIAN_DEPTH:
+        # the tree is deep (the kernels' stack is bounded): a node past one leaf test is
+        # halved, which bounds the depth by MEDIAN_DEPTH + log2(n)
+        return _halve(box, s, e, out_f)
     parent_area = _area(item_f[0], item_f[1], item_f[2], item_f[4], item_f[5], item_f[6])
-    if n <= SMALL_NODE and depth < MEDIAN_DEPTH:
+    if n <= SMALL_NODE:
         small = scratch_small
         best_cost, mid = _small_sweep(
             box, ids, s, e, small[0], small[1], small[2], small[3], small[4], small[5], out_f,
@@ -471,11 +485,7 @@ def _split_node(
         )
         if _is_leaf(n, leaf_size, best_cost, parent_area):
             return -1
-        if mid < 0:
-            mid = s + n // 2
-            _range_bounds(box, s, mid, out_f, 0)
-            _range_bounds(box, mid, e, out_f, ITEM_F)
-        return mid
+        return _halve(box, s, e, out_f) if mid < 0 else mid
     for a in range(3):
         cmin[a] = item_f[8 + a]
         ext = item_f[11 + a] - item_f[8 + a]
@@ -489,13 +499,8 @@ def _split_node(
         best_cost, best_axis, best_bin = _sweep(cnt, bins, scale, right_area, right_n, leaf_size)
     if _is_leaf(n, leaf_size, best_cost, parent_area):
         return -1
-    if best_axis < 0 or depth >= MEDIAN_DEPTH:
-        # all centroids coincide, or the tree is deep (the kernels' stack is bounded):
-        # split the range in half, which bounds the depth by MEDIAN_DEPTH + log2(n)
-        mid = s + n // 2
-        _range_bounds(box, s, mid, out_f, 0)
-        _range_bounds(box, mid, e, out_f, ITEM_F)
-        return mid
+    if best_axis < 0:  # all centroids coincide
+        return _halve(box, s, e, out_f)
     cb = scratch[0]
     bounds = scratch[1]
     mid = _partition(
