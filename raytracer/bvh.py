@@ -468,15 +468,15 @@ def _split_node(
     """Decide one node: returns mid (-1 for a leaf); out_f gets both children's item floats.
     ``binned``: cnt/bins already hold this node's bins (parallel binning of the top phase)."""
     n = e - s
-    if n <= 1 or (n <= leaf_size and TRAVERSAL_COST >= INTERSECT_COST):
-        # a node that fits one leaf test is a leaf: any split costs TRAVERSAL_COST plus the
-        # children's share of the parent's area, at least the leaf's INTERSECT_COST
+    parent_area = _area(item_f[0], item_f[1], item_f[2], item_f[4], item_f[5], item_f[6])
+    if n <= 1 or _is_leaf(n, leaf_size, 0.0, parent_area):
+        # a leaf even against a split that cost nothing beyond its traversal step (the
+        # cheapest any sweep could find) is a leaf: no sweep is needed to decide it
         return -1
     if depth >= MEDIAN_DEPTH:
         # the tree is deep (the kernels' stack is bounded): a node past one leaf test is
         # halved, which bounds the depth by MEDIAN_DEPTH + log2(n)
         return _halve(box, s, e, out_f)
-    parent_area = _area(item_f[0], item_f[1], item_f[2], item_f[4], item_f[5], item_f[6])
     if n <= SMALL_NODE:
         small = scratch_small
         best_cost, mid = _small_sweep(
@@ -923,11 +923,11 @@ def _sorted_by_area(nodes, out):
 
 
 @njit()
-def _leaf_slots(nodes, ids):
-    """Give every leaf LEAF_LANES slots starting at a multiple of LEAF_LANES, in the order of
-    its triangles in ``ids`` (leaves cover it in contiguous runs): rewrites the leaves' first
-    indices in ``nodes`` (in place) and returns the original face of each slot, -1 for a slot
-    past its leaf's count."""
+def _leaf_slots(nodes, ids, leaves):
+    """Give each of the ``leaves`` leaves LEAF_LANES slots starting at a multiple of
+    LEAF_LANES, in the order of its triangles in ``ids`` (leaves cover it in contiguous runs):
+    rewrites the leaves' first indices in ``nodes`` (in place) and returns the original face of
+    each slot, -1 for a slot past its leaf's count."""
     ints = nodes.view(np.int32)
     n = ids.shape[0]
     leaf_at = np.full(n, -1, np.int64)  # node * WIDTH + child of the leaf starting there
@@ -935,10 +935,6 @@ def _leaf_slots(nodes, ids):
         for c in range(WIDTH):
             if ints[w, CHILD_COUNT + c] > 0:
                 leaf_at[ints[w, CHILD_INDEX + c]] = w * WIDTH + c
-    leaves = 0
-    for k in range(n):
-        if leaf_at[k] >= 0:
-            leaves += 1
     slots = np.full(LEAF_LANES * leaves, -1, np.int32)
     rank = 0
     for k in range(n):
@@ -1026,7 +1022,7 @@ def _finish(
     if stack_entries > KERNEL_STACK:
         raise ValueError(f"BVH too deep for the kernels: a ray may need {stack_entries} stack "
                          f"entries, the kernels hold {KERNEL_STACK}")
-    faces = _leaf_slots(nodes, ids)
+    faces = _leaf_slots(nodes, ids, leaves)
     packed, blocks = _pack(tris, faces)
     shadow_nodes = shadow_order(nodes)
     seconds = time.perf_counter() - start
