@@ -1,0 +1,19 @@
+"""bench throughput's build figures: ours and Embree's build of the same triangles, side by side."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from benchmarks.throughput import bench_build
+
+
+def test_build_figures_hold_embrees_build_of_the_same_triangles() -> None:
+    rng = np.random.default_rng(3)
+    tris = (rng.random((600, 1, 3)) + 0.02 * rng.standard_normal((600, 3, 3))).astype(np.float32)
+    figures = bench_build(tris, repeats=2)
+    assert figures["triangles"] == 600
+    assert 0 < figures["embree_build_seconds_min"] <= figures["embree_build_seconds_median"]
+    assert 0 < figures["build_seconds_min"] <= figures["build_seconds_median"]
+    assert figures["ratio_embree_over_ours"] == (figures["embree_build_seconds_min"]
+                                                 / figures["build_seconds_min"])
+    assert figures["sah_binned"] > 0 and figures["sah_full_sweep"] > 0
