@@ -335,18 +335,17 @@ def run_worker(name: str, width: int, height: int, repeats: int, device: str | N
                        f"(exit {done.returncode}):\n{done.stderr[-3000:]}")
 
 
-def embree_build_seconds(tris: np.ndarray) -> tuple[float, float]:
-    """Wall and process CPU seconds of Embree's build of ``tris`` (its scene commit, on every
-    core: embreex commits on a scene's first query, so this times one query of one ray on a
-    fresh scene; the mesh's conversion before it is not timed)."""
+def embree_build_seconds(tris: np.ndarray) -> float:
+    """Wall seconds of Embree's build of ``tris`` (its scene commit, on every core: embreex
+    commits on a scene's first query, so this times one query of one ray on a fresh scene;
+    the mesh's conversion before it is not timed)."""
     from embreex import rtcore_scene as rtcs
     from embreex.mesh_construction import TriangleMesh
 
     scene = rtcs.EmbreeScene()
     TriangleMesh(scene, tris)
     origin, direction = np.zeros((1, 3), np.float32), np.array([[0, 0, 1]], np.float32)
-    sec, cpu, _ = timed(lambda: scene.run(origin, direction))
-    return sec, cpu
+    return timed(lambda: scene.run(origin, direction))[0]
 
 
 def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
@@ -361,7 +360,7 @@ def bench_build(tris: np.ndarray, repeats: int) -> dict[str, Any]:
         sec, cpu, bvh = timed(lambda: build_bvh(tris))
         times.append(sec)
         cpu_times.append(cpu)
-        embree_times.append(embree_build_seconds(tris)[0])
+        embree_times.append(embree_build_seconds(tris))
     full = build_bvh_full_sweep(tris)
     return {
         "triangles": len(tris),
