@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import json
 import os
 import platform
@@ -509,21 +510,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def kernel_call_figures() -> dict[str, Any]:
     """Out-of-line calls in the PoCL-compiled kernels (none but libm are expected); a
-    developer tool of the repository (``tools/kernel_calls.py``), so only from a checkout."""
+    developer tool of the repository (``tools/kernel_calls.py``), so only from a checkout.
+    It is loaded from the checkout beside this file: ``autotune bench throughput`` runs with
+    the console script's folder on ``sys.path``, not the repository."""
+    tool = Path(__file__).resolve().parents[1] / "tools" / "kernel_calls.py"
+    if not tool.is_file():
+        return {"skipped": f"{tool} is missing: the benchmark is not running from a checkout"}
+    spec = importlib.util.spec_from_file_location("kernel_calls", tool)
+    kernel_calls = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kernel_calls)
     try:
-        from tools.kernel_calls import (
-            KernelCallsUnavailable,
-            compiled_kernel_calls,
-            forbidden_calls,
-        )
-    except ImportError:
-        return {"skipped": "tools/kernel_calls.py is not importable: run from the repository"}
-
-    try:
-        calls = compiled_kernel_calls()
-    except KernelCallsUnavailable as exc:
+        calls = kernel_calls.compiled_kernel_calls()
+    except kernel_calls.KernelCallsUnavailable as exc:
         return {"skipped": str(exc)}
-    return {"forbidden": forbidden_calls(calls),
+    return {"forbidden": kernel_calls.forbidden_calls(calls),
             "all": {k: dict(v) for k, v in sorted(calls.items())}}
 
 

@@ -17,3 +17,20 @@ def test_build_figures_hold_embrees_build_of_the_same_triangles() -> None:
     assert figures["ratio_embree_over_ours"] == (figures["embree_build_seconds_min"]
                                                  / figures["build_seconds_min"])
     assert figures["sah_binned"] > 0 and figures["sah_full_sweep"] > 0
+
+
+def test_kernel_call_figures_find_the_tool_outside_the_repository_folder(tmp_path) -> None:
+    """``autotune bench throughput`` runs with the console script's folder on sys.path, not
+    the checkout's: the figures must still come from tools/kernel_calls.py."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json, sys; sys.path = [p for p in sys.path if p not in ('', '.')]\n"
+            "from benchmarks.throughput import kernel_call_figures\n"
+            "print(json.dumps(kernel_call_figures()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, check=True).stdout
+    figures = json.loads(out.splitlines()[-1])
+    # the tool's figures, or its own reason (no PoCL device, no objdump) for having none
+    assert "forbidden" in figures or "kernel_calls.py" not in figures["skipped"]
