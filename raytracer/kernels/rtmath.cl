@@ -40,6 +40,12 @@
 #if defined(__AVX__) && __has_builtin(__builtin_ia32_movmskps256)
 #define LANE_BITS(v) __builtin_ia32_movmskps256(as_float8(v))
 #define LANE(v, bits, C, BIT) ((bits) & (BIT))
+/* the lanes of an 8-int vector selected by the bits of one int, moved to its lowest lanes in
+ * order, where the compiler has AVX-512's compress (an any-hit ray's pushes in one store,
+ * traverse.cl) */
+#if defined(__AVX512VL__) && __has_builtin(__builtin_ia32_compresssi256_mask)
+#define COMPRESS8(v, bits) __builtin_ia32_compresssi256_mask((v), (v), (uchar)(bits))
+#endif
 #endif
 #else
 #define FMIN(a, b) fmin(a, b)

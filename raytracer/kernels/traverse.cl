@@ -18,6 +18,11 @@
  * made every ray kind 7-38 % faster on Intel's CPU runtime. */
 
 #define STACK_SIZE 96 /* bvh.KERNEL_STACK: the build checks that no ray can need more */
+#ifdef COMPRESS8
+#define STACK_SLACK 8 /* descend_any_hit stores eight ints at the top */
+#else
+#define STACK_SLACK 0
+#endif
 #define EPS_DIR 1e-12f
 #define INF_T 1e30f   /* finite "no hit" sentinel: stays valid under -cl-fast-relaxed-math */
 
@@ -69,9 +74,10 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
 }
 
 /* Leaf child C (a component s0..s7, bit BIT of leaf_bits): test its triangles if its box was
- * hit and starts no farther than the closest hit so far. */
+ * hit and starts no farther than the closest hit so far (an any-hit ray's best stays its tmax,
+ * which the box test already bounds: no second comparison). */
 #define LEAF(C, BIT)                                                            \
-    if (LANE(leaf, leaf_bits, C, BIT) && tn.C <= best) {                        \
+    if (LANE(leaf, leaf_bits, C, BIT) && (any_hit || tn.C <= best)) {           \
         COUNT((*tests)++);                                                      \
         float t, u, v;                                                          \
         int k = intersect_leaf(tris, idx.C, cnt.C, o, d, best, &t, &u, &v);     \
@@ -94,6 +100,20 @@ ALWAYS_INLINE int intersect_leaf(__global const float4* tris, int first, int c, 
         stack[sp] = idx.C;           \
         stack_t[sp++] = tn.C;        \
     }
+
+#ifdef COMPRESS8
+/* An any-hit ray's next node without a round trip through the stack: the hit inner child in
+ * the lowest slot, which the pushes would leave on top; the others pushed in one store, the
+ * highest slot first as the pushes order them (so the same nodes in the same order). */
+ALWAYS_INLINE int descend_any_hit(__global const float8* n, int8 in, int8 idx, int* stack,
+                                  int* sp) {
+    int low = __builtin_ctz(LANE_BITS(in));
+    int rest = LANE_BITS(in.s76543210) & ~(128 >> low); /* lane k: slot 7 - k */
+    vstore8(COMPRESS8(idx.s76543210, rest), 0, stack + *sp);
+    *sp += __builtin_popcount(rest);
+    return ((__global const int*)(n + 6))[low];
+}
+#endif
 
 /* The nearest of the entries pushed since `pushed` (by stack_t), taken off the stack (the top
  * moves into its place): the node a closest-hit traversal visits next. */
@@ -119,7 +139,7 @@ ALWAYS_INLINE int trace(__global const float8* nodes, __global const float4* tri
     /* float8 offsets of each axis' near and far planes within a node */
     const int xn = inv.x < 0.0f ? 1 : 0, yn = inv.y < 0.0f ? 3 : 2, zn = inv.z < 0.0f ? 5 : 4;
     const int xf = 1 - xn, yf = 5 - yn, zf = 9 - zn;
-    int stack[STACK_SIZE];
+    int stack[STACK_SIZE + STACK_SLACK];
     float stack_t[STACK_SIZE];
     int sp = 0;
     int node = 0;
@@ -146,9 +166,16 @@ ALWAYS_INLINE int trace(__global const float8* nodes, __global const float4* tri
             LEAF(s0, 1) LEAF(s1, 2) LEAF(s2, 4) LEAF(s3, 8)
             LEAF(s4, 16) LEAF(s5, 32) LEAF(s6, 64) LEAF(s7, 128)
         }
-        int8 in = hit & (cnt == 0) & (tn <= (float8)(best));
+        int8 in = hit & (cnt == 0);
+        if (!any_hit) in &= tn <= (float8)(best);
         node = -1;
         if (!ANY8(in)) continue;
+#ifdef COMPRESS8
+        if (any_hit) {
+            node = descend_any_hit(n, in, idx, stack, &sp);
+            continue;
+        }
+#endif
         int pushed = sp, in_bits = LANE_BITS(in);
         PUSH(s7, 128) PUSH(s6, 64) PUSH(s5, 32) PUSH(s4, 16)
         PUSH(s3, 8) PUSH(s2, 4) PUSH(s1, 2) PUSH(s0, 1)
