@@ -379,14 +379,14 @@ def _small_sweep(box, ids, s, e, perm, keys, left_area, tmp_box, tmp_ids, left_b
     best_cost, best_axis, best_k = np.inf, -1, 0
     for a in range(3):
         for k in range(n):
-            keys[a, k] = box[s + k, a] + box[s + k, 4 + a]
+            keys[k] = box[s + k, a] + box[s + k, 4 + a]
         for k in range(n):
-            key = keys[a, k]
+            key = keys[k]
             rank = 0
             for j in range(k):
-                rank += keys[a, j] <= key
+                rank += keys[j] <= key
             for j in range(k + 1, n):
-                rank += keys[a, j] < key
+                rank += keys[j] < key
             perm[a, rank] = k
         l0 = l1 = l2 = np.float32(np.inf)
         h0 = h1 = h2 = np.float32(-np.inf)
@@ -523,7 +523,7 @@ def _small_scratch():
     """Work arrays of ``_small_sweep``."""
     return (
         np.empty((3, SMALL_NODE), np.int64),
-        np.empty((3, SMALL_NODE), np.float32),
+        np.empty(SMALL_NODE, np.float32),
         np.empty(SMALL_NODE, np.float64),
         np.empty((SMALL_NODE, 8), np.float32),
         np.empty(SMALL_NODE, np.int32),
