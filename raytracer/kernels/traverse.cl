@@ -10,10 +10,12 @@
  * (each work-item runs as scalar code on the CPU runtimes here, so these lanes and the box
  * test's are the only SIMD a ray gets). The hit inner children (those still starting before
  * the closest hit) are pushed with their entry distances, last slot first; an any-hit ray
- * (shadow, AO) then pops the top (slot order), a closest-hit ray takes the nearest of those
- * just pushed (ties: the first found scanning up from the lowest pushed; the top moves into
- * its place), so a single hit child costs one push and pop and no sort. A popped node that
- * starts beyond the closest hit is dropped. Any-hit rays stop at the first leaf with a hit.
+ * (shadow, AO) then pops the top (slot order; where AVX-512's compress is at hand it takes
+ * that child straight from the node and pushes only the others: descend_any_hit), a
+ * closest-hit ray takes the nearest of those just pushed (ties: the first found scanning up
+ * from the lowest pushed; the top moves into its place), so a single hit child costs one
+ * push and pop and no sort. A popped node that starts beyond the closest hit is dropped.
+ * Any-hit rays stop at the first leaf with a hit.
  * Eight children at a time instead of four (same leaves, the collapse opens two more levels)
  * made every ray kind 7-38 % faster on Intel's CPU runtime. */
 
