@@ -1,6 +1,11 @@
-"""bench throughput's build figures: ours and Embree's build of the same triangles, side by side."""
+"""bench throughput: its build figures (ours and Embree's build of the same triangles, side by side)
+and its figures of the calls in the PoCL-compiled kernels, found from any working folder."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
 
 import numpy as np
 
@@ -22,10 +27,6 @@ def test_build_figures_hold_embrees_build_of_the_same_triangles() -> None:
 def test_kernel_call_figures_find_the_tool_outside_the_repository_folder(tmp_path) -> None:
     """``autotune bench throughput`` runs with the console script's folder on sys.path, not
     the checkout's: the figures must still come from tools/kernel_calls.py."""
-    import json
-    import subprocess
-    import sys
-
     code = ("import json, sys; sys.path = [p for p in sys.path if p not in ('', '.')]\n"
             "from benchmarks.throughput import kernel_call_figures\n"
             "print(json.dumps(kernel_call_figures()))")
