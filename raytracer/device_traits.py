@@ -14,7 +14,10 @@ an AMD Zen 5 fails with ``unknown target CPU 'generic'``); Intel's CPU runtime r
   ratios best (in log terms): one ratio misread on a busy machine cannot move it (1 where
   work-items run one at a time, as on PoCL: the time halves at k = 2, quarters at 4, ...).
   A measurement that no width fits closely (several ratios misread) is repeated, up to three
-  times, and each k's median ratio decides if none fits.
+  times, and each k's median ratio decides if none fits. A GPU driver that reports its warp
+  width (NVIDIA's ``CL_DEVICE_WARP_SIZE_NV``, AMD's wavefront width) is taken at its word
+  instead: there the timing hides the width, since the idle warps of every-k launches leave
+  the working ones the issue slots (an H200 read 64, twice its warp of 32).
 * **clock**: the device's ``max_clock_frequency``; where it reports none (a CPU runtime), the
   OS's (``cpufreq``'s maximum, else ``/proc/cpuinfo``), else measured from a chain of dependent
   one-cycle integer operations. The source is kept beside the figure.
@@ -42,10 +45,13 @@ import pyopencl as cl
 from raytracer.event_time import event_seconds
 from raytracer.opencl_runtimes import cache_dir, store_cache_file
 
-TRAITS_VERSION = 5  # 5: the SIMD width measured again while no width fits
+TRAITS_VERSION = 6  # 6: a GPU driver's reported warp width where it gives one
 WIDTH_ATTEMPTS = 3  # measurements of the SIMD width at most
 WIDTH_MISFIT = 0.1  # a measurement's best squared log misfit that is taken (quiet: < 0.01)
 SIMD_CANDIDATES = (2, 4, 8, 16, 32, 64)
+# GPU drivers' own warp widths: (extension that offers the query, query code, its name)
+REPORTED_WIDTHS = (("cl_nv_device_attribute_query", 0x4003, "CL_DEVICE_WARP_SIZE_NV"),
+                   ("cl_amd_device_attribute_query", 0x4043, "CL_DEVICE_WAVEFRONT_WIDTH_AMD"))
 LOCAL_SIZE = 64  # the tracer's 8x8 work-group
 TARGET_SECONDS = 0.004  # uniform launch length the loop count is grown to
 CLOCK_CHAIN_OPS = 3  # shift, xor, add: one cycle each, each waits for the one before
@@ -246,6 +252,21 @@ def measure_simd_width(context: cl.Context, program: cl.Program, device: cl.Devi
     return width_from_attempts(ratios)
 
 
+def reported_simd_width(device: cl.Device) -> tuple[int, str] | None:
+    """``(width, source)`` where the driver reports its warp width, else None."""
+    extensions = str(device.extensions).split()
+    for extension, code, name in REPORTED_WIDTHS:
+        if extension not in extensions:
+            continue
+        try:
+            width = int(device.get_info(code))
+        except (cl.Error, ValueError, TypeError):
+            continue
+        if width > 0:
+            return width, f"reported by the driver ({name})"
+    return None
+
+
 def measure_traits(device: cl.Device) -> DeviceTraits:
     """Build a small kernel on ``device``; if it builds, measure its SIMD width; and its clock."""
     clock, clock_source = device_clock(device)
@@ -256,9 +277,10 @@ def measure_traits(device: cl.Device) -> DeviceTraits:
             program = cl.Program(context, PROBE_SOURCE).build()
     except cl.Error as exc:
         return DeviceTraits(False, _first_error_line(str(exc)), 1, "", clock, clock_source)
-    width = measure_simd_width(context, program, device)
-    return DeviceTraits(True, "", width, "measured: divergent vs uniform kernel", clock,
-                        clock_source)
+    width, source = (reported_simd_width(device)
+                     or (measure_simd_width(context, program, device),
+                         "measured: divergent vs uniform kernel"))
+    return DeviceTraits(True, "", width, source, clock, clock_source)
 
 
 _memo: dict[str, DeviceTraits] = {}

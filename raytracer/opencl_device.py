@@ -228,15 +228,21 @@ def choose_device(spec: str | None = None, compute_units: int | None = None
     ``intel-cpu`` / ``pocl``, or a name substring), else ``$AUTOTUNE_DEVICE``, else the first
     GPU that builds, else the preferred CPU runtime that builds (:func:`pick_default`).
 
-    ``compute_units`` (else ``$AUTOTUNE_COMPUTE_UNITS``) cuts the device to that many compute
-    units. A forced device that cannot build raises :class:`DeviceError` naming it."""
+    ``compute_units`` (else ``$AUTOTUNE_COMPUTE_UNITS``, which shares a machine's cores between
+    processes and so applies to CPU devices only: a GPU is not cut to a core count) cuts the
+    device to that many compute units. A forced device that cannot build raises
+    :class:`DeviceError` naming it."""
     found = _all_devices()
     spec = (spec or os.environ.get(DEVICE_ENV) or "").strip()
     units = compute_units_request(compute_units)
+
+    def restricted(info: DeviceInfo, dev: cl.Device) -> tuple[DeviceInfo, cl.Device]:
+        cut = units if compute_units is not None or info.kind == "CPU" else None
+        return restrict_compute_units(info, dev, cut)
+
     if not spec:
         chosen = pick_default([i for i, _ in found])
-        dev = next(d for i, d in found if i == chosen)
-        return restrict_compute_units(chosen, dev, units)
+        return restricted(chosen, next(d for i, d in found if i == chosen))
     matches = _match(spec, found)
     if not matches:
         known = "; ".join(f"{i.spec} {i.name} ({i.kind}, {i.runtime})" for i, _ in found)
@@ -248,7 +254,7 @@ def choose_device(spec: str | None = None, compute_units: int | None = None
                    f"builds; `autotune devices` lists them)" if others else INSTALL_HINT)
         raise DeviceError(f"OpenCL device {info.spec} {info.name} ({info.platform}) cannot build "
                           f"kernels here: {info.build_error}; {way_out}")
-    return restrict_compute_units(info, dev, units)
+    return restricted(info, dev)
 
 
 def build_quietly(program: cl.Program, options: list[str]) -> cl.Program:

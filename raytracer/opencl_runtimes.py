@@ -15,6 +15,11 @@ The folder is named by a hash of its contents under the user's cache
 (``$AUTOTUNE_CACHE_DIR``, else ``$XDG_CACHE_HOME/autotune``, else ``~/.cache/autotune``),
 so MPI ranks and later runs share it; it is written to a temporary name and renamed, so no rank
 ever reads half of it. Child processes (``mpiexec`` ranks) inherit the variable.
+
+A GPU driver's OpenCL library can be present without its ``.icd`` file: a container that mounts
+the NVIDIA driver (``/usr/local/nvidia``) may bring ``libnvidia-opencl.so.1`` but no
+``/etc/OpenCL/vendors/nvidia.icd``. Such a library, found in the driver's usual folders or on
+``$LD_LIBRARY_PATH``, is registered the same way (:func:`driver_libraries`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,10 @@ POCL_METHOD_ENV = "POCL_WORK_GROUP_METHOD"
 POCL_METHOD = "loops"
 # pip distributions that carry an OpenCL driver library, and the library's file name
 PIP_RUNTIMES = {"intel-opencl-rt": "libintelocl.so"}
+# GPU drivers' OpenCL libraries, looked for where no .icd file names them (driver_libraries)
+DRIVER_LIBRARIES = {"nvidia": "libnvidia-opencl.so.1"}
+DRIVER_FOLDERS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/x86_64-linux-gnu",
+                  "/usr/lib64", "/usr/lib", "/usr/local/cuda/lib64", "/usr/lib/wsl/lib")
 
 _registered: str | None = None
 
@@ -77,6 +86,30 @@ def pip_runtime_libraries() -> dict[str, Path]:
                 if path.is_file():
                     found[dist_name] = path
                     break
+    return found
+
+
+def driver_search_folders(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Folders searched for a GPU driver's OpenCL library: ``$LD_LIBRARY_PATH``, then the
+    driver's usual places (:data:`DRIVER_FOLDERS`)."""
+    environ = os.environ if environ is None else environ
+    listed = [p for p in environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    return [Path(p) for p in dict.fromkeys(listed + list(DRIVER_FOLDERS))]
+
+
+def driver_libraries(existing: dict[str, str], folders: list[Path]) -> dict[str, Path]:
+    """``{vendor: library path}`` of the GPU drivers' OpenCL libraries in ``folders`` that no
+    ``existing`` ``.icd`` file names (those the loader would not find on its own)."""
+    named = {Path(text.strip()).name for text in existing.values()}
+    found = {}
+    for vendor, library in DRIVER_LIBRARIES.items():
+        if library in named:
+            continue
+        for folder in folders:
+            path = folder / library
+            if path.is_file():
+                found[vendor] = path
+                break
     return found
 
 
@@ -130,17 +163,19 @@ def write_vendor_folder(files: dict[str, str], root: Path) -> Path:
 
 
 def register_pip_runtimes() -> str | None:
-    """Point ``$OCL_ICD_VENDORS`` at a folder that adds pip's OpenCL runtimes to those already
-    visible; returns the folder, or None when pip installed none (nothing is changed then).
+    """Point ``$OCL_ICD_VENDORS`` at a folder that adds pip's OpenCL runtimes, and GPU driver
+    libraries no ``.icd`` file names, to those already visible; returns the folder, or None when
+    there are none (nothing is changed then).
 
     Idempotent; a cache folder that cannot be written falls back to the temporary folder."""
     global _registered
     if _registered is not None and os.environ.get(VENDORS_ENV) == _registered:
         return _registered
-    libraries = pip_runtime_libraries()
+    existing = existing_icds()
+    libraries = pip_runtime_libraries() | driver_libraries(existing, driver_search_folders())
     if not libraries:
         return None
-    files = vendor_files(libraries, existing_icds())
+    files = vendor_files(libraries, existing)
     try:
         folder = write_vendor_folder(files, cache_dir())
     except OSError:

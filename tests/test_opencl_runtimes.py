@@ -28,6 +28,23 @@ def _info(p: int, kind: str, runtime: str, builds: bool = True, name: str = "dev
 # ---------------------------------------------------------------- registration with the loader
 
 
+def test_a_mounted_gpu_driver_library_without_its_icd_is_registered(tmp_path):
+    """A container that mounts the NVIDIA driver but no nvidia.icd: the library is found on
+    $LD_LIBRARY_PATH (before the usual folders) and gets an .icd of its own; one an existing
+    .icd already names is left to the loader."""
+    mount = tmp_path / "nvidia" / "lib64"
+    mount.mkdir(parents=True)
+    (mount / "libnvidia-opencl.so.1").write_bytes(b"\x7fELF")
+    folders = rt.driver_search_folders({"LD_LIBRARY_PATH": f"{mount}:/nowhere"})
+    assert folders[0] == mount and Path("/usr/local/nvidia/lib64") in folders
+    found = rt.driver_libraries({}, folders)
+    assert found == {"nvidia": mount / "libnvidia-opencl.so.1"}
+    assert rt.vendor_files(found, {}) == {
+        "autotune-nvidia.icd": f"{mount / 'libnvidia-opencl.so.1'}\n"}
+    assert rt.driver_libraries({"nvidia.icd": "libnvidia-opencl.so.1\n"}, folders) == {}
+    assert rt.driver_libraries({}, [tmp_path / "empty"]) == {}
+
+
 def test_vendor_folder_keeps_what_the_loader_had(tmp_path):
     system = tmp_path / "etc"
     system.mkdir()
@@ -138,6 +155,30 @@ def test_forcing_a_device_that_cannot_build_names_it_and_the_way_out(monkeypatch
     monkeypatch.setenv(rt.COMPUTE_UNITS_ENV, "zero")
     with pytest.raises(DeviceError, match="AUTOTUNE_COMPUTE_UNITS must be a positive integer"):
         od.choose_device("0:0")
+
+
+def test_the_cores_share_of_a_process_does_not_cut_a_gpu(monkeypatch):
+    """$AUTOTUNE_COMPUTE_UNITS splits a machine's cores between MPI ranks: a volume rank on a
+    16-core GPU machine once asked the H200 to be cut to 16 SMs, which its driver refused."""
+    gpu = _info(0, "GPU", "nvidia", name="NVIDIA H200")
+    gpu = replace(gpu, compute_units=132)
+
+    cuts = []
+
+    class Device:
+        def create_sub_devices(self, properties):
+            cuts.append(properties)
+            raise AttributeError("no fission here")
+
+    monkeypatch.setattr(od, "_all_devices", lambda: [(gpu, Device())])
+    monkeypatch.delenv(od.DEVICE_ENV, raising=False)
+    monkeypatch.setenv(rt.COMPUTE_UNITS_ENV, "16")
+    assert od.choose_device()[0].compute_units == 132
+    assert od.choose_device("gpu")[0].compute_units == 132
+    assert cuts == []
+    with pytest.raises(DeviceError, match="cannot be cut to 16 compute units"):
+        od.choose_device("gpu", compute_units=16)  # asked for by the caller: tried, refused
+    assert len(cuts) == 1
 
 
 def test_a_runtime_named_picks_one_of_its_devices_that_builds(monkeypatch):
@@ -277,3 +318,27 @@ def test_simd_width_is_measured_again_while_no_width_fits():
     misread = [slowed, {**one_at_a_time, 2: 0.7}, {**one_at_a_time, 4: 0.4}]
     assert width_from_attempts(measure(misread)) == 1
     assert len(calls) == WIDTH_ATTEMPTS
+
+
+class _FakeGpu:
+    """A device that reports a warp width through a vendor extension (or fails to)."""
+
+    def __init__(self, extensions: str, width: int | Exception) -> None:
+        self.extensions, self._width = extensions, width
+
+    def get_info(self, code: int) -> int:
+        if isinstance(self._width, Exception):
+            raise self._width
+        return {0x4003: self._width, 0x4043: self._width}[code]
+
+
+def test_a_gpu_drivers_reported_warp_width_is_taken_at_its_word():
+    """Timing every-k-th-item launches reads an H200 as 64 wide (idle warps free the issue
+    slots); the driver's CL_DEVICE_WARP_SIZE_NV says 32, and is what the traits keep."""
+    from raytracer.device_traits import reported_simd_width
+
+    assert reported_simd_width(_FakeGpu("cl_khr_fp64 cl_nv_device_attribute_query", 32)) == (
+        32, "reported by the driver (CL_DEVICE_WARP_SIZE_NV)")
+    assert reported_simd_width(_FakeGpu("cl_amd_device_attribute_query", 64))[0] == 64
+    assert reported_simd_width(_FakeGpu("cl_khr_fp64", 32)) is None
+    assert reported_simd_width(_FakeGpu("cl_nv_device_attribute_query", ValueError())) is None
