@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
+import pyopencl as cl
 import pytest
 
 from raytracer.opencl_device import DeviceError, choose_device
 from raytracer.tuning.microbench import (
+    FULL_WARPS,
+    QUICK_WARPS,
     MicrobenchError,
     MicrobenchResult,
+    default_max_blocks_per_core,
+    default_warps_per_core,
     fit_departure_delay,
     measure_device_profile,
     profile_from_microbench,
@@ -50,6 +56,51 @@ def test_fit_edge_cases() -> None:
         fit_departure_delay([1.0, 2.0], [1.0, math.nan])
     with pytest.raises(ValueError):
         fit_departure_delay([1.0, 2.0], [1.0, -2.0])
+
+
+class FakeGpu:
+    """A GPU for the occupancy defaults: vendor, type, extensions and the NVIDIA attributes."""
+
+    def __init__(self, vendor: str, cc: tuple[int, int] | None) -> None:
+        self.vendor = vendor
+        self.type = cl.device_type.GPU
+        self.max_work_group_size = 1024
+        self.extensions = "cl_khr_fp64" + (" cl_nv_device_attribute_query" if cc else "")
+        self.answers = {0x4000: cc[0], 0x4001: cc[1]} if cc else {}
+
+    def get_info(self, code: int) -> int:
+        if code not in self.answers:
+            raise cl.LogicError(f"clGetDeviceInfo 0x{code:x}: INVALID_VALUE")
+        return self.answers[code]
+
+
+WARP32 = SimpleNamespace(simd_width=32)
+
+
+def test_nvidia_occupancy_defaults() -> None:
+    h200 = FakeGpu("NVIDIA Corporation", (9, 0))
+    assert default_max_blocks_per_core(h200) == 32  # 64-item groups: the 32-block cap
+    # One-warp groups: 32 blocks of 1 warp are resident, so the sweep stops at 32 warps.
+    assert default_warps_per_core(WARP32, h200, quick=False) == tuple(
+        n for n in FULL_WARPS if n <= 32)
+    assert default_warps_per_core(WARP32, h200, quick=True) == QUICK_WARPS
+    turing = FakeGpu("NVIDIA Corporation", (7, 5))
+    assert default_max_blocks_per_core(turing) == 16
+    assert max(default_warps_per_core(WARP32, turing, quick=False)) == 16
+    ada = FakeGpu("NVIDIA Corporation", (8, 9))
+    assert max(default_warps_per_core(WARP32, ada, quick=False)) == 24
+
+
+def test_occupancy_defaults_without_the_extension() -> None:
+    for device, blocks in ((FakeGpu("NVIDIA Corporation", None), 16),
+                           (FakeGpu("NVIDIA Corporation", (12, 0)), 16),  # not in the table
+                           (FakeGpu("Advanced Micro Devices, Inc.", None), 8)):
+        assert default_max_blocks_per_core(device) == blocks
+        assert default_warps_per_core(WARP32, device, quick=False) == FULL_WARPS
+    cpu = FakeGpu("GenuineIntel", None)
+    cpu.type = cl.device_type.CPU
+    assert default_max_blocks_per_core(cpu) == 1
+    assert default_warps_per_core(SimpleNamespace(simd_width=1), cpu, quick=True) == QUICK_WARPS
 
 
 def _device_or_skip():

@@ -25,6 +25,12 @@ work-group, so ``n`` warps per core are ``n * cores`` work-groups; where a warp 
 work-item, each work-item streams its own contiguous range instead of interleaving with its
 neighbours.
 
+Occupancy on NVIDIA: where the device reports its compute capability
+(``cl_nv_device_attribute_query``), the occupancy sweep stops at the warps per core that can be
+resident at once in one-warp work-groups (``models.occupancy``: 32 on an H100/H200, whose SMs
+hold 64 warps but only 32 work-groups; more warps would run in waves, not in flight together),
+and the profile's ``max_blocks_per_core`` is the calculator's for the tracer's 64-item groups.
+
 The uncoalesced departure delay is stored per memory transaction, the unit of
 ``DeviceProfile.dep_delay_uncoal``: the fitted per-warp delay divided by the transactions of
 one warp access, taken as the warp size (each lane touches its own cache line).
@@ -45,7 +51,10 @@ import pyopencl as cl
 from numpy.typing import ArrayLike
 
 from models.device_profile import DeviceProfile
+from models.occupancy import Occupancy, limits_for_compute_capability, occupancy
+from raytracer.device_traits import LOCAL_SIZE
 from raytracer.event_time import event_seconds
+from raytracer.nvidia_figures import compute_capability
 from raytracer.opencl_device import DeviceError, DeviceInfo, build_quietly, choose_device
 
 CHAINS = 8  # independent FMA chains per work-item in fma_chain (see microbench.cl)
@@ -120,6 +129,40 @@ def _is_cpu(device: cl.Device) -> bool:
     return bool(device.type & cl.device_type.CPU)
 
 
+def _warp_items(info: DeviceInfo, device: cl.Device) -> int:
+    """Work-items of one warp as the benchmarks launch it (their work-group size)."""
+    return min(info.simd_width, device.max_work_group_size)
+
+
+def nvidia_occupancy(device: cl.Device, items_per_group: int) -> Occupancy | None:
+    """Resident work-groups of ``items_per_group`` items per SM by the occupancy calculator, on
+    an NVIDIA device that reports a compute capability the table knows (else None).
+
+    Registers and shared memory depend on the kernel and are unknown here, so the limit is the
+    one without them (no registers, no shared memory beyond the driver's reserve): an upper
+    bound that a register-hungry kernel may not reach.
+    """
+    cc = compute_capability(device)
+    if cc is None:
+        return None
+    try:
+        limits = limits_for_compute_capability(*cc)
+    except ValueError:  # a capability newer than the table: keep the vendor guess
+        return None
+    return occupancy(limits, items_per_group, None, 0)
+
+
+def default_warps_per_core(info: DeviceInfo, device: cl.Device, quick: bool
+                           ) -> tuple[int, ...]:
+    """The occupancy sweep: QUICK_WARPS or FULL_WARPS, cut at the warps per core that can be
+    resident at once in one-warp work-groups where :func:`nvidia_occupancy` knows them."""
+    warps = QUICK_WARPS if quick else FULL_WARPS
+    occ = nvidia_occupancy(device, _warp_items(info, device))
+    if occ is None:
+        return warps
+    return tuple(n for n in warps if n <= occ.active_warps)
+
+
 def kernel_source() -> str:
     """The OpenCL C source of the microbenchmark kernels."""
     path = resources.files("raytracer.tuning") / "kernels" / "microbench.cl"
@@ -156,7 +199,7 @@ class _Bench:
         self.target_s = 0.01 if quick else 0.05
         self.repeats = 3 if quick else 5
         self.cores = int(device.max_compute_units)
-        self.warp = min(info.simd_width, device.max_work_group_size)
+        self.warp = _warp_items(info, device)
         self.serial_items = self.warp == 1  # work-items run one at a time (PoCL)
         self.clock_hz = float(info.clock_mhz) * 1e6
         if self.clock_hz <= 0:
@@ -224,8 +267,10 @@ def run_microbench(
 
     ``progress``: True for a tqdm bar, or a callable given one message per finished step.
     ``quick`` takes a few seconds (64 MiB buffer, short timings); the full run is steadier.
+    ``warps_per_core``: the occupancy sweep, run as given; default
+    :func:`default_warps_per_core`.
     """
-    warps = tuple(warps_per_core or (QUICK_WARPS if quick else FULL_WARPS))
+    warps = tuple(warps_per_core or default_warps_per_core(info, device, quick))
     tick, bar = _progress_callback(progress, 4 + 2 * len(warps))
     try:
         return _measure(info, device, quick, warps, seed, tick)
@@ -403,9 +448,14 @@ def profile_from_microbench(
 
 
 def default_max_blocks_per_core(device: cl.Device) -> int:
-    """Occupancy guess: 1 work-group per CPU thread (PoCL), 16 per NVIDIA SM, 8 otherwise."""
+    """Occupancy limit for the tracer's 64-item work-groups: 1 per CPU thread (PoCL); on an
+    NVIDIA device reporting its compute capability, :func:`nvidia_occupancy`'s (registers not
+    counted); else a guess: 16 per NVIDIA SM, 8 otherwise."""
     if _is_cpu(device):
         return 1
+    occ = nvidia_occupancy(device, LOCAL_SIZE)
+    if occ is not None:
+        return occ.active_blocks
     return 16 if "nvidia" in device.vendor.lower() else 8
 
 
