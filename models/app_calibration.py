@@ -14,7 +14,10 @@ calibrating one renderer never overwrites another's, and the profile keeps the h
 measured figures only. Where the fit also moves a device parameter (the ray tracer's issue
 cycles on a CPU), the fitted figure is stored here (``device_figures``) and replaces the
 profile's for this application's model (:meth:`AppCalibration.model_profile`). It records the
-fingerprint of the hardware profile it was fitted on.
+fingerprint of the hardware profile it was fitted on. Where the fit's model ran with each
+component's own occupancy (work-groups resident per core, from the compiled kernels' register
+and shared-memory use on an NVIDIA GPU), that is stored too (``occupancy``) and the model
+predicts with it; without it every component uses the profile's ``max_blocks_per_core``.
 
 Profiles written before the split carried the ray tracer's fit as ``"fitted": {"scale_<phase>",
 "offset_<phase>", "fit_mean_error", "fit_frames"}``; :func:`load_profile_and_calibration` still
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -101,6 +105,9 @@ class AppCalibration:
     kernels: str = ""
     # device parameter -> the figure this fit moved it to (the profile keeps the measured one)
     device_figures: dict[str, float] = field(default_factory=dict, hash=False)
+    # component -> work-groups resident per core its model ran with (absent: the profile's
+    # max_blocks_per_core), e.g. from the kernel's registers on an NVIDIA GPU
+    occupancy: dict[str, int] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         where = f"{self.renderer or '?'} calibration of {self.device!r}"
@@ -110,6 +117,7 @@ class AppCalibration:
         object.__setattr__(self, "fit", {k: float(v) for k, v in self.fit.items()})
         for name in ("miss", "launch", "uncertainty", "device_figures"):
             object.__setattr__(self, name, {k: float(v) for k, v in getattr(self, name).items()})
+        object.__setattr__(self, "occupancy", {k: int(v) for k, v in self.occupancy.items()})
         object.__setattr__(self, "held", tuple(self.held))
 
     @property
@@ -159,7 +167,8 @@ class AppCalibration:
                 **({"held": list(self.held)} if self.held else {}),
                 **({"kernels": self.kernels} if self.kernels else {}),
                 **({"device_figures": dict(self.device_figures)} if self.device_figures
-                   else {})}
+                   else {}),
+                **({"occupancy": dict(self.occupancy)} if self.occupancy else {})}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n"
@@ -175,7 +184,8 @@ class AppCalibration:
 
 _REQUIRED = ("schema_version", "renderer", "device", "driver", "scale", "offset")
 _OPTIONAL = ("fit", "source", "device_profile", "miss", "launch", "uncertainty", "held",
-             "kernels", "device_figures")
+             "kernels", "device_figures", "occupancy")
+OCCUPANCY_MAX = 1024  # work-groups resident per core: no device holds more
 
 
 def _validate(d: Any, where: str) -> None:
@@ -208,6 +218,7 @@ def _validate(d: Any, where: str) -> None:
     if "uncertainty" in d and d["uncertainty"] != {}:
         _check_table(d["uncertainty"], "uncertainty", 0.0, math.inf, False, where)
     _check_device_figures(d.get("device_figures", {}), where)
+    _check_occupancy(d.get("occupancy", {}), d["scale"], where)
     held = d.get("held", [])
     if not isinstance(held, list | tuple) or not all(isinstance(h, str) and h for h in held):
         raise CalibrationError(f"{where}: 'held' must be a list of parameter names, got "
@@ -245,6 +256,24 @@ def _check_device_figures(figures: Any, where: str) -> None:
         if not _number(value) or not math.isfinite(value) or not low <= value <= high:
             raise CalibrationError(f"{where}: 'device_figures.{key}' must be a number in "
                                    f"[{low:g}, {high:g}], got {value!r}")
+
+
+def _check_occupancy(table: Any, scale: dict, where: str) -> None:
+    """Occupancy: components the fit has, each a whole number of work-groups in
+    [1, OCCUPANCY_MAX]."""
+    if not isinstance(table, dict):
+        raise CalibrationError(f"{where}: 'occupancy' must be an object of component -> "
+                               f"work-groups resident per core, got {table!r}")
+    for component, value in table.items():
+        if component not in scale:
+            raise CalibrationError(f"{where}: 'occupancy' names component {component!r} that "
+                                   f"'scale' does not (has {', '.join(scale)})")
+        if (not isinstance(value, numbers.Real) or isinstance(value, bool)
+                or not math.isfinite(value) or value != int(value)
+                or not 1 <= value <= OCCUPANCY_MAX):
+            raise CalibrationError(f"{where}: 'occupancy.{component}' must be a whole number of "
+                                   f"work-groups resident per core in 1..{OCCUPANCY_MAX}, got "
+                                   f"{value!r}")
 
 
 def load_calibration(path: str | os.PathLike[str]) -> AppCalibration:

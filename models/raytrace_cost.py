@@ -33,6 +33,11 @@ application calibration (:class:`~models.app_calibration.AppCalibration`, fitted
 frames) each phase becomes ``scale * model + offset * pixels + miss * missed_pixels + launch``
 (the miss-pixel term prices those exits, the launch term a kernel launch); without one the bare
 analytical model is returned.
+
+Occupancy: each launch keeps ``min(max_blocks_per_core, ceil(blocks / cores))`` work-groups
+resident per core, the profile's one figure for every kernel, unless ``active_blocks`` (phase
+-> work-groups resident per core, e.g. from the compiler's register and shared-memory use,
+:attr:`AppCalibration.occupancy`) names the phase: then ``min(that, ceil(blocks / cores))``.
 """
 
 from __future__ import annotations
@@ -186,6 +191,22 @@ def phase_instructions(
     return out
 
 
+ActiveBlocks = Mapping[str, int]
+"""Phase name ("primary", "shadow", "ao", "shade") -> work-groups resident per core."""
+
+
+def resident_blocks(profile: DeviceProfile, blocks: int, phase: str,
+                    active_blocks: ActiveBlocks | None = None) -> int:
+    """Work-groups of ``phase`` resident per core: ``min(active_blocks[phase], ceil(blocks /
+    cores))`` where the mapping names the phase, else ``min(max_blocks_per_core, ...)``."""
+    limit = profile.max_blocks_per_core
+    if active_blocks is not None and phase in active_blocks:
+        limit = int(active_blocks[phase])
+        if limit < 1:
+            raise ValueError(f"active_blocks[{phase!r}] must be >= 1, got {limit}")
+    return min(limit, math.ceil(blocks / profile.cores))
+
+
 def _check_launch(workload: Workload, threads_per_block: int) -> int:
     """Validate the launch shape and return the number of blocks, ceil(pixels / block)."""
     if threads_per_block < 1:
@@ -219,9 +240,11 @@ def predict_phase_seconds(
     phong: bool,
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
+    active_blocks: ActiveBlocks | None = None,
 ) -> dict[str, float]:
     """Predicted seconds of each phase ("primary", "shadow", "ao", "shade"; 0.0 if off); with
-    a ``calibration``, on the profile with the device figures it fitted."""
+    a ``calibration``, on the profile with the device figures it fitted; ``active_blocks``:
+    work-groups resident per core of the phases it names (see the module doc)."""
     if ao_rays < 0:
         raise ValueError(f"ao_rays must be >= 0, got {ao_rays}")
     if calibration is not None:
@@ -236,6 +259,8 @@ def predict_phase_seconds(
             uncoal=ins.uncoal,
             threads_per_block=threads_per_block,
             blocks=blocks,
+            active_blocks=(None if active_blocks is None or phase not in active_blocks
+                           else resident_blocks(profile, blocks, phase, active_blocks)),
         )
         out[phase] = _calibrated(
             calibration, phase, predict_cycles(profile, launch).seconds, workload
@@ -252,10 +277,12 @@ def predict_frame_seconds(
     phong: bool,
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
+    active_blocks: ActiveBlocks | None = None,
 ) -> float:
     """Predicted seconds of the whole frame: the sum of its phases."""
     phases = predict_phase_seconds(
-        profile, counts, workload, ao_rays, shadows, phong, threads_per_block, calibration
+        profile, counts, workload, ao_rays, shadows, phong, threads_per_block, calibration,
+        active_blocks,
     )
     return sum(phases.values())
 
@@ -270,12 +297,14 @@ def predict_frame_seconds_batch(
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
     phase_factors: Mapping[str, float] | None = None,
+    active_blocks: ActiveBlocks | None = None,
 ) -> NDArray[np.float64]:
     """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
 
     One Hong–Kim evaluation for everything: the knob-independent launches (primary, both
     shade variants, shadow) and AO once per distinct ray count (the controller's hot path).
-    ``phase_factors`` multiplies each phase's seconds (per-phase feedback; absent phases: 1).
+    ``phase_factors`` multiplies each phase's seconds (per-phase feedback; absent phases: 1);
+    ``active_blocks``: work-groups resident per core of the phases it names.
     """
     a_r, shadow_on, phong_on = np.broadcast_arrays(
         np.asarray(ao_rays, dtype=np.float64),
@@ -306,8 +335,15 @@ def predict_frame_seconds_batch(
     coal = np.concatenate([[i.coal for i in fixed.values()], np.zeros(rays.shape)])
     uncoal = np.concatenate([[i.uncoal for i in fixed.values()], np.broadcast_to(mu_ao,
                                                                                  rays.shape)])
-    secs = predict_seconds(profile, compute, coal, uncoal, 0.0, threads_per_block, blocks)
     phase_of = {"primary": "primary", "phong": "shade", "flat": "shade", "shadow": "shadow"}
+    resident = None
+    if active_blocks:  # one figure per launch: the fixed ones, then AO at each ray count
+        resident = np.array([resident_blocks(profile, blocks, phase_of[key], active_blocks)
+                             for key in fixed]
+                            + [resident_blocks(profile, blocks, "ao", active_blocks)]
+                            * rays.size, np.float64)
+    secs = predict_seconds(profile, compute, coal, uncoal, 0.0, threads_per_block, blocks,
+                           resident)
     factor = dict.fromkeys(PHASES, 1.0) | dict(phase_factors or {})
     one = {key: factor[phase_of[key]] * float(_calibrated(calibration, phase_of[key],
                                                           float(secs[i]), w))

@@ -379,3 +379,68 @@ def test_miss_launch_and_the_fit_report_round_trip(tmp_path):
     assert back.apply("shade", 1.0, 100, 10) == pytest.approx(
         SHIPPED_CAL.scale["shade"] + SHIPPED_CAL.offset["shade"] * 100 + 1e-8 + 2e-4)
     assert "miss" not in SHIPPED_CAL.to_dict() or SHIPPED_CAL.miss  # absent means zero
+
+
+# ---- per-phase occupancy ----------------------------------------------------------------------
+
+H200_OCCUPANCY = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}
+
+
+def test_occupancy_round_trips_and_is_written_only_when_present(tmp_path):
+    cal = dataclasses.replace(SHIPPED_CAL, occupancy=H200_OCCUPANCY)
+    path = save_calibration(cal, tmp_path / "c.json")
+    assert json.loads(path.read_text())["occupancy"] == H200_OCCUPANCY
+    back = load_calibration(path)
+    assert back == cal and back.occupancy == H200_OCCUPANCY
+    assert all(type(v) is int for v in back.occupancy.values())
+    assert "occupancy" not in SHIPPED_CAL.to_dict() and SHIPPED_CAL.occupancy == {}
+
+
+def test_shipped_calibration_files_are_written_back_unchanged():
+    """No occupancy, no key: the shipped files (and so their digests) stay byte for byte."""
+    from models.app_calibration import CALIBRATION_DIR
+
+    for path in sorted(CALIBRATION_DIR.glob("*.json")):
+        cal = load_calibration(path)
+        assert cal.occupancy == {}
+        assert json.loads(cal.to_json()) == json.loads(path.read_text())
+
+
+@pytest.mark.parametrize(("occupancy", "message"), [
+    ({"ao": 0}, r"'occupancy\.ao' must be a whole number .* got 0$"),
+    ({"shade": -3}, r"'occupancy\.shade' must be a whole number .* got -3$"),
+    ({"primary": 2.5}, r"'occupancy\.primary' must be a whole number .* got 2\.5$"),
+    ({"primary": True}, r"'occupancy\.primary' must be a whole number .* got True$"),
+    ({"primary": 1e9}, r"'occupancy\.primary' must be a whole number"),
+    ({"sky": 4}, r"'occupancy' names component 'sky' that 'scale' does not"),
+    ([8], r"'occupancy' must be an object"),
+])
+def test_a_bad_occupancy_is_refused_naming_the_phase_and_value(tmp_path, occupancy, message):
+    if isinstance(occupancy, dict):
+        with pytest.raises(CalibrationError, match=message):
+            dataclasses.replace(SHIPPED_CAL, occupancy=occupancy)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_cal_dict(occupancy=occupancy)))
+    with pytest.raises(CalibrationError, match=message) as err:
+        load_calibration(path)
+    assert str(path) in str(err.value)
+
+
+def test_calibrate_stores_the_kernels_occupancy_it_fitted_with(monkeypatch, fake_calibration):
+    """On an NVIDIA device the occupancy measured from the kernels goes into the fit and the
+    calibration; elsewhere (the CPU test device) there is none and nothing changes."""
+    plain = calibrate_mod.calibrate(_device(), quick=True, progress=False, save=False)
+    assert plain.calibration.occupancy == {} and "occupancy" not in plain.calibration.to_dict()
+    measured = []
+
+    def kernel_occupancy(device):
+        measured.append(device.runtime)
+        return dict(H200_OCCUPANCY) if device.runtime == "nvidia" else None
+
+    monkeypatch.setattr(calibrate_mod, "kernel_occupancy", kernel_occupancy)
+    nvidia = dataclasses.replace(_device(), runtime="nvidia")
+    result = calibrate_mod.calibrate(nvidia, quick=True, progress=False)
+    assert measured == ["nvidia"]
+    assert result.calibration.occupancy == H200_OCCUPANCY
+    assert load_calibration(calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer")) == \
+        result.calibration

@@ -173,3 +173,46 @@ def test_a_start_pushed_past_a_plausible_bound_still_fits():
     loads (exp(log(1e5)) is 100000.00000000001: a fresh-clone CI run failed on it)."""
     fitted = fit_profile(dataclasses.replace(CPU, issue_cycles=5e4), COUNTS, _samples())
     assert fitted.calibration.fit["mean_error"] < 1.0
+
+
+def test_a_fit_with_the_kernels_occupancy_recovers_a_gpu_model_that_has_it():
+    """Synthetic frames of a GPU whose kernels keep their own work-groups per SM (the H200's
+    8, 9, 8, 32 from their registers): fitted with that occupancy the model reproduces the
+    device, its scales and figures, and the calibration stores it; with the profile's one
+    guess for every kernel (32) the same frames fit worse and the scales absorb the error."""
+    from models.device_profile import builtin_profiles
+
+    gpu = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
+    occupancy = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}
+    true = dataclasses.replace(TRUE, device=gpu.name, driver=gpu.driver)
+    samples = []
+    for w in _workloads(24):
+        for s in SETTINGS:
+            pred = predict_phase_seconds(gpu, COUNTS, w, s.ao_rays, s.shadows, s.phong, 64,
+                                         true, occupancy)
+            ran = {"primary", "shade"} | ({"shadow"} if s.shadows else set()) | (
+                {"ao"} if s.ao_rays else set())
+            samples.append(Sample(w, s, {p: v for p, v in pred.items() if p in ran}))
+    measured = dataclasses.replace(gpu, issue_cycles=gpu.issue_cycles * 1.2,
+                                   mem_latency=gpu.mem_latency * 0.9)
+    fitted = fit_profile(measured, COUNTS, samples, occupancy=occupancy)
+    cal = fitted.calibration
+    assert cal.occupancy == occupancy
+    assert model_errors(fitted, COUNTS, samples).max() < 0.01
+    for p in PHASES:
+        assert cal.scale[p] == pytest.approx(true.scale[p], rel=0.05)
+        assert cal.launch[p] == pytest.approx(3e-4, rel=0.05)
+    assert fitted.model_profile.issue_cycles == pytest.approx(gpu.issue_cycles, rel=0.05)
+    assert fitted.model_profile.mem_latency == pytest.approx(gpu.mem_latency, rel=0.05)
+    guessed = fit_profile(measured, COUNTS, samples)
+    assert guessed.calibration.occupancy == {}
+    assert model_errors(guessed, COUNTS, samples).max() > 0.03
+    assert guessed.calibration.scale["primary"] > 1.5 * true.scale["primary"]
+
+
+def test_a_fit_without_occupancy_is_unchanged_by_an_empty_one():
+    samples = _samples()
+    plain = fit_profile(_microbenchmarked(), COUNTS, samples)
+    assert fit_profile(_microbenchmarked(), COUNTS, samples, occupancy={}).calibration == \
+        plain.calibration
+    assert "occupancy" not in plain.calibration.to_dict()

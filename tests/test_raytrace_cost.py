@@ -333,3 +333,69 @@ def test_ao_ray_set_up_is_priced_only_where_the_device_issues_it_in_order() -> N
     in_order_frame = predict_frame_seconds(builtin_profiles()["gf580"], counts, FRAME, 4, True,
                                            True)
     assert in_order_frame > scalar[1]
+
+
+# ---- per-phase occupancy (issue: occupancy from the kernel's resource use) ---------------------
+
+H200_OCCUPANCY = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_phase_occupancy_moves_that_phase_only_as_a_profile_with_that_figure(phase) -> None:
+    """A phase's own resident work-groups change its prediction only, and it equals the one
+    of a profile whose max_blocks_per_core is that figure."""
+    base = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
+    cal = dataclasses.replace(_calibration(base, ao=1.5), offset=dict.fromkeys(PHASES, 1e-10))
+    plain = predict_phase_seconds(base, REAL_COUNTS, FRAME, 4, True, True, calibration=cal)
+    got = predict_phase_seconds(base, REAL_COUNTS, FRAME, 4, True, True, calibration=cal,
+                                active_blocks={phase: 3})
+    alone = predict_phase_seconds(dataclasses.replace(base, max_blocks_per_core=3),
+                                  REAL_COUNTS, FRAME, 4, True, True, calibration=cal)
+    assert got[phase] == alone[phase] != plain[phase]
+    assert {p: v for p, v in got.items() if p != phase} == {
+        p: v for p, v in plain.items() if p != phase}
+
+
+def test_no_occupancy_is_bit_identical_to_the_profile_figure() -> None:
+    for key in PROFILES:
+        profile = builtin_profiles()[key]
+        for mapping in (None, {}):
+            assert predict_phase_seconds(profile, REAL_COUNTS, FRAME, 3, True, False,
+                                         active_blocks=mapping) == predict_phase_seconds(
+                profile, REAL_COUNTS, FRAME, 3, True, False)
+            ao = np.arange(0, 9, 0.25)
+            assert np.array_equal(
+                predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, ao > 2, ao < 5,
+                                            active_blocks=mapping),
+                predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, ao > 2, ao < 5))
+
+
+def test_occupancy_is_capped_by_the_blocks_a_core_gets() -> None:
+    """A small launch fills fewer work-groups a core than the kernel could hold."""
+    profile = builtin_profiles()["gf580"]  # 16 cores
+    w = dataclasses.replace(SMALL, pixels=16 * 64 * 2)  # 2 work-groups a core
+    got = predict_phase_seconds(profile, COUNTS, w, 2, True, True, active_blocks={"ao": 30})
+    assert got == predict_phase_seconds(profile, COUNTS, w, 2, True, True)
+    with pytest.raises(ValueError, match="active_blocks"):
+        predict_phase_seconds(profile, COUNTS, SMALL, 2, True, True, active_blocks={"ao": 0})
+
+
+@pytest.mark.parametrize("occupancy", [H200_OCCUPANCY, {"ao": 2}, {"shade": 5, "shadow": 1}])
+def test_batch_agrees_with_scalar_with_an_occupancy(occupancy) -> None:
+    profile = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=16)
+    cal = dataclasses.replace(_calibration(profile, primary=1.3),
+                              offset=dict.fromkeys(PHASES, 1e-10))
+    rng = np.random.default_rng(7)
+    ao = rng.integers(0, 33, 120) / rng.choice([1, 4], 120)
+    shadows = rng.random(120) < 0.5
+    phong = rng.random(120) < 0.5
+    got = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong,
+                                      calibration=cal, active_blocks=occupancy)
+    plain = predict_frame_seconds_batch(profile, REAL_COUNTS, FRAME, ao, shadows, phong,
+                                        calibration=cal)
+    assert not np.allclose(got, plain)
+    for i in range(120):
+        want = predict_frame_seconds(profile, REAL_COUNTS, FRAME, float(ao[i]),
+                                     bool(shadows[i]), bool(phong[i]), calibration=cal,
+                                     active_blocks=occupancy)
+        assert got[i] == pytest.approx(want, rel=1e-12)

@@ -38,3 +38,35 @@ def test_a_process_that_never_goes_idle_is_read_at_the_limit(clock):
     clock["readings"] = (i * step for i in itertools.count())  # one core busy forever
     timers.settled_cpu_seconds()
     assert clock["wall"] == pytest.approx(timers.SETTLE_LIMIT, abs=step)
+
+
+class _Tracer:
+    """Counts renders; each returns the phase seconds of its call number."""
+
+    def __init__(self, kind: str) -> None:
+        from types import SimpleNamespace
+
+        self.device_info = SimpleNamespace(kind=kind, compute_units=2)
+        self.calls = 0
+
+    def render(self, camera, width, height, settings, seed=0):
+        from types import SimpleNamespace
+
+        self.calls += 1
+        return SimpleNamespace(phase_seconds={"primary": float(self.calls)})
+
+
+def test_a_gpu_frame_is_timed_after_an_untimed_render_of_it():
+    """A GPU idles at low clocks while the CPU probes the next view: the timed render follows
+    an untimed one of the same frame (its figures are the second call's)."""
+    gpu = _Tracer("GPU")
+    timer = timers.default_timer(gpu)
+    assert isinstance(timer, timers.KernelEvents) and timer.warm_up
+    assert "untimed first" in timer.describe()
+    frame = timer.render(gpu, None, 8, 8, None)
+    assert gpu.calls == 2 and frame.phase_seconds == {"primary": 2.0}
+    other = _Tracer("ACCELERATOR")
+    assert not timers.default_timer(other).warm_up
+    timers.default_timer(other).render(other, None, 8, 8, None)
+    assert other.calls == 1
+    assert isinstance(timers.default_timer(_Tracer("CPU")), timers.CpuBusy)

@@ -322,3 +322,36 @@ def test_per_phase_feedback_learns_the_mispriced_phase(tracers, fitted):
     with pytest.raises(ValueError, match="feedback must be one of phase, frame"):
         TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile, tracer=tracer,
                       feedback="kernels")
+
+
+def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with():
+    """RayTraceModel passes the calibration's per-phase occupancy to both predictions; a
+    calibration without one predicts as before."""
+    import numpy as np
+
+    from models.app_calibration import AppCalibration
+    from models.raytrace_cost import PHASES, predict_frame_seconds_batch
+    from models.workload import Workload
+    from raytracer.tuning.tuned_renderer import RayTraceModel
+
+    profile = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
+    plain = AppCalibration("raytracer", profile.name, profile.driver,
+                           scale=dict.fromkeys(PHASES, 1.5), offset=dict.fromkeys(PHASES, 0.0))
+    occupancy = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}
+    measured = dataclasses.replace(plain, occupancy=occupancy)
+    counts = load_kernel_counts()
+    w = Workload(pixels=1280 * 720, hit_fraction=0.7, p_t=30, p_i=8, s_t=20, s_i=5, a_t=12,
+                 a_i=3, t_v=20, m=0.6)
+    settings = RenderSettings(4, 0.1, True, True)
+    model = RayTraceModel(profile, counts, measured)
+    want = predict_phase_seconds(profile, counts, w, 4, True, True, 64, measured, occupancy)
+    assert model.phase_seconds(w, settings) == want
+    assert want != predict_phase_seconds(profile, counts, w, 4, True, True, 64, measured)
+    ao = np.array([0.0, 2.0, 4.0])
+    assert np.array_equal(model.frame_seconds(w, ao, True, True),
+                          predict_frame_seconds_batch(profile, counts, w, ao, True, True, 64,
+                                                      measured, None, occupancy))
+    bare = RayTraceModel(profile, counts, plain)
+    assert bare.active_blocks is None
+    assert bare.phase_seconds(w, settings) == predict_phase_seconds(
+        profile, counts, w, 4, True, True, 64, plain)

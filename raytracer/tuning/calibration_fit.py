@@ -9,6 +9,11 @@ device parameters (issue cycles, latency, departure delays) that move the predic
 the per-phase terms cannot; the figures the fit moves are stored in the calibration, and the
 device profile keeps the microbenchmarks' (hardware only).
 
+On an NVIDIA GPU each phase's occupancy (work-groups resident per SM) is computed from its
+compiled kernel's registers and shared memory (:mod:`raytracer.tuning.kernel_occupancy`); the
+fit's model runs with it and the calibration stores it, so the tuner predicts with the
+occupancy it was fitted with. Elsewhere every phase has the profile's ``max_blocks_per_core``.
+
 Only parameters that matter on the device are fitted. Each candidate's column of the residual
 Jacobian at the start point (microbenchmark figures) is compared with those already admitted
 (per-phase scales first, then the device parameters, then launch, miss and offset terms):
@@ -27,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -38,7 +45,12 @@ from autotune.atomic_files import check_writable_file
 from models.app_calibration import LAUNCH_MAX, OFFSET_MAX, SCALE_MAX, AppCalibration
 from models.device_profile import DeviceProfile, plausible_range
 from models.hong_kim import predict_seconds
-from models.raytrace_cost import KernelCounts, phase_instructions, predict_phase_seconds
+from models.raytrace_cost import (
+    KernelCounts,
+    phase_instructions,
+    predict_phase_seconds,
+    resident_blocks,
+)
 from models.workload import Workload
 from raytracer.camera import Camera, orbit_path
 from raytracer.opencl_device import DeviceInfo
@@ -50,6 +62,7 @@ from raytracer.tuning.instruction_counts import (
     kernels_fingerprint,
     load_kernel_counts,
 )
+from raytracer.tuning.kernel_occupancy import kernel_occupancy
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import (
     keep_in_memory,
@@ -64,6 +77,10 @@ QUICK_SCENES = ("spheres", "city")
 FULL_SCENES = ("spheres", "city", "bunny")
 QUICK_SIZES = ((192, 108), (320, 180))
 FULL_SIZES = ((320, 180), (640, 360))
+# a GPU runs a 320x180 frame in a few launches' overhead and fills none of its cores: its frames
+# are calibrated where it is used (a frame of 1080p to 4K), on the same scenes and views
+GPU_QUICK_SIZES = ((640, 360), (1280, 720))
+GPU_FULL_SIZES = ((1280, 720), (1920, 1080))
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 PHASE_TERMS = ("scale", "launch", "miss", "offset")  # admitted in this order after the device's
 IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside the span
@@ -89,24 +106,6 @@ CALIBRATION_SETTINGS = (
 
 
 @dataclass(frozen=True)
-class FittedModel:
-    """A calibration's result: the device profile (the hardware's measured figures only) and
-    the ray tracer's application calibration fitted on it (with the device figures the fit
-    moved, see :meth:`AppCalibration.model_profile`)."""
-
-    profile: DeviceProfile
-    calibration: AppCalibration
-
-    @property
-    def model_profile(self) -> DeviceProfile:
-        """The profile the ray tracer's model runs on: measured figures, fitted ones applied."""
-        return self.calibration.model_profile(self.profile)
-
-    def to_dict(self) -> dict:
-        return {"profile": self.profile.to_dict(), "calibration": self.calibration.to_dict()}
-
-
-@dataclass(frozen=True)
 class Sample:
     """One measured frame: its workload, knobs and seconds per phase (as the timer counts
     them), with the kernel events' own figures where they differ."""
@@ -117,6 +116,38 @@ class Sample:
     event_seconds: dict[str, float] = field(default_factory=dict)
     scene: str = ""
     kernels: str = ""  # the kernels that rendered it (instruction_counts.kernels_fingerprint)
+
+    def to_dict(self) -> dict:
+        """Plain JSON of the frame (what a recording of calibration or held-out frames keeps)."""
+        return {"scene": self.scene, "settings": dataclasses.asdict(self.settings),
+                "workload": self.workload.to_dict(), "phase_seconds": self.phase_seconds,
+                "event_seconds": self.event_seconds, "kernels": self.kernels}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
+        """The frame :meth:`to_dict` wrote."""
+        return cls(Workload(**d["workload"]), RenderSettings(**d["settings"]),
+                   dict(d["phase_seconds"]), dict(d.get("event_seconds", {})), d.get("scene", ""),
+                   d.get("kernels", ""))
+
+
+@dataclass(frozen=True)
+class FittedModel:
+    """A calibration's result: the device profile (the hardware's measured figures only) and
+    the ray tracer's application calibration fitted on it (with the device figures the fit
+    moved, see :meth:`AppCalibration.model_profile`)."""
+
+    profile: DeviceProfile
+    calibration: AppCalibration
+    samples: tuple[Sample, ...] = ()  # the frames it was fitted on (not saved with it)
+
+    @property
+    def model_profile(self) -> DeviceProfile:
+        """The profile the ray tracer's model runs on: measured figures, fitted ones applied."""
+        return self.calibration.model_profile(self.profile)
+
+    def to_dict(self) -> dict:
+        return {"profile": self.profile.to_dict(), "calibration": self.calibration.to_dict()}
 
 
 def calibration_views(scene: Scene, count: int, sky: bool = False) -> list[Camera]:
@@ -162,23 +193,28 @@ def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: 
 def _model_phases(fitted: FittedModel, counts: KernelCounts, sample: Sample) -> dict[str, float]:
     s = sample.settings
     return predict_phase_seconds(fitted.profile, counts, sample.workload, s.ao_rays, s.shadows,
-                                 s.phong, TILE * TILE, fitted.calibration)
+                                 s.phong, TILE * TILE, fitted.calibration,
+                                 fitted.calibration.occupancy or None)
 
 
-def _phase_arrays(counts: KernelCounts, samples: list[Sample], out_of_order: bool
+def _phase_arrays(counts: KernelCounts, samples: list[Sample], profile: DeviceProfile,
+                  occupancy: Mapping[str, int] | None = None
                   ) -> dict[str, tuple[np.ndarray, ...]]:
-    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks), pixels, missed pixels,
-    measured seconds (instructions as an ``out_of_order`` device issues them)."""
+    """Per phase: Hong–Kim inputs (compute, coal, uncoal, blocks, active blocks), pixels,
+    missed pixels, measured seconds (instructions as ``profile``'s device issues them, in or
+    out of order; active blocks: work-groups resident per core, ``occupancy``'s figure for
+    the phases it names, else the profile's, as the predictions take them)."""
     rows: dict[str, list[tuple[float, ...]]] = {p: [] for p in PHASES}
     for s in samples:
         st = s.settings
         ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong,
-                                 out_of_order)
+                                 profile.out_of_order)
         w = s.workload
         blocks = math.ceil(w.pixels / (TILE * TILE))
         for phase, measured in s.phase_seconds.items():
             i = ins[phase]
-            rows[phase].append((i.compute, i.coal, i.uncoal, blocks, w.pixels,
+            rows[phase].append((i.compute, i.coal, i.uncoal, blocks,
+                                resident_blocks(profile, blocks, phase, occupancy), w.pixels,
                                 (1.0 - w.hit_fraction) * w.pixels, measured))
     return {p: tuple(np.array(r, np.float64).T) for p, r in rows.items() if len(r) >= 2}
 
@@ -202,9 +238,10 @@ class _Parameter:
 class _Problem:
     """Relative residuals of every measured phase time as a function of the parameters."""
 
-    def __init__(self, base: DeviceProfile, counts: KernelCounts, samples: list[Sample]) -> None:
+    def __init__(self, base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
+                 occupancy: Mapping[str, int] | None = None) -> None:
         self.base = base
-        self.data = _phase_arrays(counts, samples, base.out_of_order)
+        self.data = _phase_arrays(counts, samples, base, occupancy)
         self.phases = list(self.data)
         self.candidates = [_Parameter("scale", p) for p in self.phases]
         self.candidates += [_Parameter("device", f) for f in FREE_PARAMETERS]
@@ -222,8 +259,9 @@ class _Problem:
                   for f in FREE_PARAMETERS}
         profile = self.profile(values)
         for phase in self.phases:
-            compute, coal, uncoal, blocks, _, _, measured = self.data[phase]
-            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
+            compute, coal, uncoal, blocks, active, _, _, measured = self.data[phase]
+            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks,
+                                    active)
             scale = np.log(np.median(measured / np.maximum(model, 1e-12)))
             values[f"scale.{phase}"] = float(np.clip(scale, SCALE_BOUNDS[0] + 1e-9,
                                                      SCALE_BOUNDS[1] - 1e-9))
@@ -239,8 +277,9 @@ class _Problem:
         profile = self.profile(values)
         out = []
         for phase in self.phases:
-            compute, coal, uncoal, blocks, pixels, missed, measured = self.data[phase]
-            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks)
+            compute, coal, uncoal, blocks, active, pixels, missed, measured = self.data[phase]
+            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks,
+                                    active)
             pred = (model * np.exp(values[f"scale.{phase}"]) + values[f"launch.{phase}"]
                     + values[f"miss.{phase}"] * missed + values[f"offset.{phase}"] * pixels)
             out.append((pred - measured) / measured)
@@ -258,7 +297,7 @@ class _Problem:
 
     def _term_step(self, name: str) -> float:
         kind, phase = name.split(".")
-        _, _, _, _, pixels, missed, measured = self.data[phase]
+        _, _, _, _, _, pixels, missed, measured = self.data[phase]
         per = {"launch": 1.0, "miss": max(missed.mean(), 1.0), "offset": pixels.mean()}[kind]
         return 1e-4 * float(np.median(measured)) / per
 
@@ -323,14 +362,16 @@ def samples_kernels(samples: list[Sample]) -> str:
 
 
 def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample],
-                source: str = "") -> FittedModel:
+                source: str = "", occupancy: Mapping[str, int] | None = None) -> FittedModel:
     """Least-squares fit of what the measured phase times can identify (see the module doc).
 
     Residuals are relative, so short and long frames count alike; the loss is robust (soft
     L1 beyond 10 %). The calibration records the fit's in-sample mean frame error, the
     standard error of every fitted parameter and the parameters held at their measured values.
+    ``occupancy`` (phase -> work-groups resident per core, :func:`kernel_occupancy`): the
+    model fits with it for the phases it names and the calibration keeps it for them.
     """
-    problem = _Problem(base, counts, samples)
+    problem = _Problem(base, counts, samples, occupancy)
     fitted, held = problem.identifiable(problem.start())
     result, start, uncertainty = _solve(problem, fitted)
     # A device figure with no effect at the solution (an infinite standard error: e.g. the
@@ -367,14 +408,15 @@ def fit_profile(base: DeviceProfile, counts: KernelCounts, samples: list[Sample]
         launch={p: values[f"launch.{p}"] for p in phases},
         uncertainty=uncertainty, held=tuple(p.name for p in held),
         source=source, device_profile=profile.fingerprint(), kernels=samples_kernels(samples),
-        device_figures=figures)
+        device_figures=figures,
+        occupancy={p: int(occupancy[p]) for p in phases if occupancy and p in occupancy})
     out = FittedModel(profile, calibration)
     errors = model_errors(out, counts, samples)
     if not math.isfinite(errors.mean()):
         raise ValueError(f"calibration of {base.name} produced a non-finite model error")
     fit = {"mean_error": float(errors.mean()), "frames": float(len(samples)),
            **confounded(result, fitted)}
-    return FittedModel(profile, dataclasses.replace(calibration, fit=fit))
+    return FittedModel(profile, dataclasses.replace(calibration, fit=fit), tuple(samples))
 
 
 def _solve(problem: _Problem, fitted: list[_Parameter]):
@@ -503,6 +545,13 @@ def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
     return profile
 
 
+def calibration_sizes(device: DeviceInfo, quick: bool) -> tuple[tuple[int, int], ...]:
+    """The frame sizes calibrated on: small on a CPU device, 720p-1080p on a GPU."""
+    if device.kind == "GPU":
+        return GPU_QUICK_SIZES if quick else GPU_FULL_SIZES
+    return QUICK_SIZES if quick else FULL_SIZES
+
+
 def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progress: bool = True,
               out: Path | None = None) -> FittedModel:
     """Measure and fit ``device``'s profile and the ray tracer's calibration.
@@ -520,12 +569,14 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
     counts = load_kernel_counts()
     samples = collect_calibration_samples(device, quick, progress)
     scenes = QUICK_SCENES if quick else FULL_SCENES
-    sizes = QUICK_SIZES if quick else FULL_SIZES
+    sizes = calibration_sizes(device, quick)
     source = (f"autotune calibrate{' --quick' if quick else ''}: microbenchmarks + fit on "
               f"{', '.join(scenes)} at {', '.join(f'{w}x{h}' for w, h in sizes)}; "
               f"{device.runtime} runtime, SIMD width {device.simd_width}; cycles at "
               f"{device.clock_mhz:.0f} MHz from {device.clock_source}")
-    result = fit_profile(base, counts, samples, source=source)
+    # NVIDIA: each phase's work-groups per SM from its kernel's registers (None elsewhere)
+    occupancy = kernel_occupancy(device)
+    result = fit_profile(base, counts, samples, source=source, occupancy=occupancy)
     if writable:
         try:
             store(result.profile, result.calibration)
@@ -552,7 +603,7 @@ def collect_calibration_samples(device: DeviceInfo, quick: bool, progress: bool 
                                 views: int | None = None) -> list[Sample]:
     """Frames of the calibration scenes at the calibration sizes, timed by the device's timer."""
     scenes = scenes or (QUICK_SCENES if quick else FULL_SCENES)
-    sizes = QUICK_SIZES if quick else FULL_SIZES
+    sizes = calibration_sizes(device, quick)
     views = views or (3 if quick else 6)
     spec = f"{device.platform_index}:{device.device_index}"
     samples: list[Sample] = []

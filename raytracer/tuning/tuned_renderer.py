@@ -78,8 +78,9 @@ def knobs_of(settings: RenderSettings) -> dict[str, float | bool]:
 class RayTraceModel:
     """Predicts phase and frame seconds of the tracer from a workload (pure model calls).
 
-    ``calibration`` is the ray tracer's fit on this device (per-phase scale and offset); None
-    gives the bare analytical model.
+    ``calibration`` is the ray tracer's fit on this device (per-phase scale and offset, and
+    where it was measured each phase's occupancy, which the predictions then use); None gives
+    the bare analytical model.
     """
 
     def __init__(self, profile: DeviceProfile, counts: KernelCounts,
@@ -88,17 +89,20 @@ class RayTraceModel:
             calibration.require(PHASES)
             profile = calibration.model_profile(profile)  # the figures the fit moved
         self.profile, self.counts, self.calibration = profile, counts, calibration
+        # work-groups resident per core of each phase the fit measured (None: the profile's)
+        self.active_blocks = (calibration.occupancy or None) if calibration is not None else None
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
                       phase_factors: dict[str, float] | None = None) -> np.ndarray:
         """Vectorized over candidate knob arrays; ``phase_factors`` scale single phases."""
         return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
-                                           phong, TILE * TILE, self.calibration, phase_factors)
+                                           phong, TILE * TILE, self.calibration, phase_factors,
+                                           self.active_blocks)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
         return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
                                      settings.shadows, settings.phong, TILE * TILE,
-                                     self.calibration)
+                                     self.calibration, self.active_blocks)
 
 
 def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
