@@ -25,6 +25,11 @@ calibrated per rank by non-negative least squares from measured section timings:
 Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
 ones are summed: rank 0's frame = max_i render_i + Σ_stages max_i stage_i + gather. Everything
 here is numbers in, numbers out.
+
+A rank's render is its work in the clock of its device (raytracer/volume/distributed.py
+``work_clock``): process CPU seconds on a CPU device, kernel event seconds on a GPU. Ranks
+on one machine's CPU device share its cores (:func:`shared_finish`); on any other device
+they do not (:func:`shares_cores`, set by :attr:`ClusterFrameModel.device_kind`).
 """
 
 from __future__ import annotations
@@ -244,6 +249,15 @@ class StageWork:
         return self.partners / max(self.max_partners, 1)
 
 
+def shares_cores(device_kind: str) -> bool:
+    """Whether ranks rendering on a ``device_kind`` OpenCL device share CPU cores, so that the
+    core-sharing terms apply (:func:`shared_finish`'s processor sharing, the threads a rank's
+    work is divided by, the core groups, and a core's L2 as the cache of the streamed share):
+    only on a CPU device. On a GPU a rank's render is kernel time on the device (its events'
+    seconds), which the host cores only launch: sharing them does not slow it."""
+    return device_kind == "CPU"
+
+
 def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0,
                   core_groups: Sequence[int] = ()) -> NDArray:
     """Finish time of each rank's local render when ranks share ``cores`` cores fairly.
@@ -285,15 +299,28 @@ def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0,
 
 @dataclass(frozen=True)
 class ClusterFrameModel:
-    """Rank 0's frame time for a P-rank frame: per-rank render models, stage and gather models."""
+    """Rank 0's frame time for a P-rank frame: per-rank render models, stage and gather models.
 
-    render: tuple[RenderModel, ...]  # one per rank, in CPU seconds of work
+    ``device_kind``: the OpenCL device kind the ranks render on, the one switch of the
+    core-sharing terms (:func:`shares_cores`): on any but a CPU device ``cores``, ``threads``
+    and ``core_groups`` are set to "nothing shared" (inf, 1, ()) whatever was passed, so every
+    use of them (:meth:`sections_of`, :meth:`slowest_render_on_grid`, a caller's own
+    :func:`shared_finish`) prices each rank's render as its kernel seconds."""
+
+    render: tuple[RenderModel, ...]  # one per rank, in seconds of work (in its device's clock)
     stage: StageModel  # shared by all stages and ranks (same code, same links)
     gather: GatherModel
     meta: dict[str, Any] = field(default_factory=dict)
     cores: float = math.inf  # cores the ranks share (inf: each rank has its own node)
     threads: float = 1.0  # threads each rank's renderer runs
     core_groups: tuple[int, ...] = ()  # each rank's group of pinned cores (shared_finish)
+    device_kind: str = "CPU"  # "CPU", "GPU", ...: DeviceInfo.kind of the ranks' devices
+
+    def __post_init__(self) -> None:
+        if not shares_cores(self.device_kind):
+            object.__setattr__(self, "cores", math.inf)
+            object.__setattr__(self, "threads", 1.0)
+            object.__setattr__(self, "core_groups", ())
 
     @property
     def ranks(self) -> int:
@@ -302,7 +329,7 @@ class ClusterFrameModel:
     def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                   pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0
                   ) -> NDArray:
-        """(ranks, candidates) CPU seconds of each rank's local render.
+        """(ranks, candidates) seconds of work of each rank's local render.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
         (candidates,) rendered pixels; ``streamed``: each rank's streamed share (a number for
@@ -412,7 +439,8 @@ class ClusterFrameModel:
         return {"render": [asdict(m) for m in self.render], "stage": asdict(self.stage),
                 "gather": asdict(self.gather), "meta": self.meta,
                 "cores": None if math.isinf(self.cores) else self.cores,
-                "threads": self.threads, "core_groups": list(self.core_groups)}
+                "threads": self.threads, "core_groups": list(self.core_groups),
+                "device_kind": self.device_kind}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<volume model>") -> ClusterFrameModel:
@@ -420,7 +448,8 @@ class ClusterFrameModel:
             return cls(tuple(RenderModel(**r) for r in d["render"]), StageModel(**d["stage"]),
                        GatherModel(**d["gather"]), dict(d.get("meta", {})),
                        float(d.get("cores") or math.inf), float(d.get("threads", 1.0)),
-                       tuple(int(g) for g in d.get("core_groups", ())))
+                       tuple(int(g) for g in d.get("core_groups", ())),
+                       str(d.get("device_kind", "CPU")))  # models before it: CPU
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
 

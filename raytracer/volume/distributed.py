@@ -8,7 +8,8 @@ Per frame, on every rank::
 
 Every knob the tuner turns is a per-frame parameter (:class:`FrameSettings`: sample step,
 image scale, early-ray-termination threshold) and every phase is timed on every rank: local
-render wall and kernel seconds, each compositing stage (seconds, blend seconds, bytes,
+render wall, kernel and CPU seconds (and which of them is the rank's work:
+:func:`work_clock`), each compositing stage (seconds, blend seconds, bytes,
 partners), the gather, and rank 0's frame time from frame start to the final image (the time
 the tuner holds). The per-rank figures travel to rank 0 as one float64 vector per rank
 (``Gather``, no pickling) after the timed part of the frame.
@@ -108,6 +109,28 @@ class LocalRenderer(Protocol):
 
 # ----------------------------------------------------------------------- frame records
 
+#: The clocks a rank's render work can be measured in (:attr:`RankTiming.work_clock`), by
+#: their code in the gathered vector; "" is a record from before the clock was recorded
+WORK_CLOCKS = ("", "cpu", "kernel", "wall")
+
+
+def device_kind_of(local: Any) -> str:
+    """The OpenCL device kind ("CPU", "GPU", ...: ``DeviceInfo.kind``) a local renderer runs
+    on; "CPU" for one without an OpenCL device (an emulator: it runs on the host)."""
+    info = getattr(local, "device_info", None)
+    return "CPU" if info is None else str(info.kind)
+
+
+def work_clock(device_kind: str, cpu_seconds: float) -> str:
+    """What a rank's render work is measured in on a ``device_kind`` device, as the ray
+    tracer's timer chooses (raytracer/tuning/timers.py ``default_timer``): on a CPU device
+    the process's CPU seconds ("cpu": the work of the runtime's threads, whatever share of
+    the cores they got; "wall" where none were taken), elsewhere the kernel's OpenCL event
+    seconds ("kernel": what the device spent; the host's CPU seconds only launched it)."""
+    if device_kind != "CPU":
+        return "kernel"
+    return "cpu" if cpu_seconds > 0 else "wall"
+
 
 @dataclass
 class RankTiming:
@@ -125,10 +148,15 @@ class RankTiming:
     gather: compositing.StageTiming = field(
         default_factory=lambda: compositing.StageTiming("gather")
     )
-    # process CPU seconds of the local render (all threads): the rank's work, whatever share
-    # of a core it got (ranks that share a machine's cores run slower than their work)
+    # process CPU seconds of the local render (all threads): the rank's work on a CPU device,
+    # whatever share of a core it got (ranks that share a machine's cores run slower than
+    # their work); on a GPU only the host's launching
     cpu_seconds: float = 0.0
     group_samples: int = 0  # samples as the SIMD groups paid them (0: not counted)
+    # which of the seconds above is the rank's render work (:func:`work_clock`): "cpu"
+    # (cpu_seconds), "kernel" (kernel_seconds), "wall" (render_seconds); "" in a record from
+    # before it was recorded (CPU devices: cpu_seconds, wall where none were taken)
+    work_clock: str = ""
 
     @property
     def group_ratio(self) -> float:
@@ -171,8 +199,9 @@ class DistributedFrameRecord:
         return out
 
 
-# brick, render, kernel, samples, skipped, rays, composite, gather s, gather bytes, cpu, group
-_HEAD = 11
+# brick, render, kernel, samples, skipped, rays, composite, gather s, gather bytes, cpu, group,
+# work clock (its index in WORK_CLOCKS)
+_HEAD = 12
 _PER_STAGE = 6  # seconds, blend seconds, bytes sent, bytes received, blended pixels, partners
 
 
@@ -181,7 +210,7 @@ def _encode(rank_timing: RankTiming) -> np.ndarray:
     head = [
         t.brick, t.render_seconds, t.kernel_seconds, t.samples, t.skipped, t.rays,
         t.composite_seconds, t.gather.seconds, t.gather.bytes_sent + t.gather.bytes_received,
-        t.cpu_seconds, t.group_samples,
+        t.cpu_seconds, t.group_samples, WORK_CLOCKS.index(t.work_clock),
     ]  # fmt: skip
     body = [
         [s.seconds, s.blend_seconds, s.bytes_sent, s.bytes_received, s.blended_pixels,
@@ -212,7 +241,7 @@ def _decode(
     )
     return RankTiming(
         rank, int(vec[0]), float(vec[1]), float(vec[2]), int(vec[3]), int(vec[4]), int(vec[5]),
-        float(vec[6]), stages, gather, float(vec[9]), int(vec[10]),
+        float(vec[6]), stages, gather, float(vec[9]), int(vec[10]), WORK_CLOCKS[int(vec[11])],
     )  # fmt: skip
 
 
@@ -287,12 +316,22 @@ class DistributedRenderer:
 
             local = guarded(make, f"rank {self.rank}: ray caster set-up failed", self.comm)
         self.local: LocalRenderer = local
+        #: this rank's OpenCL device kind: the clock its render work is measured in
+        #: (:func:`work_clock`) and whether ranks share CPU cores in the model
+        #: (models.volume_cost.shares_cores)
+        self.device_kind = device_kind_of(local)
         self._frame = 0
 
     def prepare_steps(self, steps: Iterable[float]) -> None:
         """Set up this rank's renderer for these sample steps now, untimed (colour tables
         corrected for each step)."""
         self.local.prepare_steps(steps)
+
+    @property
+    def device_cache_bytes(self) -> int:
+        """Bytes of this rank's OpenCL device's global memory cache, as the device reports it
+        (``global_mem_cache_size``; 0 where the local renderer does not say)."""
+        return int(getattr(self.local, "cache_bytes", 0))
 
     @property
     def frames_rendered(self) -> int:
@@ -311,6 +350,7 @@ class DistributedRenderer:
             local = self.local.render(camera, rw, rh, settings.step, settings.ert_threshold)
         render_seconds = time.perf_counter() - t0
         cpu_seconds = time.process_time() - cpu0
+        clock = work_clock(self.device_kind, cpu_seconds)
         rgba = np.ascontiguousarray(local.rgba, np.float32)
         # by messages: a new image each frame is never in the shared window, and "auto"
         # would spend a collective each frame finding that out (README: why not the window)
@@ -327,7 +367,7 @@ class DistributedRenderer:
             self.rank, self.brick.index, render_seconds, float(local.kernel_seconds),
             int(local.samples), int(getattr(local, "skipped", 0)), int(local.rays),
             result.seconds, result.stages, result.gather, cpu_seconds,
-            int(getattr(local, "group_samples", 0)),
+            int(getattr(local, "group_samples", 0)), clock,
         )  # fmt: skip
         with watchdog("timing gather", self.timeout, self.comm):
             record = self._gather_record(mine, camera, settings, width, height, rw, rh, order)

@@ -263,6 +263,9 @@ class Raycaster:
         self.lut_size = int(lut_size)
         rt = _runtime(device)
         self.device_info, self.context, self.queue = rt.info, rt.context, rt.queue
+        #: bytes of the device's global memory cache (OpenCL ``global_mem_cache_size``): what
+        #: a brick's working set is set against on a GPU (models.volume_cost.streamed_share)
+        self.cache_bytes = int(rt.device.global_mem_cache_size)
         self.launch = launch or device_launch(device)
         self.group = self.launch.group
         self.lanes = self.launch.lanes(rt.info.simd_width)

@@ -3,8 +3,10 @@
 The per-rank model (seed 004: max over ranks of the local render + Σ compositing stages +
 gather + upscale) is calibrated by least squares on frames from views and volumes that the
 governed path does not use (:func:`volume_calibration_views`); :class:`VolumeModel` prices every
-candidate setting from the per-frame workload probe. Ranks that share a machine's cores are
-modelled as sharing them (:func:`shared_cores`).
+candidate setting from the per-frame workload probe. A rank's render work is fitted in the
+clock its record names (:func:`work_clock_seconds`: CPU seconds on a CPU device, kernel
+seconds on a GPU). Ranks that share a machine's cores on a CPU device are modelled as sharing
+them (:func:`shared_cores`); on a GPU they share nothing (models.volume_cost.shares_cores).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from models.volume_cost import (
     StageWork,
     VolumeModelError,
     fit_compositing,
+    shares_cores,
+    streamed_share,
 )
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -147,7 +151,7 @@ class VolumeModel:
         return np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
 
     def _uncorrected_work(self, g: _CandidateGeometry) -> np.ndarray:
-        """(ranks, candidates) CPU seconds of each rank's render, before its correction."""
+        """(ranks, candidates) work seconds of each rank's render, before its correction."""
         w = self.workload
         samples = (w.samples(g.threshold, g.pixels_per_step)
                    * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
@@ -156,7 +160,7 @@ class VolumeModel:
                                     w.slice_crossing)
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
-        """(ranks,) each rank's render CPU seconds at ``settings`` for the current workload,
+        """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
         before its correction: what a frame's measured seconds are set against. Priced
         without the candidates' cached geometry, which the next frame's choice needs."""
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
@@ -216,8 +220,8 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
                 ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
     """One rank's render-model rows: per frame the probe's samples (as the SIMD groups paid
     them: times the frame's group ratio), skipped lattice positions and rays at the frame's
-    knobs, its rendered pixels, and the measured CPU seconds of the render (wall seconds where
-    no CPU time was taken)."""
+    knobs, its rendered pixels, and the measured work seconds of the render
+    (:func:`work_seconds`)."""
     est_s, est_k, est_r, px, sec = [], [], [], [], []
     for s in samples:
         rec = s.record
@@ -233,9 +237,20 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
     return est_s, est_k, est_r, px, sec
 
 
+#: Which RankTiming field each work clock (raytracer/volume/distributed.py work_clock) reads
+CLOCK_FIELDS = {"cpu": "cpu_seconds", "kernel": "kernel_seconds", "wall": "render_seconds"}
+
+
 def work_seconds(timing: RankTiming) -> float:
-    """A rank's render work as the model fits it: CPU seconds (wall where none were taken)."""
-    return timing.cpu_seconds if timing.cpu_seconds > 0 else timing.render_seconds
+    """A rank's render work as the model fits it: the seconds of the clock its record names
+    (``timing.work_clock``: CPU seconds on a CPU device, kernel event seconds on a GPU, wall
+    where a CPU device took no CPU time). A record without one (from before the clock was
+    recorded: CPU devices) is read by the CPU rule: CPU seconds, wall where none were taken."""
+    clock = getattr(timing, "work_clock", "") or ("cpu" if timing.cpu_seconds > 0 else "wall")
+    if clock not in CLOCK_FIELDS:
+        raise VolumeModelError(f"rank {getattr(timing, 'rank', '?')}: unknown work clock "
+                               f"{clock!r} (expected one of {', '.join(CLOCK_FIELDS)})")
+    return float(getattr(timing, CLOCK_FIELDS[clock]))
 
 
 def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderModel, ...]:
@@ -262,11 +277,14 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
 class CoreSharing:
     """How the ranks share cores, as the model prices it (:func:`models.volume_cost.
     shared_finish`): the cores they share, each rank's threads, and each rank's group of
-    pinned cores (() where the OS moves ranks between all the cores)."""
+    pinned cores (() where the OS moves ranks between all the cores); ``device_kind``: the
+    ranks' OpenCL device kind, which turns all of it off on any but a CPU device
+    (:class:`~models.volume_cost.ClusterFrameModel`)."""
 
     cores: float = math.inf
     threads: float = 1.0
     groups: tuple[int, ...] = ()
+    device_kind: str = "CPU"
 
 
 def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, thresholds: np.ndarray
@@ -281,8 +299,9 @@ def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, threshol
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,
                      thresholds: np.ndarray, sharing: CoreSharing | None = None
                      ) -> tuple[ClusterFrameModel, float]:
-    """Per-rank render models (CPU seconds of work), the joint compositing model and the
-    upscale cost; ``sharing``: how the ranks share the machine's cores (none by default).
+    """Per-rank render models (seconds of work: :func:`work_seconds`), the joint compositing
+    model and the upscale cost; ``sharing``: how the ranks share the machine's cores (none by
+    default) and their device kind (off on a GPU: models.volume_cost.shares_cores).
 
     One model per rank: a single model fitted on all ranks' rows priced random knobs on the
     validation volumes a little better (2 ranks at 256², four runs: 12.8-15.7 % against
@@ -309,7 +328,7 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
                              meta={"ranks": ranks, "frames": len(samples),
                                    "width": width, "height": height},
                              cores=sharing.cores, threads=sharing.threads,
-                             core_groups=sharing.groups), finish
+                             core_groups=sharing.groups, device_kind=sharing.device_kind), finish
 
 
 DEFAULT_CORE_CACHE = 1 << 20  # bytes: a per-core L2 where the OS does not say
@@ -336,12 +355,38 @@ def core_cache_bytes(sysfs: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -
 def shared_cores(renderer: DistributedRenderer) -> CoreSharing:
     """Collective: how ``renderer``'s ranks share their machines' cores. Ranks on one machine
     share its cores (processor sharing; with a core per rank thread or more it changes
-    nothing); ranks pinned to the same cores of a machine share only those."""
+    nothing); ranks pinned to the same cores of a machine share only those. The device kind
+    is the ranks' (CPU only where every rank renders on a CPU device): on any other the model
+    turns the sharing off."""
     node = renderer.node
-    places = renderer.comm.allgather((socket.gethostname(), node.pinned))
+    gathered = renderer.comm.allgather((socket.gethostname(), node.pinned,
+                                        renderer.device_kind))
+    places = [(host, pinned) for host, pinned, _ in gathered]
+    kinds = {kind for _, _, kind in gathered}
+    kind = "CPU" if kinds == {"CPU"} else "/".join(sorted(kinds - {"CPU"}))
     groups: tuple[int, ...] = ()
     if all(pinned for _, pinned in places):
         names = {place: i for i, place in enumerate(dict.fromkeys(places))}
         groups = tuple(names[place] for place in places)
     return CoreSharing(float(node.cores) * renderer.size / node.ranks, float(node.threads),
-                       groups)
+                       groups, kind)
+
+
+def render_cache_bytes(renderer: DistributedRenderer) -> int:
+    """The cache a brick's working set is set against (models.volume_cost.streamed_share):
+    on a CPU device a core's own cache (:func:`core_cache_bytes`: each rank's threads run on
+    their cores), elsewhere the device's global memory cache as OpenCL reports it (the brick
+    lives in device memory and its reads pass that cache, not a core's L2); 0 where the device
+    does not say (:func:`streamed_shares` then leaves the term off)."""
+    if shares_cores(renderer.device_kind):
+        return core_cache_bytes()
+    return renderer.device_cache_bytes
+
+
+def streamed_shares(working_set_bytes: np.ndarray, cache_bytes: int) -> np.ndarray:
+    """Each brick's streamed share against ``cache_bytes`` (models.volume_cost.
+    streamed_share); 0 for every brick where no cache size is known (a device that reports
+    none): one cost per sample, cached and streamed alike, rather than a guessed size."""
+    if cache_bytes <= 0:
+        return np.zeros(np.shape(working_set_bytes))
+    return streamed_share(working_set_bytes, cache_bytes)

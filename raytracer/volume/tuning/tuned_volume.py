@@ -30,7 +30,7 @@ from autotune.baselines import bisect_by_measurement, quality_order
 from autotune.image_quality import psnr, ssim
 from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit
-from models.volume_cost import ClusterFrameModel, RenderModel, streamed_share
+from models.volume_cost import ClusterFrameModel, RenderModel
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -54,11 +54,12 @@ from raytracer.volume.tuning.knobs import (
 from raytracer.volume.tuning.model_fit import (
     CalibrationSample,
     VolumeModel,
-    core_cache_bytes,
     fit_render_models,
     fit_volume_model,
     group_observation,
+    render_cache_bytes,
     shared_cores,
+    streamed_shares,
     work_seconds,
 )
 from raytracer.volume.tuning.workload_probe import (
@@ -150,8 +151,9 @@ class TunedVolumeRenderer(Governed):
         self.probe: WorkloadProbe | None = None
         self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
         self.boxes = brick_boxes(renderer.partition)
-        self.sharing = shared_cores(renderer)  # collective
-        self.cache_bytes = core_cache_bytes()
+        self.sharing = shared_cores(renderer)  # collective; off on a GPU
+        # a core's L2 on a CPU device, the device's global memory cache on a GPU
+        self.cache_bytes = render_cache_bytes(renderer)
         self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
         # rank 0: what each renderer taught the tuner, and the current renderer's
         self._fits: weakref.WeakKeyDictionary[DistributedRenderer, RendererFit] = \
@@ -177,8 +179,8 @@ class TunedVolumeRenderer(Governed):
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
         self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
         self._probed = None  # another volume or transfer function: every view probed anew
-        self.streamed = streamed_share(self.grid.working_set_bytes(self.boxes),
-                                       self.cache_bytes)
+        self.streamed = streamed_shares(self.grid.working_set_bytes(self.boxes),
+                                        self.cache_bytes)
         self.fit = self._fits.setdefault(self.renderer, RendererFit.new(self.renderer.size))
         if self.model is not None:
             self._price_with_fit()
