@@ -30,6 +30,7 @@ BENCHMARKS = {
     "cluster": "benchmarks.cluster",
     "mapping": "benchmarks.mapping",
     "models": "benchmarks.seed003_models",
+    "gpu": "benchmarks.gpu",
 }
 
 
