@@ -74,6 +74,7 @@ from raytracer.tuning.probe import Probe
 from raytracer.tuning.tuned_renderer import RayTraceModel, TunedRenderer
 
 BUDGET_S = 480.0  # the issue's limit for the whole check on a GPU
+COMMIT_ENV = "AUTOTUNE_COMMIT"  # the commit a GPU machine's copy of the checkout holds
 RESULTS_ROOT = Path("results")
 VALIDATION_SCENES = ("dragon", "sibenik")  # held-out frames: never calibrated on
 TUNED_SCENE = "dragon"
@@ -143,9 +144,23 @@ class Check:
     def save(self) -> None:
         self.results["check_seconds"] = time.perf_counter() - self.started
         self.results["run"] = {"cpu": cpu_model(), "python": platform.python_version(),
-                               "pyopencl": cl.VERSION_TEXT,
+                               "pyopencl": cl.VERSION_TEXT, "commit": checkout_commit(),
                                "others_share": round(self.run.others_share(), 4)}
         write_json(self.out / "results.json", self.results, indent=1)
+
+
+def checkout_commit() -> str:
+    """The commit that ran: ``$AUTOTUNE_COMMIT`` (a GPU machine's copy of the checkout has
+    no git history, so the call names it), else git's HEAD (``-dirty`` with changes)."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
+                              cwd=root, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git here and no $AUTOTUNE_COMMIT)"
 
 
 def platforms_step() -> dict:

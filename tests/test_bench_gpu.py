@@ -38,6 +38,13 @@ def test_every_step_runs_on_a_cpu_device(results):
     assert steps["volume"]["summary"]["frames"] == 4
 
 
+def test_the_results_name_the_commit_that_ran(results, monkeypatch):
+    figures, _ = results
+    assert figures["run"]["commit"] and "unknown" not in figures["run"]["commit"]
+    monkeypatch.setenv(gpu.COMMIT_ENV, "abc123")
+    assert gpu.checkout_commit() == "abc123"
+
+
 def test_goals_are_not_run_on_a_cpu(results):
     figures, _ = results
     assert figures["goals"] and all(g["met"] is None and "no GPU" in g["not_run"]

@@ -2,8 +2,9 @@
 # The GPU check on a lent GPU machine, from the repository root, after tools/gpu_wheelhouse.sh
 # filled .whl/ here and the call carried it:
 #
-#   bash tools/gpu_check.sh OUT_DIR SECONDS [autotune bench gpu options...]
+#   AUTOTUNE_COMMIT=<commit> bash tools/gpu_check.sh OUT_DIR SECONDS [bench gpu options...]
 #
+# (the copy of the checkout there has no git history: name the commit that travels)
 # Installs the wheels into /tmp/site (once per machine), reports the driver, the OpenCL ICD
 # files and NVIDIA's OpenCL library, traces the GPU's clocks, then runs `autotune bench gpu`
 # for at most SECONDS into /tmp/gpu-check. What comes back is five files at most (the device
