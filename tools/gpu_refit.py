@@ -1,0 +1,98 @@
+"""Re-fit the ray tracer's model on a GPU check's recorded frames, without a GPU.
+
+``autotune bench gpu`` keeps what it measured beside its results: the calibration frames
+(``calibration_frames.json``) and the held-out frames (``heldout_frames.json``), each with its
+probe workload, knobs and kernel seconds per phase, the device profile its microbenchmarks
+measured (``calibrated_profile.json``) and the driver's instruction counts
+(``driver_kernel_counts.json``). This fits the model on the calibration frames as
+``autotune calibrate`` does and gives its error on the held-out frames, for each variant: the
+counts the product ships (clang's PTX) or the driver's, with the occupancy the kernels'
+registers allow or the profile's one figure. A model change is then measured on the GPU's own
+frames on any machine.
+
+    python tools/gpu_refit.py results/nvidia-h200/gpu [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.model_accuracy import errors
+from models.device_profile import DeviceProfile, load_profile
+from raytracer.tuning.calibration_fit import Sample, fit_profile
+from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.tuning.tuned_renderer import RayTraceModel
+
+
+def load_frames(path: Path) -> list[Sample]:
+    """The frames a GPU check recorded in ``path``."""
+    return [Sample.from_dict(d) for d in json.loads(path.read_text())]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What a GPU check recorded: its microbenchmark profile, frames and occupancy."""
+
+    base: DeviceProfile
+    calibration: list[Sample]
+    heldout: list[Sample]
+    occupancy: dict[str, int] | None
+
+    @classmethod
+    def read(cls, folder: Path) -> Recorded:
+        steps = json.loads((folder / "results.json").read_text())["steps"]
+        return cls(load_profile(folder / "calibrated_profile.json"),
+                   load_frames(folder / "calibration_frames.json"),
+                   load_frames(folder / "heldout_frames.json"),
+                   steps.get("calibration", {}).get("occupancy"))
+
+
+def fit_variant(recorded: Recorded, counts_path: Path | None,
+                occupancy: dict[str, int] | None) -> dict:
+    """Fit on the calibration frames with these counts (None: the shipped, clang's) and this
+    occupancy (None: the profile's one figure); the errors in and out of sample."""
+    kernel_counts = load_kernel_counts(counts_path)
+    fitted = fit_profile(recorded.base, kernel_counts, recorded.calibration, occupancy=occupancy)
+    model = RayTraceModel(fitted.profile, kernel_counts, fitted.calibration)
+    held = errors(model, recorded.heldout)
+    return {"in_sample_frame_mean": fitted.calibration.fit["mean_error"],
+            "heldout_frame_mean": held["frame"]["mean"],
+            "heldout_frame_p95": held["frame"]["p95"],
+            "heldout_phase_mean": {p: e["mean"] for p, e in held["phases"].items()},
+            "scale": dict(fitted.calibration.scale)}
+
+
+def refit(folder: Path) -> dict:
+    """Held-out error of the model fitted on the calibration frames, per variant."""
+    recorded = Recorded.read(folder)
+    driver = folder / "driver_kernel_counts.json"
+    counts = {"clang": None, **({"driver": driver} if driver.is_file() else {})}
+    occupancies = {"profile_figure": None,
+                   **({"occupancy": recorded.occupancy} if recorded.occupancy else {})}
+    variants = {f"{c}_counts+{o}": fit_variant(recorded, path, occ)
+                for c, path in counts.items() for o, occ in occupancies.items()}
+    return {"folder": str(folder), "calibration_frames": len(recorded.calibration),
+            "heldout_frames": len(recorded.heldout), "variants": variants}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a GPU check's results folder")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    args = parser.parse_args(argv)
+    result = refit(args.folder)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    for name, v in result["variants"].items():
+        print(f"{name:<32} in-sample {v['in_sample_frame_mean']:6.1%}  held-out "
+              f"{v['heldout_frame_mean']:6.1%} (p95 {v['heldout_frame_p95']:6.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
