@@ -23,6 +23,11 @@
                                (a).x * (b).y - (a).y * (b).x))
 #define COS(x) __builtin_cosf(x)
 #define SIN(x) __builtin_sinf(x)
+/* the i-th eight floats of a private array: PoCL 3.0 on an AMD Zen 4 called vload8 out of line
+ * (shadow_packet.cl, once a packet) */
+#define VLOAD8(i, p) ((float8)((p)[8 * (i)], (p)[8 * (i) + 1], (p)[8 * (i) + 2], \
+                               (p)[8 * (i) + 3], (p)[8 * (i) + 4], (p)[8 * (i) + 5], \
+                               (p)[8 * (i) + 6], (p)[8 * (i) + 7]))
 /* any lane of an 8-lane mask (a node's eight children, traverse.cl; a packet's eight rays at
  * a child box, *_packet.cl): one OR reduction where the compiler has it (a mask test; the
  * lanes OR-ed one by one are extracted one at a time). PoCL 3.1, one compute unit, 1280x720,
@@ -55,6 +60,7 @@
 #define CROSS3(a, b) cross(a, b)
 #define COS(x) cos(x)
 #define SIN(x) sin(x)
+#define VLOAD8(i, p) vload8(i, p)
 #define ANY8(v) any(v)
 #endif
 

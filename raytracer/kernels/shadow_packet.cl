@@ -84,12 +84,12 @@ __kernel void shadow_packet(__global const float8* nodes, __global const float4*
         d[8 + lane] = to_light.y;
         d[16 + lane] = to_light.z;
     }
-    float8 tmax = vload8(0, start);
+    float8 tmax = VLOAD8(0, start);
     int8 traced = tmax > (float8)(0.0f);
     int steps = 0, tests = 0;
     if (ANY8(traced)) {
-        float8 ox = vload8(0, o), oy = vload8(1, o), oz = vload8(2, o);
-        float8 dx = vload8(0, d), dy = vload8(1, d), dz = vload8(2, d);
+        float8 ox = VLOAD8(0, o), oy = VLOAD8(1, o), oz = VLOAD8(2, o);
+        float8 dx = VLOAD8(0, d), dy = VLOAD8(1, d), dz = VLOAD8(2, d);
         PACKET_RAYS(ox, oy, oz)
         int stack[STACK_SIZE];
         int sp = 0, node = 0;
