@@ -105,11 +105,16 @@ ESTIMATES = {"platforms": 5, "device": 2, "build": 60, "image": 30, "ptx": 15,
              "tuned_3840x2160": 90}
 
 
+STEPS = ("device", "build", "image", "ptx", "calibration", "heldout", "tuned_1920x1080",
+         "volume", "tuned_3840x2160")
+
+
 class Check:
     """Runs the steps in order within the budget; writes ``results.json`` after each one."""
 
-    def __init__(self, out: Path, budget_s: float, quick: bool) -> None:
-        self.out, self.budget_s, self.quick = out, budget_s, quick
+    def __init__(self, out: Path, budget_s: float, quick: bool,
+                 skip: frozenset[str] = frozenset()) -> None:
+        self.out, self.budget_s, self.quick, self.skip = out, budget_s, quick, skip
         self.started = time.perf_counter()
         self.run = RunRecord()
         self.results: dict[str, Any] = {"steps": {}, "quick": quick}
@@ -120,6 +125,9 @@ class Check:
     def step(self, name: str, work: Callable[[], dict]) -> dict | None:
         """Run one step unless it would not fit; its figures, seconds and errors are kept."""
         estimate = ESTIMATES.get(name, 30) * (0.2 if self.quick else 1.0)
+        if name in self.skip:
+            self.record(name, {"status": "skipped", "why": "asked (--skip)"})
+            return None
         if self.left() < estimate:
             self.record(name, {"status": "skipped", "why": f"{self.left():.0f} s of the budget "
                                f"left, the step takes about {estimate:.0f} s"})
@@ -260,15 +268,16 @@ def load_ptx_analysis() -> Any:
     return module
 
 
-def calibration_step(info: DeviceInfo, out: Path, models: dict) -> dict:
-    """A quick calibration kept in the output folder (not the user's store)."""
+def calibration_step(info: DeviceInfo, out: Path, models: dict, quick: bool) -> dict:
+    """A calibration (``autotune calibrate [--quick]``) kept in the output folder, not the
+    user's store."""
     t0 = time.perf_counter()
-    fitted = calibrate(info, quick=True, save=False, progress=False,
+    fitted = calibrate(info, quick=quick, save=False, progress=False,
                        out=out / "calibrated_profile.json")
     models["fitted"] = fitted
     write_json(out / "calibration_frames.json", [f.to_dict() for f in fitted.samples], indent=0)
     report = fit_report(fitted)
-    return {"calibration_seconds": time.perf_counter() - t0, "fit": report,
+    return {"calibration_seconds": time.perf_counter() - t0, "quick": quick, "fit": report,
             "profile": fitted.profile.to_dict(),
             "occupancy": fitted.calibration.occupancy or None}
 
@@ -411,7 +420,7 @@ def run_check(args: argparse.Namespace) -> dict:
     check_output_dir(out, args.force)
     out.mkdir(parents=True, exist_ok=True)
     sizes = Sizes(args.quick)
-    check = Check(out, args.budget, args.quick)
+    check = Check(out, args.budget, args.quick, frozenset(args.skip))
     check.results["device"] = info.describe()
     check.record("platforms", {"status": "done", **platforms})
     check.step("device", lambda: device_step(info, device))
@@ -427,7 +436,8 @@ def run_check(args: argparse.Namespace) -> dict:
         check.step("image", lambda: image_step(tracers["main"], sizes.image, out))
         check.step("ptx", lambda: ptx_step(tracers["main"], out))
     models: dict = {}
-    check.step("calibration", lambda: calibration_step(info, out, models))
+    check.step("calibration",
+               lambda: calibration_step(info, out, models, args.calibration == "quick"))
     check.step("heldout", lambda: heldout_step(info, sizes, models, out))
     tuned = [(f"tuned_{w}x{h}", (w, h)) for w, h in sizes.tuned]
     first, rest = tuned[:1], tuned[1:]
@@ -442,6 +452,16 @@ def run_check(args: argparse.Namespace) -> dict:
     return check.results
 
 
+def step_names(text: str) -> list[str]:
+    """argparse type: a comma-separated list of :data:`STEPS`."""
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in names if x not in STEPS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no step {', '.join(unknown)} (steps: "
+                                         f"{', '.join(STEPS)})")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="autotune bench gpu", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -451,6 +471,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="tiny sizes and few frames (CI, on a CPU device)")
     parser.add_argument("--budget", type=float, default=BUDGET_S, metavar="SECONDS",
                         help="time budget; steps that would not fit are skipped (default 480)")
+    parser.add_argument("--calibration", choices=("quick", "full"), default="quick",
+                        help="the calibration step's (autotune calibrate [--quick]; default "
+                             "quick)")
+    parser.add_argument("--skip", type=step_names, default=[], metavar="STEP,...",
+                        help=f"steps to leave out ({', '.join(STEPS)})")
     parser.add_argument("-o", "--out", type=Path, default=None, metavar="DIR",
                         help="results folder (default results/<device>/gpu); must be new or "
                              "empty unless --force")

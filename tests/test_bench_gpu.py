@@ -3,6 +3,7 @@ NVIDIA-only ones runs on a CPU device at tiny sizes, so the check is ready when 
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -56,6 +57,16 @@ def test_a_step_that_would_not_fit_is_skipped_and_says_why(tmp_path):
     assert check.step("calibration", lambda: {"never": "run"}) is None
     entry = json.loads((tmp_path / "results.json").read_text())["steps"]["calibration"]
     assert entry["status"] == "skipped" and "budget" in entry["why"]
+
+
+def test_a_step_asked_away_is_skipped(tmp_path):
+    check = gpu.Check(tmp_path, budget_s=100.0, quick=True, skip=frozenset({"volume"}))
+    assert check.step("volume", lambda: {"never": "run"}) is None
+    entry = json.loads((tmp_path / "results.json").read_text())["steps"]["volume"]
+    assert entry == {"status": "skipped", "why": "asked (--skip)"}
+    assert gpu.step_names("image, ptx") == ["image", "ptx"]
+    with pytest.raises(argparse.ArgumentTypeError, match="no step imag "):
+        gpu.step_names("imag")
 
 
 def test_a_failing_step_keeps_the_others(tmp_path):
