@@ -11,6 +11,8 @@ registers allow or the profile's one figure. A model change is then measured on 
 frames on any machine.
 
     python tools/gpu_refit.py results/nvidia-h200/gpu [--json]
+    python tools/gpu_refit.py results/nvidia-h200/gpu-full-calibration \
+        --heldout results/nvidia-h200/gpu
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ class Recorded:
     occupancy: dict[str, int] | None
 
     @classmethod
-    def read(cls, folder: Path) -> Recorded:
+    def read(cls, folder: Path, heldout: Path | None = None) -> Recorded:
+        """``folder``'s recording; its held-out frames, or those of the check in ``heldout``
+        (a run that calibrated but had no time left to measure them)."""
         steps = json.loads((folder / "results.json").read_text())["steps"]
         return cls(load_profile(folder / "calibrated_profile.json"),
                    load_frames(folder / "calibration_frames.json"),
-                   load_frames(folder / "heldout_frames.json"),
+                   load_frames((heldout or folder) / "heldout_frames.json"),
                    steps.get("calibration", {}).get("occupancy"))
 
 
@@ -66,25 +70,31 @@ def fit_variant(recorded: Recorded, counts_path: Path | None,
             "scale": dict(fitted.calibration.scale)}
 
 
-def refit(folder: Path) -> dict:
-    """Held-out error of the model fitted on the calibration frames, per variant."""
-    recorded = Recorded.read(folder)
-    driver = folder / "driver_kernel_counts.json"
+def refit(folder: Path, heldout: Path | None = None) -> dict:
+    """Held-out error of the model fitted on the calibration frames, per variant (the driver's
+    counts from ``folder``, else from ``heldout``'s check)."""
+    recorded = Recorded.read(folder, heldout)
+    driver = next((f / "driver_kernel_counts.json" for f in (folder, heldout)
+                   if f is not None and (f / "driver_kernel_counts.json").is_file()),
+                  folder / "driver_kernel_counts.json")
     counts = {"clang": None, **({"driver": driver} if driver.is_file() else {})}
     occupancies = {"profile_figure": None,
                    **({"occupancy": recorded.occupancy} if recorded.occupancy else {})}
     variants = {f"{c}_counts+{o}": fit_variant(recorded, path, occ)
                 for c, path in counts.items() for o, occ in occupancies.items()}
-    return {"folder": str(folder), "calibration_frames": len(recorded.calibration),
+    return {"folder": str(folder), "heldout_from": str(heldout or folder),
+            "calibration_frames": len(recorded.calibration),
             "heldout_frames": len(recorded.heldout), "variants": variants}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a GPU check's results folder")
+    parser.add_argument("--heldout", type=Path, metavar="FOLDER",
+                        help="take the held-out frames from this check's folder instead")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
-    result = refit(args.folder)
+    result = refit(args.folder, args.heldout)
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
