@@ -47,12 +47,11 @@ from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.calibration_fit import (
     CALIBRATION_SETTINGS,
-    FULL_SCENES,
-    QUICK_SCENES,
     FittedModel,
     Sample,
     base_profile,
     calibrate,
+    calibration_scenes,
     calibration_sizes,
     calibration_views,
     collect_samples,
@@ -196,7 +195,7 @@ def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: 
 
 def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]) -> dict:
     """Calibration and held-out frames of one device, and its models' errors on them."""
-    cal_scenes = QUICK_SCENES if args.quick else FULL_SCENES
+    cal_scenes = calibration_scenes(info, args.quick)
     cal_sizes = calibration_sizes(info, args.quick)
     frames = args.frames or (3 if args.quick else 6)
     sizes = ((256, 144),) if args.quick else EVAL_SIZES
