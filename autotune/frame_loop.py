@@ -11,11 +11,13 @@ probe, the host overhead). The rules, the same for every renderer:
   ``corrects_itself=True``) gets the controller's correction cancelled out of its price, so
   one error is not learnt twice (a 2x step learnt by both became 4x);
 - a frame whose modelled part is too small a share to say anything about the model
-  (``teaches=False``: an empty view, where probe and overhead dominate) gives the
-  feed-forward controller its own expected time, i.e. no innovation;
+  (``teaches=False``: an empty view, where probe and overhead dominate) gives a model-based
+  controller (``Controller.model_based``: feed-forward) its own expected time, i.e. no
+  innovation;
 - a model-free controller (PI, fixed) always observes the measured frame;
 - tuning off holds the last chosen knobs with the fixed controller (the ``fixed`` baseline
-  holds those :meth:`hold` is given); on starts the named controller afresh.
+  holds those :meth:`hold` is given); on starts the named controller afresh, by its
+  ``from_loop`` with the loop's options (:class:`~autotune.controllers.LoopOptions`).
 
 The renderer sets :attr:`space` and :attr:`price` when it can (a volume renderer only after
 its calibration): until then the loop keeps the target, controller and tuning switch only.
@@ -33,9 +35,7 @@ from autotune.controllers import (
     CONTROLLERS,
     DEFAULT_CONTROLLER,
     Decision,
-    FeedForwardController,
-    FixedController,
-    PIController,
+    LoopOptions,
     check_target,
 )
 from autotune.knobs import KnobSpace
@@ -89,13 +89,8 @@ class FrameLoop:
         if self.space is None:
             return
         name = self._controller if self._tuning else "fixed"
-        if name == "fixed":
-            ctrl = FixedController(self.space, self._target, knobs=self._held)
-        elif name == "pi":
-            ctrl = PIController(self.space, self._target, kp=self.pi_gains[0],
-                                ki=self.pi_gains[1])
-        else:
-            ctrl = CONTROLLERS[name](self.space, self._target, gain=self.feedback_gain)
+        options = LoopOptions(self._held, self.pi_gains, self.feedback_gain)
+        ctrl = CONTROLLERS[name].from_loop(self.space, self._target, options)
         self.tuner = Tuner(self.space, self._predict, self._target, controller=ctrl)
 
     @property
@@ -168,7 +163,7 @@ class FrameLoop:
 
     def observe(self, measured: float, expected: float, teaches: bool = True) -> None:
         """Feed one rendered frame back by the module's rules."""
-        model_based = isinstance(self.tuner.controller, FeedForwardController)
+        model_based = self.tuner.controller.model_based
         self.tuner.observe(expected if model_based and not teaches else measured)
 
 

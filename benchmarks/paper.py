@@ -39,7 +39,7 @@ import numpy as np
 from autotune.app.animation import (
     REFERENCE_SETTINGS,
     frame_times,
-    heldout_camera_path,
+    heldout_turn_path,
     logs_to_dicts,
     measure_settings,
     orbit_camera_path,
@@ -54,7 +54,7 @@ from autotune.atomic_files import check_output_dir, output_dir
 from autotune.image_quality import psnr, ssim
 from benchmarks.cpu_load import CpuLoad
 from benchmarks.noise_floor import WARMUP_FRAMES, frame_spread
-from raytracer.camera import Camera, turn_path
+from raytracer.camera import Camera
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 from raytracer.tuning.scene_sets import evaluation_scenes, refusal, sets_record
@@ -74,16 +74,6 @@ LOAD_FEEDBACKS = ("phase", "frame")
 VARIANTS = {"feedforward": ("feedforward", "phase"), "feedforward-frame": ("feedforward", "frame"),
             "fixed": ("fixed", "phase"), "pi": ("pi", "phase")}
 BASELINES = ("fixed", "pi")
-
-
-def heldout_turn_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
-    """Look away from the scene from a point of the held-out path, then turn to the scene."""
-    target = np.asarray(scene.camera.target, np.float64)
-    eye = np.asarray(heldout_camera_path(scene, 5)[2].eye, np.float64)
-    turn_at = frames // 2
-    cams = turn_path(eye, eye + (eye - target), target, frames, turn_at, scene.camera.up,
-                     scene.camera.fov_y)
-    return cams, turn_at
 
 
 def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance: float = 0.01,

@@ -431,10 +431,6 @@ class ClusterFrameModel:
         scale = np.broadcast_to(np.asarray(image_scale, np.float64), work.shape[1:])
         return self.sections_of(work, self.compositing_sections(stages, gather_bytes, scale))
 
-    def predict_frame(self, *args: Any, **kwargs: Any) -> NDArray:
-        """Rank 0's frame seconds for each candidate (see :meth:`predict_sections`)."""
-        return self.predict_sections(*args, **kwargs)["frame"]
-
     def to_dict(self) -> dict[str, Any]:
         return {"render": [asdict(m) for m in self.render], "stage": asdict(self.stage),
                 "gather": asdict(self.gather), "meta": self.meta,

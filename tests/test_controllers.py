@@ -186,3 +186,24 @@ def test_bisection_by_measurement_finds_the_best_setting_that_fits() -> None:
     order = quality_order(SPACE)
     q = SPACE.quality({k: np.array([o[k] for o in order]) for k in SPACE.names})
     assert len(order) == SPACE.size and np.all(np.diff(q) >= 0)
+
+
+def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> None:
+    import argparse
+
+    from autotune import CONTROLLER_NAMES
+    from autotune.app import options
+
+    parser = argparse.ArgumentParser()
+    options.add_controller(parser)
+    (action,) = [a for a in parser._actions if a.dest == "controller"]
+    assert action.choices == ("feedforward", "fixed", "pi") and action.default == "feedforward"
+    assert action.help == ("controller: feedforward (model + feedback), fixed (chosen on the "
+                           "first frame), pi (feedback only)")
+    assert CONTROLLER_NAMES == {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
+    glfw = pytest.importorskip("glfw")
+    from autotune.app.viewer import app
+
+    assert app.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
+                                   glfw.KEY_3: "pi"}
+    assert "1 / 2 / 3      feed-forward/fixed/PI" in app.HELP_TOP

@@ -1,11 +1,20 @@
-"""The core's frame loop: the controller it starts takes the loop's gains."""
+"""The core's frame loop: the controller it starts takes the loop's gains; it starts any
+registered controller."""
 
 import numpy as np
 import pytest
 
 from autotune import FloatKnob, FramePrice, KnobSpace
-from autotune.controllers import FeedForwardController, PIController
+from autotune.controllers import (
+    CONTROLLERS,
+    Controller,
+    FeedForwardController,
+    FixedController,
+    PIController,
+    timed_decision,
+)
 from autotune.frame_loop import DEFAULT_FEEDBACK_GAIN, FrameLoop
+from autotune.search import Choice
 
 
 def _configured(loop: FrameLoop) -> FrameLoop:
@@ -29,3 +38,39 @@ def test_feed_forward_feedback_takes_the_loops_gain():
 def test_a_bad_feedback_gain_is_refused_when_the_controller_starts():
     with pytest.raises(ValueError, match="gain must be in"):
         _configured(FrameLoop(0.015, feedback_gain=1.5))
+
+
+def test_the_loop_starts_every_controller_by_its_from_loop():
+    loop = _configured(FrameLoop(0.015, pi_gains=(0.2, 0.3)))
+    loop.use_controller("pi")
+    assert (loop.tuner.controller.kp, loop.tuner.controller.ki) == (0.2, 0.3)
+    loop.hold({"quality": 0.5})
+    loop.use_controller("fixed")
+    assert isinstance(loop.tuner.controller, FixedController)
+    assert loop.tuner.controller.knobs == {"quality": 0.5}
+
+
+class _Cheapest(Controller):
+    """A controller the loop has never heard of: always the lowest setting."""
+
+    label = "cheapest"
+    summary = "the lowest setting"
+
+    def __init__(self, space, target_seconds):
+        super().__init__(space, target_seconds)
+        self.seen: list[float] = []
+
+    def choose(self, predictor):
+        return timed_decision(Choice(self.space.lowest(), 0.0, 0.0, False, 0), 0.0)
+
+    def observe(self, measured_seconds: float) -> None:
+        self.seen.append(measured_seconds)
+
+
+def test_a_new_controller_needs_only_its_registry_line(monkeypatch):
+    monkeypatch.setitem(CONTROLLERS, "cheapest", _Cheapest)
+    loop = _configured(FrameLoop(0.015, "cheapest"))
+    assert isinstance(loop.tuner.controller, _Cheapest)
+    assert loop.choose().knobs == {"quality": 0.0}
+    loop.observe(0.02, expected=0.01, teaches=False)  # not model-based: the measured frame
+    assert loop.tuner.controller.seen == [0.02]

@@ -278,11 +278,6 @@ def _natural_loops(blocks: list[_Block]) -> list[frozenset[int]]:
     return sorted((frozenset(b) for b in by_header.values()), key=len)
 
 
-def _parent(loop: frozenset[int], loops: list[frozenset[int]]) -> frozenset[int] | None:
-    outer = [o for o in loops if loop < o]
-    return min(outer, key=len) if outer else None
-
-
 def count_kernel(name: str, body: str) -> dict[str, LoopCounts]:
     """Counts of one kernel body: ``{name: LoopCounts}`` plus ``{name}_ray`` if it has one.
     ``i_ct, i_mt`` hold the whole traversal body, leaf tests included (``i_ci = i_mi = 0``):

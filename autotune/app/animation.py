@@ -104,13 +104,14 @@ def heldout_camera_path(scene: Scene, frames: int) -> list[Camera]:
     return orbit_path(target, start, frames, turns=-0.4, dolly=0.6, up=cam.up, fov_y=cam.fov_y)
 
 
-def turn_camera_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
-    """Look away from the scene (an empty view), then turn 180° to its densest view at once."""
-    cam = scene.camera
-    eye, target = np.asarray(cam.eye, np.float64), np.asarray(cam.target, np.float64)
-    away = eye + (eye - target)
+def heldout_turn_path(scene: Scene, frames: int) -> tuple[list[Camera], int]:
+    """Look away from the scene from a point of the held-out path, then turn to the scene."""
+    target = np.asarray(scene.camera.target, np.float64)
+    eye = np.asarray(heldout_camera_path(scene, 5)[2].eye, np.float64)
     turn_at = frames // 2
-    return turn_path(eye, away, target, frames, turn_at, cam.up, cam.fov_y), turn_at
+    cams = turn_path(eye, eye + (eye - target), target, frames, turn_at, scene.camera.up,
+                     scene.camera.fov_y)
+    return cams, turn_at
 
 
 def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",

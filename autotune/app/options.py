@@ -164,8 +164,8 @@ def target_seconds(args: argparse.Namespace) -> float | None:
 
 def add_controller(p: argparse.ArgumentParser, text: str = "controller") -> None:
     p.add_argument("--controller", choices=tuple(CONTROLLERS), default=DEFAULT_CONTROLLER,
-                   help=f"{text}: feedforward (model + feedback), fixed (chosen on the first "
-                        f"frame), pi (feedback only)")
+                   help=f"{text}: " + ", ".join(f"{name} ({c.summary})"
+                                               for name, c in CONTROLLERS.items()))
 
 
 def add_device(p: argparse.ArgumentParser) -> None:

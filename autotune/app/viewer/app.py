@@ -51,7 +51,9 @@ from raytracer.camera import Camera, load_path
 GL_VERSION = 330
 TARGET_STEP = 1.25  # factor per +/- press
 TARGET_LIMITS = (0.001, 10.0)  # seconds
-CONTROLLER_KEYS = dict(zip((glfw.KEY_1, glfw.KEY_2, glfw.KEY_3), CONTROLLERS, strict=True))
+# number keys 1, 2, ... pick the controllers in the registry's order
+CONTROLLER_KEYS = {glfw.KEY_1 + i: name for i, name in enumerate(CONTROLLERS)}
+assert len(CONTROLLER_KEYS) <= 9, "more controllers than number keys"
 FLY_KEYS = {  # key -> (forward, right, up)
     glfw.KEY_W: (1, 0, 0),
     glfw.KEY_UP: (1, 0, 0),
@@ -71,7 +73,8 @@ HELP_TOP = [
     "R              reset camera",
     "+ / -          target frame time",
     "T              tuning on/off",
-    "1 / 2 / 3      feed-forward/fixed/PI",
+    " / ".join(str(i + 1) for i in range(len(CONTROLLERS))).ljust(15)
+    + "/".join(CONTROLLER_NAMES.values()),
 ]
 HELP_BOTTOM = [  # a renderer's own keys go between the two
     "O              overlay on/off",

@@ -117,10 +117,6 @@ class RealRun:
     frame_seconds: NDArray[np.float64]  # (frames,)
     composite_seconds: NDArray[np.float64]  # (frames,) rank 0: all stages + gather
 
-    @property
-    def mean_frame(self) -> float:
-        return float(self.frame_seconds.mean())
-
 
 def run_real(comm: Any, volume: Any, tf: Any, width: int, height: int, frames: int,
              step: float, algorithm: str = ALGORITHM, warmup: int = 1) -> RealRun | None:
