@@ -115,8 +115,8 @@ def worker_term(out: str, repeats: int, net: str) -> None:
 def worker_real(plan_path: str, out: str) -> None:
     """Real runs of the plan on sub-communicators; rank 0 adds each run to ``out``."""
     from autotune.atomic_files import write_json
+    from raytracer.mpi.faults import world
     from raytracer.volume.distributed import load_everywhere
-    from raytracer.volume.mpi_runtime import world
     from raytracer.volume.tuning.cluster_data import first_ranks, idle_barrier, run_real
 
     plan = json.loads(Path(plan_path).read_text())
@@ -151,8 +151,8 @@ def worker_real(plan_path: str, out: str) -> None:
 def worker_node(plan_path: str, out: str) -> None:
     """Node runs of the plan in this one process (see run_node); writes each to ``out``."""
     from autotune.atomic_files import write_json
+    from raytracer.mpi.faults import world
     from raytracer.volume.distributed import load_everywhere, seed_orbit
-    from raytracer.volume.mpi_runtime import world
     from raytracer.volume.tuning.cluster_data import run_node
 
     plan = json.loads(Path(plan_path).read_text())
@@ -174,7 +174,7 @@ def worker_emulate(plan_path: str, data_path: str) -> None:
     """Emulation runs of the plan; rank 0 appends every row to ``data_path`` atomically."""
     from autotune.app.cluster_files import read_training_data, write_training_data
     from models.perf_histogram import PathHistogram
-    from raytracer.volume.mpi_runtime import world
+    from raytracer.mpi.faults import world
     from raytracer.volume.tuning.cluster_data import EmulationConfig, run_plan
 
     plan = json.loads(Path(plan_path).read_text())
@@ -202,7 +202,7 @@ def _bar(total: int, desc: str) -> Any:
 
 
 def worker_main(argv: list[str]) -> int:
-    from raytracer.volume.mpi_runtime import install_excepthook
+    from raytracer.mpi.faults import install_excepthook
 
     install_excepthook()
     part = argv[0]
@@ -225,7 +225,7 @@ def worker_main(argv: list[str]) -> int:
 
 def _launch(part: str, ranks: int, args: list[str], env: dict[str, str] | None = None,
             timeout: float = 4 * 3600) -> None:
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     done = launch(["benchmarks.cluster", "--worker", part, *args], ranks, timeout=timeout,
                   env=env, cwd=HERE.parent, capture=False)
@@ -239,7 +239,7 @@ def calibrate_term(net: str, repeats: int, work: Path) -> dict[str, Any]:
     noise only adds), bandwidth (least squares on the median times of messages of 256 KiB and
     more, the sizes compositing sends) and the blend rate, from the ``term`` part. MPICH runs
     as in the emulation jobs (yielding while it waits)."""
-    from raytracer.volume.mpi_runtime import OVERSUBSCRIBED_ENV
+    from raytracer.mpi.launch import OVERSUBSCRIBED_ENV
 
     out = work / f"term_{net}.json"
     if not out.exists():

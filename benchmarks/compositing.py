@@ -2,7 +2,7 @@
 and the raw 2-rank ``Sendrecv`` bandwidth measured in the same run.
 
 Each part runs as its own ``mpiexec -n K python -m mpi4py -m benchmarks.compositing --worker``
-job (started by :func:`raytracer.volume.mpi_runtime.launch`); rank 0 prints its figures as one
+job (started by :func:`raytracer.mpi.launch.launch`); rank 0 prints its figures as one
 JSON line. Images are full-size premultiplied RGBA float32 with random content (the cost of
 compositing does not depend on the pixel values: every pixel is blended).
 
@@ -230,7 +230,7 @@ def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
 
 def worker_main(argv: list[str]) -> int:
     """Entry point inside the MPI job."""
-    from raytracer.volume.mpi_runtime import install_excepthook
+    from raytracer.mpi.faults import install_excepthook
 
     install_excepthook()
     part, size, repeats = argv[0], int(argv[1]), int(argv[2])
@@ -245,7 +245,7 @@ def worker_main(argv: list[str]) -> int:
 
 def run_part(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
     """Run one part of this benchmark on ``ranks`` MPI ranks; rank 0's figures."""
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     done = launch(
         ["benchmarks.compositing", "--worker", part, str(size), str(repeats)],

@@ -229,13 +229,13 @@ def run_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews:
 
 def worker_scaling(volume_name: str, size: int, frames: int, algorithm: str) -> dict | None:
     """Inside ``mpiexec -n K``: the distributed renderer on seed 000's orbit, every phase."""
+    from raytracer.mpi.faults import install_excepthook, world
     from raytracer.volume.distributed import (
         DistributedRenderer,
         FrameSettings,
         load_everywhere,
         seed_orbit,
     )
-    from raytracer.volume.mpi_runtime import install_excepthook, world
 
     install_excepthook()
     comm = world()
@@ -273,7 +273,7 @@ def worker_scaling(volume_name: str, size: int, frames: int, algorithm: str) -> 
 
 def run_scaling(volume_name: str, size: int, frames: int, ranks: int,
                 algorithm: str) -> dict[str, Any]:
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     done = launch(["benchmarks.volume", "--worker", "scaling", volume_name, str(size),
                    str(frames), algorithm], ranks, timeout=1200, cwd=ROOT)

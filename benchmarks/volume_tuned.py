@@ -418,8 +418,8 @@ def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int) -> dic
 def worker(args: argparse.Namespace) -> int:
     """Every rank of the MPI job: model error, the governed runs, recovery; rank 0 prints."""
     from autotune.app.volume_command import CALIBRATION_FRAMES
+    from raytracer.mpi.faults import install_excepthook, world
     from raytracer.volume.distributed import load_everywhere, seed_orbit
-    from raytracer.volume.mpi_runtime import install_excepthook, world
     from raytracer.volume.tuning.model_fit import volume_calibration_views
 
     install_excepthook()
@@ -605,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     from autotune.app.report import emit
     from autotune.app.run_record import RunRecord, stamp
     from autotune.atomic_files import check_output_dir, output_dir
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     if args.plots:
         check_output_dir(args.plots, args.force)

@@ -15,10 +15,10 @@ import sys
 import numpy as np
 
 from raytracer.camera import Camera
+from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.compositing import composite_serial
 from raytracer.volume.distributed import DistributedRenderer, FrameSettings
 from raytracer.volume.emulation import EmulatedRenderer, random_premultiplied
-from raytracer.volume.mpi_runtime import install_excepthook, world
 
 
 def emulation() -> None:

@@ -29,6 +29,9 @@ import time
 
 import numpy as np
 
+from raytracer.mpi.faults import AgreedError, abort, agree, install_excepthook, world
+from raytracer.mpi.pinning import share_node
+from raytracer.mpi.watchdog import watchdog
 from raytracer.volume.compositing import (
     ALGORITHMS,
     composite,
@@ -37,15 +40,6 @@ from raytracer.volume.compositing import (
     engine,
     schedule,
     shared_window,
-)
-from raytracer.volume.mpi_runtime import (
-    AgreedError,
-    abort,
-    agree,
-    install_excepthook,
-    share_node,
-    watchdog,
-    world,
 )
 from raytracer.volume.span_blend import over_serial
 

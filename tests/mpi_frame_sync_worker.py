@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 
 from raytracer.camera import Camera
+from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.distributed import FrameSettings
 from raytracer.volume.frame_sync import CALIBRATE, DONE, FRAME, QUIT, FrameState, FrameSync
-from raytracer.volume.mpi_runtime import install_excepthook, world
 
 OPS = (FRAME, FRAME, CALIBRATE, FRAME, DONE, FRAME, QUIT)
 

@@ -19,9 +19,9 @@ import sys
 import numpy as np
 
 from raytracer.camera import Camera
+from raytracer.mpi.faults import AgreedError, install_excepthook, world
 from raytracer.volume.compositing import ALGORITHMS
 from raytracer.volume.distributed import DistributedRenderer, FrameSettings, load_everywhere
-from raytracer.volume.mpi_runtime import AgreedError, install_excepthook, world
 
 
 def views(radius: float) -> list[Camera]:

@@ -20,7 +20,8 @@ import pytest
 
 from autotune.app.cluster_files import read_training_data, write_training_data
 from models.perf_histogram import PathHistogram
-from raytracer.volume import mpi_runtime
+from raytracer.mpi.faults import world
+from raytracer.mpi.launch import launch, mpiexec_path
 from raytracer.volume.emulation import EmulatedRenderer, SlowLinks, random_premultiplied
 from raytracer.volume.tuning.cluster_data import (
     EmulationConfig,
@@ -112,7 +113,7 @@ def test_generator_appends_atomically_and_resumes(tmp_path):
         data.add(row)
         write_training_data(path, data)
 
-    comm = mpi_runtime.world()
+    comm = world()
     with pytest.raises(KeyboardInterrupt):
         run_plan(comm, configs, {"h": (hist, "measured")}, sink)
     assert [p.name for p in tmp_path.iterdir()] == ["data.json"]  # no temporary files left
@@ -130,13 +131,13 @@ def test_generator_appends_atomically_and_resumes(tmp_path):
     assert all(r["frame_seconds"] >= 0.002 for r in read_training_data(path).rows)
 
 
-@pytest.mark.skipif(mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed")
+@pytest.mark.skipif(mpiexec_path() is None, reason="mpiexec not installed")
 def test_two_emulated_ranks_composite_real_images(tmp_path):
     """Also ``autotune volume --emulate`` in the same 2-rank job (one start-up)."""
     data = tmp_path / "rows.json"
     out = tmp_path / "volume_out"
-    done = mpi_runtime.launch([WORKER, "emulate", str(data), str(out)], 2, timeout=120,
-                               cwd=REPO, env={"PYTHONPATH": str(REPO)})
+    done = launch([WORKER, "emulate", str(data), str(out)], 2, timeout=120,
+                  cwd=REPO, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "OK emulation" in done.stdout and "OK volume" in done.stdout
     assert re.search(r"OK plan rows=2", done.stdout), done.stdout

@@ -11,14 +11,15 @@ import numpy as np
 import pytest
 
 from raytracer.camera import Camera
-from raytracer.volume import mpi_runtime
+from raytracer.mpi.faults import world
+from raytracer.mpi.launch import launch, mpiexec_path
 from raytracer.volume.distributed import FrameSettings
 from raytracer.volume.frame_sync import FRAME, QUIT, SIZE, FrameState, FrameSync
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER = str(Path(__file__).with_name("mpi_frame_sync_worker.py"))
 needs_mpiexec = pytest.mark.skipif(
-    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+    mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )
 
 
@@ -33,7 +34,7 @@ def test_a_state_packs_into_one_vector_and_back():
 
 
 def test_one_process_shares_without_mpi():
-    sync = FrameSync(mpi_runtime.world())
+    sync = FrameSync(world())
     state = FrameState(QUIT, status=2)
     assert sync.share(state) is state
     with pytest.raises(ValueError, match="rank 0 must give"):
@@ -44,8 +45,8 @@ def test_one_process_shares_without_mpi():
 @pytest.mark.parametrize("ranks, shares_core", [(2, False), (3, False), (3, True)])
 def test_rank_0_pattern_is_restored_on_every_rank(ranks, shares_core):
     """Also where waiting ranks sleep between polls inside a block (ranks sharing cores)."""
-    done = mpi_runtime.launch([WORKER] + (["--shares-core"] if shares_core else []), ranks,
-                              timeout=120, cwd=REPO, env={"PYTHONPATH": str(REPO)})
+    done = launch([WORKER] + (["--shares-core"] if shares_core else []), ranks,
+                  timeout=120, cwd=REPO, env={"PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout + done.stderr
     for rank in range(ranks):
         assert f"OK rank={rank} states=7" in done.stdout, done.stdout

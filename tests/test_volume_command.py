@@ -16,18 +16,18 @@ import pytest
 
 from autotune.app import volume_command
 from autotune.app.cli import main
-from raytracer.volume import mpi_runtime
+from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--volume", "marschner-lobb:24", "--width", "48", "--height", "48", "--frames", "3"]
 needs_mpiexec = pytest.mark.skipif(
-    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+    mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )
 
 
 def _launch(args: list[str], ranks: int, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return mpi_runtime.launch(["autotune.app.cli", "volume", *args], ranks, timeout=120,
-                              cwd=cwd, env={"PYTHONPATH": str(REPO)})
+    return launch(["autotune.app.cli", "volume", *args], ranks, timeout=120,
+                  cwd=cwd, env={"PYTHONPATH": str(REPO)})
 
 
 def _consistent(out: Path, frames: int, ranks: int) -> dict:
@@ -92,9 +92,9 @@ def test_bad_input_is_one_line_and_exit_2_on_every_rank(tmp_path):
     }
     procs = {}
     for name, (args, _) in cases.items():  # three jobs side by side: mostly start-up time
-        cmd = [mpi_runtime.mpiexec_path(), "-n", "2", sys.executable, "-m",
+        cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m",
                "autotune.app.cli", "volume", *args]
-        env = {**os.environ, "PYTHONPATH": str(REPO), **mpi_runtime.OVERSUBSCRIBED_ENV}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **OVERSUBSCRIBED_ENV}
         procs[name] = subprocess.Popen(cmd, cwd=tmp_path, env=env, text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        start_new_session=True)

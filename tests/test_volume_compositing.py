@@ -1,5 +1,5 @@
 """Sort-last compositing and the never-hang MPI runtime (raytracer/volume/compositing/,
-span_blend.py, mpi_runtime.py).
+raytracer/volume/span_blend.py, raytracer/mpi/).
 
 Schedules are checked serially for many rank counts; the MPI runs (``mpiexec -n K``,
 oversubscribed on this 2-core machine) check every pixel IceT-style for 1..8 ranks, every
@@ -18,14 +18,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raytracer.volume import compositing, mpi_runtime, span_blend
+from raytracer.mpi import watchdog as mpi_watchdog
+from raytracer.mpi.faults import ABORT_WATCHDOG, AgreedError, agree, world
+from raytracer.mpi.launch import launch, launch_command, mpiexec_path
+from raytracer.mpi.pinning import NodeShare, share_node
+from raytracer.mpi.shared_memory import remove_orphaned_segments
+from raytracer.volume import compositing, span_blend
 from raytracer.volume.compositing import ALGORITHMS, composite_serial, factor_rounds, schedule
 
 WORKER = str(Path(__file__).with_name("mpi_compositing_worker.py"))
 VARIANTS = 4  # the worker's transport cases (mpi_compositing_worker.VARIANTS)
 REPO = Path(__file__).resolve().parents[1]
 needs_mpiexec = pytest.mark.skipif(
-    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+    mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )
 
 
@@ -108,18 +113,18 @@ def test_numba_and_numpy_blends_are_bit_identical():
 
 
 def test_one_process_world_and_agree():
-    comm = mpi_runtime.world()
+    comm = world()
     assert comm.Get_size() == 1
-    mpi_runtime.agree(True, "fine")
-    with pytest.raises(mpi_runtime.AgreedError, match="bad volume"):
-        mpi_runtime.agree(False, "bad volume")
+    agree(True, "fine")
+    with pytest.raises(AgreedError, match="bad volume"):
+        agree(False, "bad volume")
     env: dict[str, str] = {}
-    assert mpi_runtime.share_node(cores=6, environ=env) == mpi_runtime.NodeShare(6, 1, 6)
+    assert share_node(cores=6, environ=env) == NodeShare(6, 1, 6)
     assert env["POCL_MAX_PTHREAD_COUNT"] == env["AUTOTUNE_COMPUTE_UNITS"] == "6"
     with pytest.raises(ValueError, match="rank count"):
-        mpi_runtime.launch_command(["x"], 0)
+        launch_command(["x"], 0)
     with pytest.raises(ValueError, match="module name"):
-        mpi_runtime.launch_command([], 2)
+        launch_command([], 2)
 
 
 def test_one_process_composite_returns_the_image():
@@ -134,8 +139,8 @@ def test_one_process_composite_returns_the_image():
 
 
 def _run(args: list[str], ranks: int, timeout: float = 60):
-    return mpi_runtime.launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO,
-                               env={"PYTHONPATH": str(REPO)})
+    return launch([WORKER, *args], ranks, timeout=timeout, cwd=REPO,
+                  env={"PYTHONPATH": str(REPO)})
 
 
 @needs_mpiexec
@@ -196,7 +201,7 @@ def test_an_aborting_ranks_message_reaches_the_caller_even_if_stderr_loses_it():
 @pytest.mark.parametrize("transport", ["messages", "shared"])
 def test_watchdog_names_the_phase(transport):
     done, after = _fault("hang", transport)
-    assert done.returncode == mpi_runtime.ABORT_WATCHDOG
+    assert done.returncode == ABORT_WATCHDOG
     assert after < 5.0
     assert "phase 'compositing' exceeded its 1 s timeout" in done.stderr
 
@@ -219,9 +224,9 @@ def test_watchdog_wakes_only_for_an_earlier_deadline_and_still_fires(monkeypatch
         fired.append((code, message))
         raise Aborted  # a real abort never returns; this ends the watchdog's thread
 
-    monkeypatch.setattr(mpi_runtime, "abort", abort)
+    monkeypatch.setattr(mpi_watchdog, "abort", abort)
     monkeypatch.setattr(threading, "excepthook", lambda args: None)
-    dog = mpi_runtime.Watchdog(_OneRank())
+    dog = mpi_watchdog.Watchdog(_OneRank())
     with dog.phase("render", 60.0):
         time.sleep(0.05)  # the thread now sleeps until this phase's deadline
     wakes = []
@@ -238,7 +243,7 @@ def test_watchdog_wakes_only_for_an_earlier_deadline_and_still_fires(monkeypatch
         while not fired and time.monotonic() - started < 5.0:
             time.sleep(0.01)
     assert len(wakes) == 2  # the two phases due before 60 s
-    assert fired == [(mpi_runtime.ABORT_WATCHDOG,
+    assert fired == [(ABORT_WATCHDOG,
                       "rank 0: phase 'stuck' exceeded its 0.2 s timeout (watchdog: a rank "
                       "is stuck, late or gone); aborting the job")]
     assert 0.2 <= time.monotonic() - started < 2.0
@@ -302,6 +307,6 @@ def test_orphaned_segments_of_a_failed_job_are_removed(tmp_path):
         path.write_bytes(b"\0" * 4096)
     os.utime(old, (1.0, 1.0))
     with open(live, "r+b") as f, mmap.mmap(f.fileno(), 4096):
-        removed = mpi_runtime.remove_orphaned_segments(time.time() - 60, tmp_path)
+        removed = remove_orphaned_segments(time.time() - 60, tmp_path)
     assert removed == ["mpich_shm_orphan"]
     assert not orphan.exists() and live.exists() and old.exists()

@@ -12,14 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raytracer.volume import mpi_runtime
+from raytracer.mpi.faults import AgreedError
+from raytracer.mpi.launch import launch, mpiexec_path
 from raytracer.volume.distributed import FrameSettings, load_everywhere, seed_orbit
 from raytracer.volume.upscale import upscale
 
 WORKER = str(Path(__file__).with_name("mpi_volume_worker.py"))
 REPO = Path(__file__).resolve().parents[1]
 needs_mpiexec = pytest.mark.skipif(
-    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+    mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )
 
 
@@ -68,13 +69,13 @@ def test_upscale():
 
 
 def test_bad_volume_in_one_process():
-    with pytest.raises(mpi_runtime.AgreedError, match="nosuch"):
+    with pytest.raises(AgreedError, match="nosuch"):
         load_everywhere("nosuch")
 
 
 def _run(args: list[str], ranks: int):
-    return mpi_runtime.launch([WORKER, *args], ranks, timeout=120, cwd=REPO,
-                               env={"PYTHONPATH": str(REPO)})
+    return launch([WORKER, *args], ranks, timeout=120, cwd=REPO,
+                  env={"PYTHONPATH": str(REPO)})
 
 
 @needs_mpiexec

@@ -207,7 +207,7 @@ def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
 def test_distributed_embedding_example_runs_on_two_ranks():
     from pathlib import Path
 
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     worker = str(Path(__file__).with_name("volume_embedding_worker.py"))
     repo = str(Path(__file__).resolve().parents[1])

@@ -1,8 +1,8 @@
 """``autotune view --volume``: the distributed volume renderer in the viewer (issue 11 item 3).
 
 A small volume at 64x64 with few calibration frames: headless in this process (one rank) and
-on 2 ranks through ``mpi_runtime.launch``; a bad volume is one line and exit 2 on every rank;
-under Xvfb a real '-' key press lowers the target on every rank and Esc ends every rank."""
+on 2 ranks through ``raytracer.mpi.launch.launch``; a bad volume is one line and exit 2 on every
+rank; under Xvfb a real '-' key press lowers the target on every rank and Esc ends every rank."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ from PIL import Image
 from test_viewer import _start_xvfb, recording
 
 from autotune.app.viewer import add_view_parser, run_view
-from raytracer.volume import mpi_runtime
+from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--volume", "marschner-lobb:24", "--width", "64", "--height", "64",
          "--calibration-frames", "7", "--target-ms", "40"]
 needs_mpiexec = pytest.mark.skipif(
-    mpi_runtime.mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
+    mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )
 pytestmark = pytest.mark.filterwarnings("ignore::autotune.AutotuneWarning")
 
@@ -41,7 +41,7 @@ def _args(*argv: str) -> argparse.Namespace:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **mpi_runtime.OVERSUBSCRIBED_ENV, **extra}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **OVERSUBSCRIBED_ENV, **extra}
     if "DISPLAY" not in extra:
         env.pop("DISPLAY", None)
     return env
@@ -103,7 +103,7 @@ def test_headless_one_process_with_keys(tmp_path: Path, monkeypatch, capsys) -> 
 
 @needs_mpiexec
 def test_headless_two_ranks(tmp_path: Path) -> None:
-    done = mpi_runtime.launch(
+    done = launch(
         ["autotune.app.cli", "view", *SMALL, "--headless", "--frames", "3", "--record", "rec"],
         2, timeout=240, cwd=tmp_path, env={"PYTHONPATH": str(REPO), "DISPLAY": ""})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -117,7 +117,7 @@ def test_headless_two_ranks(tmp_path: Path) -> None:
 
 @needs_mpiexec
 def test_bad_volume_is_one_line_and_exit_2_on_every_rank(tmp_path: Path) -> None:
-    cmd = [mpi_runtime.mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
+    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
            "view", "--volume", "nosuch", "--headless", "--frames", "2", "--record", "rec"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -147,7 +147,7 @@ def test_real_minus_key_lowers_the_target_on_every_rank(tmp_path: Path) -> None:
 def _minus_key_run(display: str, tmp_path: Path) -> None:
     record = tmp_path / "rec"
     env = _env(DISPLAY=display)
-    cmd = [mpi_runtime.mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
+    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
            "view", *SMALL, "--record", str(record)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)

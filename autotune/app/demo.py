@@ -99,7 +99,7 @@ def run_volume_part(args: argparse.Namespace, out: Path) -> str:
     import json
     import sys
 
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     cmd = ["autotune.app.cli", "volume", "--volume", args.volume, "--frames",
            str(args.volume_frames), "--width", str(args.volume_size), "--height",

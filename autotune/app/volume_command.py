@@ -8,7 +8,7 @@ chooses them every frame (``--controller``), after a calibration on views the pa
 Every rank runs this module. Bad input (unknown volume, unreadable file, bad transfer
 function, a non-empty ``-o`` folder without ``--force``) is decided on every rank before any
 collective and reported once, by rank 0, as one line; every rank exits with status 2. Any
-other failure on any rank ends the whole job (``mpi_runtime.install_excepthook``), so the
+other failure on any rank ends the whole job (``raytracer.mpi.faults.install_excepthook``), so the
 console script, which is not started through ``python -m mpi4py``, never hangs.
 
 Rank 0 writes into the output folder (built beside it and renamed into place, so a failed

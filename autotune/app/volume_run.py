@@ -57,14 +57,14 @@ def cmd_volumes(args: argparse.Namespace) -> int:
 
 def cmd_volume(args: argparse.Namespace) -> int:
     """``autotune volume`` on every rank; returns the exit status (2: bad input)."""
-    from raytracer.volume import mpi_runtime
+    from raytracer.mpi.faults import AgreedError, install_excepthook, world
 
-    mpi_runtime.install_excepthook()
-    comm = mpi_runtime.world()
+    install_excepthook()
+    comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     try:
         return _volume(args, comm)
-    except mpi_runtime.AgreedError as exc:  # the same on every rank, before any collective
+    except AgreedError as exc:  # the same on every rank, before any collective
         if rank == 0:
             print(f"autotune volume: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -81,7 +81,7 @@ def _governed(args: argparse.Namespace) -> bool:
 def _check_args(args: argparse.Namespace, comm: Any) -> None:
     """Decisions every rank takes alike (arguments) or rank 0 takes for all (the folder)."""
     from autotune.atomic_files import check_output_dir
-    from raytracer.volume.mpi_runtime import agree
+    from raytracer.mpi.faults import agree
 
     fixed = [name for name, v in (("--step", args.step), ("--scale", args.scale),
                                   ("--ert", args.ert)) if v is not None]
@@ -159,8 +159,8 @@ def _emulated(args: argparse.Namespace, comm: Any) -> Any:
     if args.emulate is None:
         return None
     from autotune.app.cluster_files import read_histogram
+    from raytracer.mpi.faults import guarded
     from raytracer.volume.emulation import EmulatedRenderer
-    from raytracer.volume.mpi_runtime import guarded
     from raytracer.volume.tuning.cluster_data import emulation_times
 
     def times() -> Any:

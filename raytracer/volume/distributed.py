@@ -15,7 +15,7 @@ the tuner holds). The per-rank figures travel to rank 0 as one float64 vector pe
 (``Gather``, no pickling) after the timed part of the frame.
 
 Faults: set-up decisions (volume, transfer function, partition, OpenCL device) are agreed on
-every rank before any collective (:func:`~raytracer.volume.mpi_runtime.guarded`), and every
+every rank before any collective (:func:`~raytracer.mpi.faults.guarded`), and every
 blocking phase runs under a watchdog, so a bad input gives one error everywhere and a stuck
 rank ends the job instead of hanging it.
 """
@@ -31,8 +31,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from raytracer.camera import Camera
+from raytracer.mpi.faults import guarded, world
+from raytracer.mpi.pinning import share_node
+from raytracer.mpi.watchdog import watchdog
 from raytracer.volume import compositing
-from raytracer.volume.mpi_runtime import guarded, share_node, watchdog, world
 from raytracer.volume.upscale import upscale
 
 DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog ends the job
@@ -264,7 +266,7 @@ class DistributedRenderer:
     ``local`` overrides the local renderer (default: the OpenCL ``Raycaster`` of this rank's
     brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts.
     With ``share_cores`` (default) the ranks on one machine split its cores
-    (:func:`~raytracer.volume.mpi_runtime.share_node`): each OpenCL device gets its share of
+    (:func:`~raytracer.mpi.pinning.share_node`): each OpenCL device gets its share of
     threads and, where the launcher left the ranks unpinned, each rank's calling thread and
     the threads it starts later are pinned to their own cores; an application that needs its
     process's affinity left alone passes ``share_cores=False``.

@@ -31,7 +31,7 @@ def run_pipeline(mapping: Mapping, seconds: float, cores: list[int] | None = Non
     per-window iteration times, and per input edge the messages received, consumed and left
     over. ``share`` lets nodes share cores (see :func:`autotune.app.pipeline.spec.node_cores`);
     the modules named in ``work`` do that real work, each on one thread."""
-    from raytracer.volume.mpi_runtime import launch
+    from raytracer.mpi.launch import launch
 
     spec = run_spec(mapping, seconds, cores, share, work)
     with tempfile.TemporaryDirectory(prefix="autotune-pipeline-") as tmp:

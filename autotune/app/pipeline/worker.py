@@ -174,7 +174,7 @@ def main(argv: list[str]) -> None:
     from mpi4py import MPI
 
     from autotune.atomic_files import write_json
-    from raytracer.volume.mpi_runtime import install_excepthook
+    from raytracer.mpi.faults import install_excepthook
 
     comm = MPI.COMM_WORLD
     install_excepthook(comm)

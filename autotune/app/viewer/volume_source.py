@@ -17,7 +17,7 @@ and mpiexec send them too) does the same, waiting for a frame's collectives to f
 the volume loads or the model calibrates it aborts the job. Bad input (volume, transfer
 function, no display, the record folder) is decided on every rank before any collective and
 printed once, by rank 0 (exit 2 everywhere); any other failure on any rank aborts the whole
-job (``mpi_runtime.install_excepthook``), so no rank is ever left waiting.
+job (``raytracer.mpi.faults.install_excepthook``), so no rank is ever left waiting.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class Interrupts:
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.phase in ("setup", "calibrating"):
-            from raytracer.volume.mpi_runtime import abort
+            from raytracer.mpi.faults import abort
 
             abort(self.comm, INTERRUPTED, "autotune view: interrupted; ending every rank")
         if self.phase == "frame":
@@ -294,20 +294,20 @@ def run_volume(args: argparse.Namespace) -> int:
     """``autotune view --volume`` on every rank; returns the exit status. On rank 0 a
     ViewerError or KeyboardInterrupt of the run propagates (after every rank was told to
     quit with the same status) for ``run_view`` to print once."""
-    from raytracer.volume import mpi_runtime
+    from raytracer.mpi.faults import AgreedError, install_excepthook, world
 
-    comm = mpi_runtime.world()
+    comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     interrupts = Interrupts(comm)
     if size > 1:
-        mpi_runtime.install_excepthook(comm)
+        install_excepthook(comm)
         if rank == 0:
             interrupts.install()
         else:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return _run(args, comm, interrupts)
-    except mpi_runtime.AgreedError as exc:  # the same on every rank, before any collective
+    except AgreedError as exc:  # the same on every rank, before any collective
         if rank == 0:
             print(f"autotune view: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -320,8 +320,8 @@ def run_volume(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
+    from raytracer.mpi.faults import agree
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere
-    from raytracer.volume.mpi_runtime import agree
     from raytracer.volume.tuning.model_fit import volume_calibration_views
     from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
 

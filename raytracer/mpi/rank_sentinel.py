@@ -1,13 +1,13 @@
-"""The parent of one MPI rank's process: tells :func:`mpi_runtime.launch` which rank a
-signal killed.
+"""The parent of one MPI rank's process: tells the launcher which rank a signal killed.
 
-``launch`` starts every rank as ``python rank_sentinel.py -m mpi4py MODULE ...``. The sentinel
-forks, the child execs the rank (inheriting hydra's PMI environment and descriptors, and
-dying with its sentinel through ``PR_SET_PDEATHSIG``), and the sentinel waits. When the
-rank is killed by a signal, the sentinel sends ``RANK PID SIGNAL`` to the launcher's socket
-before ending the same way. Hydra then kills the other sentinels, which therefore cannot
-report their own ranks' deaths: the report names the rank that died first by construction,
-not by timing. Run as a script (not ``-m``) so it imports nothing of the package.
+:func:`raytracer.mpi.launch.launch` starts every rank as ``python rank_sentinel.py -m mpi4py
+MODULE ...``. The sentinel forks, the child execs the rank (inheriting hydra's PMI environment
+and descriptors, and dying with its sentinel through ``PR_SET_PDEATHSIG``), and the sentinel
+waits. When the rank is killed by a signal, the sentinel sends ``RANK PID SIGNAL`` to the
+launcher's socket before ending the same way. Hydra then kills the other sentinels, which
+therefore cannot report their own ranks' deaths: the report names the rank that died first by
+construction, not by timing. Run as a script (not ``-m``) so it imports nothing of the
+package.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 
-ENV = "AUTOTUNE_MPI_MONITOR"  # the launcher's abstract socket name (mpi_runtime reads it)
+ENV = "AUTOTUNE_MPI_MONITOR"  # the launcher's abstract socket name (launch reads it)
 PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
