@@ -7,7 +7,7 @@ and says so):
 
 1. ``platforms``: the OpenCL platforms and devices; a GPU driver's OpenCL library that no
    ``.icd`` file names (a container that mounts ``libnvidia-opencl.so.1`` without
-   ``nvidia.icd``) is registered first (:mod:`raytracer.opencl_runtimes`), and what was found
+   ``nvidia.icd``) is registered first (:mod:`raytracer.device.runtimes`), and what was found
    is reported;
 2. ``device``: the figures the model needs, read from the device (SMs, warp width, clock,
    memory, registers; NVIDIA's ``cl_nv_device_attribute_query`` where present);
@@ -59,10 +59,10 @@ from autotune.app.animation import (
 from autotune.app.run_record import RunRecord, cpu_model
 from autotune.atomic_files import check_output_dir, save_png, write_json
 from benchmarks.model_accuracy import errors, eval_settings, measure
-from raytracer import opencl_runtimes
-from raytracer.kernel_launches import Launch
-from raytracer.nvidia_figures import compare_counts, driver_ptx, nvidia_device_figures
-from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device, list_devices
+from raytracer.device import runtimes
+from raytracer.device.choice import DeviceInfo, build_quietly, choose_device, list_devices
+from raytracer.device.launches import Launch
+from raytracer.device.nvidia import compare_counts, driver_ptx, nvidia_device_figures
 from raytracer.phases import PHASE_LIST, Phase
 from raytracer.reference_check import image_agreement, reference_render
 from raytracer.scene import load_scene
@@ -173,16 +173,17 @@ def checkout_commit() -> str:
 
 def platforms_step() -> dict:
     """What the loader was given (the system's ``.icd`` files, GPU driver libraries found
-    without one, the folder registered on import of :mod:`raytracer`) and every device."""
-    system = opencl_runtimes.existing_icds(environ={})
-    folders = opencl_runtimes.driver_search_folders()
+    without one, the folder registered before the first platform query) and every device."""
+    runtimes.prepare_runtimes()
+    system = runtimes.existing_icds(environ={})
+    folders = runtimes.driver_search_folders()
     return {"system_icd_files": system,
             "driver_libraries_without_icd": {
                 vendor: str(path) for vendor, path in
-                opencl_runtimes.driver_libraries(system, folders).items()},
+                runtimes.driver_libraries(system, folders).items()},
             "searched": [str(f) for f in folders],
-            "vendors_folder": os.environ.get(opencl_runtimes.VENDORS_ENV),
-            "registered_icd_files": opencl_runtimes.existing_icds(),
+            "vendors_folder": os.environ.get(runtimes.VENDORS_ENV),
+            "registered_icd_files": runtimes.existing_icds(),
             "devices": [info.describe() for info in list_devices()]}
 
 

@@ -41,7 +41,7 @@ from autotune.app.run_record import at_most, mark_goals, measured_run
 from autotune.atomic_files import check_output_dir, output_dir, save_figure
 from models.app_calibration import builtin_calibrations
 from models.device_profile import builtin_profiles
-from raytracer.opencl_device import DeviceInfo, one_device_per_runtime
+from raytracer.device.choice import DeviceInfo, one_device_per_runtime
 from raytracer.phases import PHASES
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer

@@ -134,7 +134,7 @@ def raytrace_figures(samples: Mapping[str, list], hk: Any, counts: Any, clock_hz
 
 def raytracer(spec: str | None, quick: bool) -> dict[str, Any]:
     """Render, fit and compare on the ray tracer; the figures with what they were made of."""
-    from raytracer.opencl_device import DeviceError, one_device_per_runtime
+    from raytracer.device.choice import DeviceError, one_device_per_runtime
 
     infos = one_device_per_runtime(spec)
     if not infos:

@@ -422,7 +422,7 @@ class KernelBench:
     def __init__(self, device: Any) -> None:
         import pyopencl as cl
 
-        from raytracer.opencl_device import build_quietly
+        from raytracer.device.choice import build_quietly
 
         self.cl = cl
         self.ctx = cl.Context([device])
@@ -462,7 +462,7 @@ class KernelBench:
     def launch(self, kernel: str, n: int, block: int, host: list[np.ndarray],
                repeats: int = REPEATS) -> tuple[float, np.ndarray]:
         """Best event seconds of ``repeats`` launches after one warm-up, and the output."""
-        from raytracer.event_time import event_seconds
+        from raytracer.device.event_time import event_seconds
 
         cl = self.cl
         mf = cl.mem_flags
@@ -523,7 +523,7 @@ def measure(specs: Sequence[str], sweep: Sweep
     per runtime), and the sizes reached."""
     from tqdm import tqdm
 
-    from raytracer.opencl_device import choose_device
+    from raytracer.device.choice import choose_device
 
     runs: list[Run] = []
     facts: dict[str, DeviceFacts] = {}
@@ -685,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
     from benchmarks import online_predictor, predictor_comparison
-    from raytracer.opencl_device import DeviceError, one_device_per_runtime
+    from raytracer.device.choice import DeviceError, one_device_per_runtime
     from raytracer.tuning.scene_sets import TEST_SCENES
 
     figures: dict[str, Any] = {}

@@ -31,7 +31,7 @@ sin/cos). What that costs is timed beside the ratios: the same kernels with ever
 ``trace()`` call replaced by a use of its ray (:func:`without_traversal_source`), interleaved
 with the rest, so ``ratio_traversal_only`` compares the traversal alone.
 
-``kernel_launches``: how this device launches each kernel (``raytracer/kernel_launches.py``,
+``kernel_launches``: how this device launches each kernel (``raytracer/device/launches.py``,
 chosen by measurement once per device) and, where it chose other than the default, all four
 phases timed both ways in the same loop (``default_over_chosen``: above 1, the choice pays).
 """
@@ -60,9 +60,9 @@ from tqdm import tqdm
 from autotune.app.report import emit, plain
 from autotune.app.run_record import cpu_model, mark_goals, measured_run
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
-from raytracer.kernel_launches import DEFAULTS
-from raytracer.opencl_device import one_device_per_runtime
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, POCL_METHOD_ENV
+from raytracer.device.choice import one_device_per_runtime
+from raytracer.device.launches import DEFAULTS
+from raytracer.device.runtimes import COMPUTE_UNITS_ENV, POCL_METHOD_ENV
 from raytracer.phases import PHASES
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer, kernel_source

@@ -497,8 +497,9 @@ def scaling_part(volume: str, size: int, frames: int, counts: list[int],
 
 def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
     """Where and when the figures were taken."""
-    from raytracer.opencl_runtimes import POCL_METHOD_ENV  # importing raytracer sets it
+    from raytracer.device.runtimes import POCL_METHOD_ENV, prepare_runtimes
 
+    prepare_runtimes()  # sets the method where the user did not (done already if a device ran)
     out = {
         "cores": os.cpu_count(),
         "load_avg_at_end": list(os.getloadavg()),
@@ -538,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
     frames = 6 if args.quick else 12
     devices = []
     if "raycast" in parts:
-        from raytracer.opencl_device import one_device_per_runtime
+        from raytracer.device.choice import one_device_per_runtime
 
         devices = one_device_per_runtime(args.device)
     steps = (2 * len(devices) + ("compositing" in parts)

@@ -7,7 +7,9 @@ it to them). What a user imports::
     scene = load_scene("dragon")
     frame = Tracer(scene).render(scene.camera, 640, 360, RenderSettings(ao_rays=8))
 
-Names load on first use, so importing one part (the CPU probe) does not pull in OpenCL.
+Names load on first use, so importing one part (the CPU probe) does not pull in OpenCL. Importing
+sets nothing up: the OpenCL runtimes are readied by the device layer (:mod:`raytracer.device`)
+before its first platform query.
 """
 
 from __future__ import annotations
@@ -15,24 +17,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from raytracer._lazy import lazy_exports
-from raytracer.opencl_runtimes import (
-    limit_cpu_threads,
-    pocl_work_group_method,
-    register_pip_runtimes,
-)
-
-# Before anything asks the ICD loader for platforms: pip-installed runtimes become visible, and
-# CPU runtimes find their thread limit and (PoCL) work-group method.
-register_pip_runtimes()
-limit_cpu_threads()
-pocl_work_group_method()
 
 _EXPORTS = {
     "scene": ("SCENES", "Scene", "SceneError", "load_scene"),
     "camera": ("Camera", "load_path", "orbit_path", "turn_path"),
     "bvh": ("BVH", "build_bvh"),
     "tracer": ("MAX_AO_RAYS", "Frame", "RenderSettings", "Tracer", "TracerError"),
-    "opencl_device": ("DeviceError", "DeviceInfo", "choose_device", "list_devices"),
+    "device.choice": ("DeviceError", "DeviceInfo", "choose_device", "list_devices"),
     "phases": ("PHASES", "PHASE_LIST", "TILE", "Phase"),
     "cpu_render": ("render_cpu",),
 }
@@ -67,7 +58,7 @@ if TYPE_CHECKING:
     from raytracer.bvh import BVH, build_bvh
     from raytracer.camera import Camera, load_path, orbit_path, turn_path
     from raytracer.cpu_render import render_cpu
-    from raytracer.opencl_device import DeviceError, DeviceInfo, choose_device, list_devices
+    from raytracer.device.choice import DeviceError, DeviceInfo, choose_device, list_devices
     from raytracer.phases import PHASE_LIST, PHASES, TILE, Phase
     from raytracer.scene import SCENES, Scene, SceneError, load_scene
     from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer, TracerError

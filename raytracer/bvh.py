@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING
 import numba as nb
 import numpy as np
 
-from raytracer.jit_cache import njit
+from raytracer.device.jit_cache import njit
 
 if TYPE_CHECKING:
     from raytracer.scene import Scene

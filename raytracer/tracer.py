@@ -11,15 +11,15 @@ import pyopencl as cl
 
 from raytracer.bvh import BVH, build_bvh, packed_normals
 from raytracer.camera import Camera
-from raytracer.event_time import event_seconds
-from raytracer.kernel_launches import (
+from raytracer.device.choice import DeviceInfo, build_quietly, choose_device
+from raytracer.device.event_time import event_seconds
+from raytracer.device.launches import (
     KernelLaunches,
     Launch,
     device_launches,
     time_rounds,
     with_sub_groups,
 )
-from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.phases import PACKET_PHASES, PHASE_LIST, RAY_PACKET, TRACING_PHASES
 from raytracer.scene import Scene, load_scene
 
@@ -28,7 +28,7 @@ MAX_PIXELS = 16384 * 16384
 KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl", "shadow_packet.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
 PACKET_KERNELS = {phase: f"{phase}_packet" for phase in PACKET_PHASES}
-#: the fixed workload every device's kernel launches are chosen on (kernel_launches.py)
+#: the fixed workload every device's kernel launches are chosen on (device/launches.py)
 LAUNCH_SCENE = "spheres"
 LAUNCH_SIZE = (640, 360)
 
@@ -111,7 +111,7 @@ class Tracer:
         """``source``: OpenCL C to build instead of :func:`kernel_source` (a variant of the
         kernels with the same entry points, for measuring what a part of them costs).
         ``launches``: how each kernel is launched; default: the device's, measured once
-        (:func:`raytracer.kernel_launches.device_launches`)."""
+        (:func:`raytracer.device.launches.device_launches`)."""
         self.scene = scene
         self.bvh = bvh or build_bvh(scene.triangles(), leaf_size=leaf_size)
         self.device_info, dev = choose_device(device)
@@ -241,7 +241,7 @@ def has_form(kernel: str, launch: Launch) -> bool:
 def time_launches(device: str, candidates: list[Launch]) -> dict[Launch, dict[str, float]]:
     """Seconds of each kernel launched each way in ``candidates`` on ``device`` (a spec), on
     :data:`LAUNCH_SCENE` at :data:`LAUNCH_SIZE` with every phase on
-    (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
+    (:func:`raytracer.device.launches.time_rounds`). A candidate that does not build is left
     out, and so is a packet launch for a kernel without a packet form."""
     scene = load_scene(LAUNCH_SCENE)
     bvh = build_bvh(scene.triangles())

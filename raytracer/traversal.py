@@ -17,7 +17,7 @@ import numba as nb
 import numpy as np
 
 from raytracer.bvh import CHILD_COUNT, CHILD_INDEX, KERNEL_STACK, WIDTH, plane
-from raytracer.jit_cache import njit
+from raytracer.device.jit_cache import njit
 
 EPS_DIR = 1e-12
 NO_HIT = -1

@@ -43,7 +43,7 @@ def tracers(scenes):
     """One OpenCL Tracer per scene name, built on first use. With ``counters`` every kernel
     traces a ray per work-item (the default launches): those counters are the ones the CPU twin
     reproduces; the primary kernel's packet form has its own tests (test_ray_packets.py)."""
-    from raytracer.kernel_launches import DEFAULTS
+    from raytracer.device.launches import DEFAULTS
     from raytracer.tracer import Tracer
 
     cache = {}

@@ -31,7 +31,7 @@ from models.app_calibration import (
 from models.device_profile import builtin_profiles
 from models.raytrace_cost import PHASES, predict_frame_seconds, predict_phase_seconds
 from models.workload import Workload
-from raytracer.opencl_device import DeviceInfo
+from raytracer.device.choice import DeviceInfo
 from raytracer.tracer import RenderSettings
 from raytracer.tuning.profile_store import (
     calibration_path,

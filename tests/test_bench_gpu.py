@@ -9,7 +9,7 @@ import json
 import pytest
 
 from benchmarks import gpu
-from raytracer.opencl_device import DeviceInfo
+from raytracer.device.choice import DeviceInfo
 
 
 @pytest.fixture(scope="module")

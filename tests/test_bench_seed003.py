@@ -182,7 +182,7 @@ def expected(kernel: str, host: list[np.ndarray], block: int) -> np.ndarray:
 
 
 def test_every_kernel_computes_its_result_and_the_pipeline_runs():
-    from raytracer.opencl_device import DeviceError, choose_device
+    from raytracer.device.choice import DeviceError, choose_device
 
     try:
         info, device = choose_device()

@@ -221,7 +221,7 @@ def test_a_fit_without_occupancy_is_unchanged_by_an_empty_one():
 def test_a_gpu_calibrates_on_a_mesh_and_at_the_sizes_it_renders():
     """On the H200 a model fitted on spheres and city alone missed the held-out mesh frames by
     72 %, with the bunny by 37 %; and a 320x180 frame is launch overhead there."""
-    from raytracer.opencl_device import DeviceInfo
+    from raytracer.device.choice import DeviceInfo
     from raytracer.tuning.calibration_fit import (
         FULL_SCENES,
         GPU_QUICK_SIZES,

@@ -115,7 +115,7 @@ def test_seed_out_of_range(capsys):
 def test_huge_image_is_checked_against_the_device(capsys):
     import pyopencl as cl
 
-    from raytracer.opencl_device import choose_device
+    from raytracer.device.choice import choose_device
 
     device = choose_device()[1]
     if device.max_mem_alloc_size >= 16 * 16384 * 16384 and \

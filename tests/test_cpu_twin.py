@@ -13,7 +13,7 @@ import pytest
 
 from raytracer.bvh import packed_normals
 from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
-from raytracer.kernel_launches import KernelLaunches, Launch
+from raytracer.device.launches import KernelLaunches, Launch
 from raytracer.phases import PACKET_PHASES, RAY_PACKET
 from raytracer.tracer import RenderSettings, Tracer
 

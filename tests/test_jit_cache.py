@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raytracer import jit_cache
-from raytracer.jit_cache import cache_root, imported_files, source_digest
+from raytracer.device import jit_cache
+from raytracer.device.jit_cache import cache_root, imported_files, source_digest
 
 
 def _fresh(monkeypatch, root: Path) -> None:
@@ -47,3 +47,14 @@ def test_the_cpu_renderer_is_cached_under_the_digest_of_the_traversal_it_inlines
 def test_a_numba_cache_dir_the_user_set_is_kept(monkeypatch, tmp_path):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
     assert cache_root().is_relative_to(tmp_path)
+
+
+def test_package_modules_are_found_from_the_device_layer():
+    """jit_cache lives in raytracer/device/ but keys on every raytracer module."""
+    import raytracer
+
+    root = Path(raytracer.__file__).resolve().parent
+    assert root == jit_cache.PACKAGE_ROOT
+    assert jit_cache.module_file("raytracer.tracer") == root / "tracer.py"
+    assert jit_cache.module_file("raytracer.device.choice") == root / "device" / "choice.py"
+    assert jit_cache.module_file("raytracer.device") == root / "device" / "__init__.py"

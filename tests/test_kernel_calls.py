@@ -25,7 +25,7 @@ def test_pocl_kernels_make_no_builtin_calls():
 def test_pocl_device_runs_work_items_one_at_a_time():
     """PoCL runs the divergent traversal of each work-item as scalar code: SIMD width 1, so
     the probe's per-group count is each pixel's own (no slowest-lane-of-16 maximum)."""
-    from raytracer.opencl_device import DeviceError, choose_device
+    from raytracer.device.choice import DeviceError, choose_device
 
     try:
         info, _ = choose_device("pocl")

@@ -10,8 +10,8 @@ import shutil
 import numpy as np
 import pytest
 
-from raytracer import kernel_launches as kl
-from raytracer.kernel_launches import DEFAULT, KernelLaunches, Launch
+from raytracer.device import launches as kl
+from raytracer.device.launches import DEFAULT, KernelLaunches, Launch
 from raytracer.tracer import KERNELS, RenderSettings, Tracer, kernel_source
 from raytracer.tuning.calibration_fit import Sample, samples_kernels
 from raytracer.tuning.instruction_counts import counts_fingerprint, kernels_fingerprint

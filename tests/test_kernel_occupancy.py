@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 import raytracer.tuning.kernel_occupancy as ko
-from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
-from raytracer.nvidia_figures import KernelResources
-from raytracer.opencl_device import DeviceInfo
+from raytracer.device.choice import DeviceInfo
+from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
+from raytracer.device.nvidia import KernelResources
 from raytracer.phases import RAY_PACKET
 
 H200_REGISTERS = {"primary": 116, "shadow": 111, "ao": 113, "shade": 32}

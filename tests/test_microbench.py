@@ -9,7 +9,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from raytracer.opencl_device import DeviceError, choose_device
+from raytracer.device.choice import DeviceError, choose_device
 from raytracer.tuning.microbench import (
     FULL_WARPS,
     QUICK_WARPS,

@@ -8,7 +8,8 @@ import pyopencl as cl
 import pytest
 
 from models.raytrace_cost import LoopCounts
-from raytracer.nvidia_figures import (
+from raytracer.device.choice import DeviceError, build_quietly, choose_device
+from raytracer.device.nvidia import (
     KernelResources,
     NvidiaFiguresError,
     compare_counts,
@@ -18,7 +19,6 @@ from raytracer.nvidia_figures import (
     nvidia_device_figures,
     parse_ptxas_log,
 )
-from raytracer.opencl_device import DeviceError, build_quietly, choose_device
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from tools.ptx_analysis import count_ptx
 

@@ -3,6 +3,7 @@ and each device's SIMD width and clock are measured, with their sources."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from raytracer import opencl_device as od
-from raytracer import opencl_runtimes as rt
-from raytracer.device_traits import device_traits, measure_clock_mhz, os_clock_mhz
-from raytracer.opencl_device import DeviceError, DeviceInfo
+from raytracer.device import choice as od
+from raytracer.device import runtimes as rt
+from raytracer.device.choice import DeviceError, DeviceInfo
+from raytracer.device.traits import device_traits, measure_clock_mhz, os_clock_mhz
 
 
 def _info(p: int, kind: str, runtime: str, builds: bool = True, name: str = "dev") -> DeviceInfo:
@@ -74,18 +75,43 @@ def test_a_system_intel_runtime_is_not_registered_twice(tmp_path):
     assert files == existing
 
 
-def test_registration_in_a_fresh_process_lists_every_runtime(tmp_path):
-    """What a user gets after `pip install`: nothing set by hand, every pip runtime listed."""
-    if not rt.pip_runtime_libraries():
-        pytest.skip("no pip-installed OpenCL runtime to register on this platform")
-    env = {k: v for k, v in os.environ.items() if k != rt.VENDORS_ENV}
+FRESH_PROCESS = """
+import json, os
+import raytracer
+names = ("OCL_ICD_VENDORS", "POCL_WORK_GROUP_METHOD")
+imported = {n: os.environ.get(n) for n in names}
+files = os.listdir(os.environ["AUTOTUNE_CACHE_DIR"])
+platforms = sorted({d.platform for d in raytracer.list_devices()})
+listed = {n: os.environ.get(n) for n in names}
+print(json.dumps([imported, files, listed, platforms]))
+"""
+
+
+def test_importing_raytracer_sets_nothing_up_and_the_first_device_query_does(tmp_path):
+    """`import raytracer` writes no file and sets no variable; listing the devices readies the
+    runtimes first (what a user gets after `pip install`: nothing set by hand, every pip runtime
+    listed, PoCL compiling with work-item loops)."""
+    env = {k: v for k, v in os.environ.items() if k not in (rt.VENDORS_ENV, rt.POCL_METHOD_ENV)}
     env[rt.CACHE_ENV] = str(tmp_path)
-    code = ("import raytracer, os, pyopencl as cl; "
-            "print(os.environ['OCL_ICD_VENDORS']); print([p.name for p in cl.get_platforms()])")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.splitlines()
-    assert Path(out[0]).parent == tmp_path
-    assert "Intel(R) OpenCL" in out[1] and "Portable Computing Language" in out[1]
+    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    imported, files, listed, platforms = json.loads(out)
+    assert imported == {rt.VENDORS_ENV: None, rt.POCL_METHOD_ENV: None} and files == []
+    assert listed[rt.POCL_METHOD_ENV] == rt.POCL_METHOD
+    if not rt.pip_runtime_libraries():
+        return  # no pip-installed OpenCL runtime to register on this platform
+    assert Path(listed[rt.VENDORS_ENV]).parent == tmp_path
+    assert "Intel(R) OpenCL" in platforms and "Portable Computing Language" in platforms
+
+
+def test_runtimes_are_prepared_once_per_process(monkeypatch):
+    calls = []
+    monkeypatch.setattr(rt, "_prepared", False)
+    for name in ("register_pip_runtimes", "limit_cpu_threads", "pocl_work_group_method"):
+        monkeypatch.setattr(rt, name, lambda name=name: calls.append(name))
+    rt.prepare_runtimes()
+    rt.prepare_runtimes()
+    assert calls == ["register_pip_runtimes", "limit_cpu_threads", "pocl_work_group_method"]
 
 
 def test_compute_units_reach_each_cpu_runtime_as_its_thread_limit():
@@ -104,14 +130,6 @@ def test_pocl_compiles_with_work_item_loops_unless_the_user_chose_a_method():
     env = {rt.POCL_METHOD_ENV: "loopvec"}
     rt.pocl_work_group_method(env)
     assert env == {rt.POCL_METHOD_ENV: "loopvec"}
-
-
-def test_importing_raytracer_sets_the_pocl_method_before_any_kernel_is_built():
-    env = {k: v for k, v in os.environ.items() if k != rt.POCL_METHOD_ENV}
-    code = "import os, raytracer; print(os.environ['POCL_WORK_GROUP_METHOD'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == rt.POCL_METHOD
 
 
 # ---------------------------------------------------------------- default choice
@@ -221,7 +239,7 @@ def test_listed_devices_say_whether_they_build_and_where_figures_come_from():
 def test_traits_are_cached_per_device(tmp_path, monkeypatch):
     import pyopencl as cl
 
-    from raytracer import device_traits as dt
+    from raytracer.device import traits as dt
 
     info, dev = od.choose_device()
     monkeypatch.setenv(rt.CACHE_ENV, str(tmp_path))
@@ -283,7 +301,7 @@ def test_both_cpu_runtimes_render_the_same_frame(scenes):
 
 
 def test_simd_width_fits_every_ratio_so_one_misread_does_not_move_it():
-    from raytracer.device_traits import width_from_ratios
+    from raytracer.device.traits import width_from_ratios
 
     one_at_a_time = {2: 0.5, 4: 0.25, 8: 0.13, 16: 0.06, 32: 0.03, 64: 0.016}
     assert width_from_ratios(one_at_a_time) == 1
@@ -296,7 +314,7 @@ def test_simd_width_fits_every_ratio_so_one_misread_does_not_move_it():
 
 
 def test_simd_width_is_measured_again_while_no_width_fits():
-    from raytracer.device_traits import WIDTH_ATTEMPTS, width_from_attempts
+    from raytracer.device.traits import WIDTH_ATTEMPTS, width_from_attempts
 
     one_at_a_time = {2: 0.5, 4: 0.25, 8: 0.125, 16: 0.063, 32: 0.031, 64: 0.016}
     # a loaded machine: the sparse launches slowed throughout, so width 2 fits best, badly
@@ -335,7 +353,7 @@ class _FakeGpu:
 def test_a_gpu_drivers_reported_warp_width_is_taken_at_its_word():
     """Timing every-k-th-item launches reads an H200 as 64 wide (idle warps free the issue
     slots); the driver's CL_DEVICE_WARP_SIZE_NV says 32, and is what the traits keep."""
-    from raytracer.device_traits import reported_simd_width
+    from raytracer.device.traits import reported_simd_width
 
     assert reported_simd_width(_FakeGpu("cl_khr_fp64 cl_nv_device_attribute_query", 32)) == (
         32, "reported by the driver (CL_DEVICE_WARP_SIZE_NV)")

@@ -79,7 +79,7 @@ def test_the_spec_gives_real_work_to_the_named_module_only():
 
 
 def test_real_renderers_run_as_pipeline_ranks():
-    from raytracer.opencl_device import one_device_per_runtime
+    from raytracer.device.choice import one_device_per_runtime
 
     if not one_device_per_runtime():
         pytest.skip("no OpenCL device builds here")

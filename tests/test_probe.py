@@ -110,7 +110,7 @@ def test_packet_counts_are_the_packet_kernels_shared_by_its_rays(tracers, simd_w
     """Where primary and shadow rays run in packets, the probe traces whole packets: their
     counts are the packet kernels' counters shared by the packet's rays (every pixel carries
     its packet's), the AO rays' still the group maxima; a tile holds whole packets."""
-    from raytracer.kernel_launches import KernelLaunches, Launch
+    from raytracer.device.launches import KernelLaunches, Launch
     from raytracer.phases import PACKET_PHASES, RAY_PACKET
     from raytracer.tracer import Tracer
 

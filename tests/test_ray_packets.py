@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
+from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.phases import RAY_PACKET
 from raytracer.tracer import (
     RenderSettings,

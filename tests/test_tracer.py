@@ -7,7 +7,7 @@ import pyopencl as cl
 import pytest
 
 import raytracer.tracer as tracer_mod
-from raytracer.opencl_device import DeviceError, choose_device
+from raytracer.device.choice import DeviceError, choose_device
 from raytracer.reference_check import image_agreement, reference_render
 from raytracer.scene import SCENES
 from raytracer.tracer import RenderSettings, Tracer, TracerError
@@ -68,7 +68,7 @@ def test_kernels_without_traversal_trace_only_primary_rays(tracers, packets):
     traversed (no node step, no leaf test), the primary rays as in the real kernels; with
     the packet forms of the primary and shadow kernels too."""
     from benchmarks.throughput import without_traversal_source
-    from raytracer.kernel_launches import KernelLaunches, Launch
+    from raytracer.device.launches import KernelLaunches, Launch
     from raytracer.phases import PACKET_PHASES, RAY_PACKET
 
     real = tracers("dragon-small", counters=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from raytracer.camera import Camera
-from raytracer.kernel_launches import Launch
+from raytracer.device.launches import Launch
 from raytracer.phases import simd_lanes
 from raytracer.volume import (
     Brick,
@@ -175,7 +175,7 @@ def test_bad_knobs_and_bricks_are_errors(ml):
 
 
 def test_the_measured_launch_renders_the_default_image(neghip):
-    """Whatever launch this device chose for the caster (kernel_launches.py), the image and
+    """Whatever launch this device chose for the caster (device/launches.py), the image and
     counts are those of the plain 8x8 launch, bit for bit."""
     vol, tf = neghip
     chosen = Raycaster(vol, tf)

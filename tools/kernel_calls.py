@@ -26,8 +26,8 @@ LIBM_ALLOWED = frozenset({"sincosf", "sinf", "cosf", "exp2f", "log2f"})
 _RENDER = """
 import warnings
 warnings.simplefilter("ignore")
-from raytracer.kernel_launches import DEFAULTS, KernelLaunches, Launch
-from raytracer.opencl_device import DeviceError
+from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
+from raytracer.device.choice import DeviceError
 from raytracer.scene import load_scene
 from raytracer.phases import PACKET_PHASES, RAY_PACKET
 from raytracer.tracer import RenderSettings, Tracer

@@ -138,7 +138,7 @@ def _cmd_scenes(args: argparse.Namespace) -> int:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from raytracer.opencl_device import DeviceError, choose_device, list_devices
+    from raytracer.device.choice import DeviceError, choose_device, list_devices
 
     devices = list_devices()
     try:
@@ -157,7 +157,7 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from autotune.app.report import emit
-    from raytracer.opencl_device import choose_device
+    from raytracer.device.choice import choose_device
     from raytracer.tuning.calibration_fit import calibrate
 
     info, _ = choose_device(args.device)
@@ -288,7 +288,7 @@ def _run(args: argparse.Namespace) -> int:
 
         handlers["view"] = run_view
     from models.device_profile import ProfileError
-    from raytracer.opencl_device import DeviceError
+    from raytracer.device.choice import DeviceError
     from raytracer.tracer import TracerError
 
     try:

@@ -22,7 +22,7 @@ QUIET_LIMIT = 0.10
 
 def cpu_model() -> str:
     """The CPU's model name, family and model number (``/proc/cpuinfo``)."""
-    from raytracer.device_traits import cpuinfo
+    from raytracer.device.traits import cpuinfo
 
     fields = cpuinfo()
     if not fields:
@@ -52,7 +52,7 @@ def own_cpu_seconds() -> float:
 def opencl_runtimes() -> list[str]:
     """One line per OpenCL device here (runtime, SIMD width, clock, builds or not)."""
     try:
-        from raytracer.opencl_device import DeviceError, list_devices
+        from raytracer.device.choice import DeviceError, list_devices
 
         return [info.describe() for info in list_devices()]
     except (ImportError, DeviceError) as exc:

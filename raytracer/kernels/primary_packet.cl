@@ -1,7 +1,7 @@
 /* The primary phase in packets: one work-item traces the closest hits of a 4x2 block of pixels,
  * one ray per float8 lane, through the 8-wide BVH together (Wald et al. 2001's coherent ray
  * packets on a wide tree). Requires traverse.cl and tracer.cl before it; chosen per device by
- * timing it against `primary` (raytracer/kernel_launches.py), so a GPU, whose work-items run
+ * timing it against `primary` (raytracer/device/launches.py), so a GPU, whose work-items run
  * in lanes already, keeps `primary`.
  *
  * Where each work-item runs as scalar code (PoCL; Intel's CPU runtime for the traversal

@@ -1,7 +1,7 @@
 /* The shadow phase in packets: one work-item traces the shadow rays of a 4x2 block of pixels,
  * one ray per float8 lane, through the shadow BVH together. Requires primary_packet.cl before
  * it (the packet's size and helpers); chosen per device by timing it against `shadow`
- * (raytracer/kernel_launches.py), as the primary packets are.
+ * (raytracer/device/launches.py), as the primary packets are.
  *
  * Each lane is `shadow`'s ray: from its pixel's offset hit point toward the light, the segment
  * t in (0, 1 - eps). Neighbouring pixels' rays start close together and head for the same

@@ -7,8 +7,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from raytracer.device.runtimes import COMPUTE_UNITS_ENV, limit_cpu_threads
 from raytracer.mpi.faults import comm_or_world
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, limit_cpu_threads
 
 
 def affinity() -> set[int]:
@@ -45,7 +45,7 @@ def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,
 
     Each rank's OpenCL CPU device gets ``max(1, cores // ranks)`` threads
     (``AUTOTUNE_COMPUTE_UNITS`` and each CPU runtime's own limit,
-    :func:`raytracer.opencl_runtimes.limit_cpu_threads`). Where the launcher left every rank
+    :func:`raytracer.device.runtimes.limit_cpu_threads`). Where the launcher left every rank
     free to run on all the cores (hydra's default), each rank is also pinned, as ``mpiexec
     -bind-to core`` does: to its own slice of the cores where there are no more ranks than
     cores, else rank r to core r mod cores. Unpinned, the OS runs ranks and their runtimes'

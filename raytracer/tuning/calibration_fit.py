@@ -53,7 +53,7 @@ from models.raytrace_cost import (
 )
 from models.workload import Workload
 from raytracer.camera import Camera, orbit_path
-from raytracer.opencl_device import DeviceInfo
+from raytracer.device.choice import DeviceInfo
 from raytracer.phases import PHASES, TILE
 from raytracer.scene import Scene, load_scene
 from raytracer.tracer import RenderSettings, Tracer

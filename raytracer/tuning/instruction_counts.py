@@ -18,7 +18,7 @@ from typing import Any
 
 from models.json_file import read_json
 from models.raytrace_cost import LoopCounts
-from raytracer.kernel_launches import KernelLaunches
+from raytracer.device.launches import KernelLaunches
 
 COUNTS_PATH = Path(__file__).resolve().parent / "data" / "kernel_counts.json"
 LOOP_FIELDS = tuple(f.name for f in fields(LoopCounts))
@@ -90,7 +90,7 @@ def counts_fingerprint(path: str | Path | None = None) -> str:
 def kernels_fingerprint(launches: KernelLaunches, path: str | Path | None = None) -> str:
     """What a calibration is fitted for (``AppCalibration.kernels``): the counts' kernel-source
     SHA-256, then the kernels launched other than by default (a kernel's time depends on both;
-    see ``raytracer/kernel_launches.py``)."""
+    see ``raytracer/device/launches.py``)."""
     signature = launches.signature
     return counts_fingerprint(path) + (f" {signature}" if signature else "")
 

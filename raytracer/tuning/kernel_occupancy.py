@@ -3,7 +3,7 @@
 The Hong–Kim model needs the work-groups a core holds at once. A device profile has one guess
 for every kernel (``max_blocks_per_core``); on an NVIDIA GPU the compiler says what each kernel
 uses (registers per thread, shared memory per work-group: ``-cl-nv-verbose``, see
-:mod:`raytracer.nvidia_figures`), and the CUDA occupancy rules (:mod:`models.occupancy`) turn
+:mod:`raytracer.device.nvidia`), and the CUDA occupancy rules (:mod:`models.occupancy`) turn
 that into the work-groups resident per SM. Measured on an H200 (cc 9.0, 64-item groups):
 primary 116 registers, shadow 111, ao 113, shade 32, i.e. 8, 9, 8 and 32 work-groups.
 
@@ -22,14 +22,14 @@ from dataclasses import asdict, dataclass
 import pyopencl as cl
 
 from models.occupancy import Occupancy, limits_for_compute_capability, occupancy
-from raytracer.kernel_launches import KernelLaunches, device_launches, with_sub_groups
-from raytracer.nvidia_figures import (
+from raytracer.device.choice import DeviceError, DeviceInfo, choose_device
+from raytracer.device.launches import KernelLaunches, device_launches, with_sub_groups
+from raytracer.device.nvidia import (
     KernelResources,
     NvidiaFiguresError,
     compute_capability,
     kernel_resources,
 )
-from raytracer.opencl_device import DeviceError, DeviceInfo, choose_device
 from raytracer.phases import PHASE_LIST, RAY_PACKET
 from raytracer.tracer import KERNELS, build_options, kernel_for, kernel_source, time_launches
 

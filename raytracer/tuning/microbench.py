@@ -6,7 +6,7 @@ events as the slope between two loop lengths (so launch overhead cancels):
 1. memory latency ``c_ml``: one work-item chases pointers through a random single-cycle
    permutation of a buffer much larger than the last-level cache; seconds per dependent
    load times the clock gives cycles (the device's, else the OS's or a measured one: a CPU
-   runtime may report none; see :mod:`raytracer.device_traits`);
+   runtime may report none; see :mod:`raytracer.device.traits`);
 2. departure delays: every work-item issues dependent loads, coalesced (lanes of a warp read
    consecutive words) or uncoalesced (every lane a random word of its own), at growing
    occupancy ``n`` warps per core. With ``n`` warps in flight a round of loads takes
@@ -19,7 +19,7 @@ events as the slope between two loop lengths (so launch overhead cancels):
 
 Device terms: a core is an OpenCL compute unit (an SM, a SIMD engine, or on a CPU a hardware
 thread); a warp is the work-items that run in lockstep, as measured for the device
-(:attr:`raytracer.opencl_device.DeviceInfo.simd_width`: 32 on NVIDIA, 16 for Intel's CPU
+(:attr:`raytracer.device.choice.DeviceInfo.simd_width`: 32 on NVIDIA, 16 for Intel's CPU
 runtime on AVX-512, 1 for PoCL, which runs work-items one at a time). Launches use one warp per
 work-group, so ``n`` warps per core are ``n * cores`` work-groups; where a warp is one
 work-item, each work-item streams its own contiguous range instead of interleaving with its
@@ -35,7 +35,7 @@ The uncoalesced departure delay is stored per memory transaction, the unit of
 ``DeviceProfile.dep_delay_uncoal``: the fitted per-warp delay divided by the transactions of
 one warp access, taken as the warp size (each lane touches its own cache line).
 
-The device comes from :func:`raytracer.opencl_device.choose_device`, like the tracer's.
+The device comes from :func:`raytracer.device.choice.choose_device`, like the tracer's.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from numpy.typing import ArrayLike
 
 from models.device_profile import DeviceProfile
 from models.occupancy import Occupancy, limits_for_compute_capability, occupancy
-from raytracer.device_traits import LOCAL_SIZE
-from raytracer.event_time import event_seconds
-from raytracer.nvidia_figures import compute_capability
-from raytracer.opencl_device import DeviceError, DeviceInfo, build_quietly, choose_device
+from raytracer.device.choice import DeviceError, DeviceInfo, build_quietly, choose_device
+from raytracer.device.event_time import event_seconds
+from raytracer.device.nvidia import compute_capability
+from raytracer.device.traits import LOCAL_SIZE
 
 CHAINS = 8  # independent FMA chains per work-item in fma_chain (see microbench.cl)
 QUICK_WARPS = (1, 2, 4, 8, 16, 32)
@@ -263,7 +263,7 @@ def run_microbench(
     warps_per_core: Sequence[int] | None = None,
 ) -> MicrobenchResult:
     """Measure latency, departure delays, issue cycles and bandwidth of ``device`` (``info``:
-    what :func:`~raytracer.opencl_device.choose_device` measured of it: SIMD width, clock).
+    what :func:`~raytracer.device.choice.choose_device` measured of it: SIMD width, clock).
 
     ``progress``: True for a tqdm bar, or a callable given one message per finished step.
     ``quick`` takes a few seconds (64 MiB buffer, short timings); the full run is steadier.
@@ -466,7 +466,7 @@ def measure_device_profile(
     max_blocks_per_core: int | None = None,
 ) -> DeviceProfile:
     """Run the microbenchmarks on a device (``spec`` as ``--device`` takes it; default: the
-    device :func:`~raytracer.opencl_device.choose_device` picks) and profile it."""
+    device :func:`~raytracer.device.choice.choose_device` picks) and profile it."""
     try:
         info, device = choose_device(spec)
     except DeviceError as exc:

@@ -94,7 +94,7 @@ class Probe:
         """A probe of ``tracer``'s scene and BVH, its rays grouped as the tracer launches them:
         in packets for the phases it traces in packets, else in its primary launch's
         sub-groups or the device's SIMD width (the traversal kernels launch alike on every
-        device measured, see ``raytracer/kernel_launches.py``)."""
+        device measured, see ``raytracer/device/launches.py``)."""
         launch = tracer.launches["primary"]
         options.setdefault("simd_width", launch.lane_width(tracer.device_info.simd_width))
         options.setdefault("group", launch.group)
@@ -105,7 +105,7 @@ class Probe:
     @property
     def simd_width(self) -> int:
         if self._simd_width is None:  # the default device's, as a default Tracer would pick
-            from raytracer.opencl_device import choose_device
+            from raytracer.device.choice import choose_device
 
             self._simd_width = choose_device()[0].simd_width
         return self._simd_width

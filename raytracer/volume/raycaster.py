@@ -22,14 +22,14 @@ import numpy as np
 import pyopencl as cl
 
 from raytracer.camera import Camera
-from raytracer.event_time import event_seconds
-from raytracer.kernel_launches import (
+from raytracer.device.choice import DeviceInfo, build_quietly, choose_device
+from raytracer.device.event_time import event_seconds
+from raytracer.device.launches import (
     Launch,
     device_launches,
     time_rounds,
     with_sub_groups,
 )
-from raytracer.opencl_device import DeviceInfo, build_quietly, choose_device
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
@@ -158,7 +158,7 @@ def _program(rt: _Runtime, options: tuple[str, ...], launch: Launch) -> cl.Progr
 
 def device_launch(device: str | None = None) -> Launch:
     """How the caster is launched on ``device`` (a spec; None: the default): measured once per
-    device and cached (``raytracer/kernel_launches.py``), the :data:`PACKETS` among the
+    device and cached (``raytracer/device/launches.py``), the :data:`PACKETS` among the
     candidates. Intel's CPU runtime runs the scalar kernel in SIMD lanes in 16x4 groups by
     itself and one work-item at a time in 8x8 ones (bonsai 512², one compute unit, three
     views: 112 ms against 217; in required sub-groups of 16 114 ms, of 8 147 ms)."""
@@ -173,7 +173,7 @@ def time_launches(device: str | None, candidates: list[Launch]
     """Seconds of the caster launched each way in ``candidates`` on ``device`` (a spec, as
     given to :func:`device_launch`, so the timing casters share its runtime): the
     :data:`LAUNCH_VOLUME` at :data:`LAUNCH_SIZE` from three sides
-    (:func:`raytracer.kernel_launches.time_rounds`). A candidate that does not build is left
+    (:func:`raytracer.device.launches.time_rounds`). A candidate that does not build is left
     out."""
     from raytracer.volume.transfer_function import default_for
     from raytracer.volume.volume_data import load_volume

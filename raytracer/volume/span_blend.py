@@ -51,7 +51,7 @@ def _under_into_front_py(front: np.ndarray, back: np.ndarray) -> None:
 @functools.cache
 def kernels() -> tuple[Callable[..., None], Callable[..., None]]:
     """The numba kernels (over_into_back, under_into_front), compiled or loaded on first use."""
-    from raytracer.jit_cache import njit
+    from raytracer.device.jit_cache import njit
 
     jit = njit(nogil=True, fastmath=False, boundscheck=False)
     return jit(_over_into_back_py), jit(_under_into_front_py)

@@ -93,7 +93,7 @@ def load_tracer_source(args: argparse.Namespace, width: int, height: int,
     """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
     from autotune.app.limits import LimitError, check_device_memory
     from autotune.app.scenes import load_scene
-    from raytracer.opencl_device import DeviceError
+    from raytracer.device.choice import DeviceError
     from raytracer.scene import SceneError
     from raytracer.tracer import TracerError
 

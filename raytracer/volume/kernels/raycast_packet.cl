@@ -12,7 +12,7 @@
 // unit, three views: PoCL 241 -> 121 ms, Intel 146 -> 102 ms; 16x1 packets 134 and 118 ms):
 // square packets keep rays that end together in one packet (slowest lane over the mean:
 // 1.21 for 4x4, 1.34 for 16x1). Which kernel a device runs is measured
-// (raytracer/kernel_launches.py).
+// (raytracer/device/launches.py).
 //
 // Loads and colour-table lookups are per lane (fully unrolled loops; left rolled, PoCL spilled
 // the vectors to the stack for a variable lane index, 1.6x slower); the rest is vector code.

@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from raytracer.camera import Camera
-from raytracer.jit_cache import njit
+from raytracer.device.jit_cache import njit
 from raytracer.volume.empty_space import empty_blocks, minmax_grid
 from raytracer.volume.partition import Partition
 from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, SKIP_BLOCK

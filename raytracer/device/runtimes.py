@@ -8,8 +8,11 @@ writes one folder of ``.icd`` files — the pip-installed Intel runtime by absol
 of every ``.icd`` the loader would have read anyway (the user's ``$OCL_ICD_VENDORS`` folder or
 file, else the system's ``/etc/OpenCL/vendors``: GPU drivers stay visible) — and points
 ``$OCL_ICD_VENDORS`` at it. The loader reads the variable on its first platform query, so
-:func:`register_pip_runtimes` runs when :mod:`raytracer` is imported; an application that
-queried OpenCL platforms before that sees only the runtimes it had.
+:func:`prepare_runtimes` (this, the CPU runtimes' thread limit and PoCL's work-group method) runs
+before the device layer's first query (:func:`raytracer.device.choice.list_devices`,
+:func:`~raytracer.device.choice.choose_device`); importing :mod:`raytracer` changes nothing. An
+application that queries OpenCL platforms itself calls :func:`prepare_runtimes` first, or sees
+only the runtimes it had.
 
 The folder is named by a hash of its contents under the user's cache
 (``$AUTOTUNE_CACHE_DIR``, else ``$XDG_CACHE_HOME/autotune``, else ``~/.cache/autotune``),
@@ -49,6 +52,7 @@ DRIVER_FOLDERS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/
                   "/usr/lib64", "/usr/lib", "/usr/local/cuda/lib64", "/usr/lib/wsl/lib")
 
 _registered: str | None = None
+_prepared = False
 
 
 def cache_dir() -> Path:
@@ -190,10 +194,11 @@ def limit_cpu_threads(environ: MutableMapping[str, str] | None = None) -> None:
 
     PoCL reads ``POCL_MAX_PTHREAD_COUNT``; Intel's runtime ``DPCPP_CPU_NUM_CUS`` ("the number
     of threads used for kernel execution", oneAPI programming guide, *Control Binary Execution
-    on Multiple CPU Cores*). Both are read when the runtime loads, so this runs on import of
-    :mod:`raytracer`. Intel's runtime also offers device fission, but its sub-device of one
-    compute unit still ran kernels on both cores here (CPU time 2x wall), so fission is kept
-    for runtimes without such a setting (:func:`raytracer.opencl_device.choose_device`)."""
+    on Multiple CPU Cores*). Both are read when the runtime loads, so this runs before the first
+    platform query (:func:`prepare_runtimes`). Intel's runtime also offers device fission, but
+    its sub-device of one compute unit still ran kernels on both cores here (CPU time 2x wall),
+    so fission is kept for runtimes without such a setting
+    (:func:`raytracer.device.choice.choose_device`)."""
     environ = os.environ if environ is None else environ
     units = environ.get(COMPUTE_UNITS_ENV, "").strip()
     if units.isdigit() and int(units) > 0:
@@ -209,8 +214,26 @@ def pocl_work_group_method(environ: MutableMapping[str, str] | None = None) -> N
     and the caster's explicit vector lanes never allow, and its code for them is slower: on the
     system's PoCL 3.1 here (one compute unit, same images) primary rays 12-19 % and the volume
     caster 17-20 % faster under ``loops``, shadow, AO and shade unchanged. PoCL reads the
-    variable when it compiles a kernel, and this runs on import of :mod:`raytracer`, before any
-    is built; the variable is process-wide, so an application's own PoCL kernels get ``loops``
-    too (set it to keep another)."""
+    variable when it compiles a kernel, and this runs before the first platform query
+    (:func:`prepare_runtimes`), so before any is built; the variable is process-wide, so an
+    application's own PoCL kernels get ``loops`` too (set it to keep another)."""
     environ = os.environ if environ is None else environ
     environ.setdefault(POCL_METHOD_ENV, POCL_METHOD)
+
+
+def prepare_runtimes() -> None:
+    """Ready the OpenCL runtimes before the ICD loader's first platform query: pip's runtimes
+    and unnamed GPU driver libraries registered (:func:`register_pip_runtimes`), each CPU
+    runtime's thread limit from ``$AUTOTUNE_COMPUTE_UNITS`` (:func:`limit_cpu_threads`) and
+    PoCL's work-group method (:func:`pocl_work_group_method`). The device layer calls it before
+    every query it makes; once per process, later calls do nothing (the loader and the runtimes
+    read these once). An MPI rank that shares its machine's cores sets its share in
+    ``$AUTOTUNE_COMPUTE_UNITS`` and the limits before its first query
+    (:func:`raytracer.mpi.pinning.share_node`); this then sets the same figures."""
+    global _prepared
+    if _prepared:
+        return
+    register_pip_runtimes()
+    limit_cpu_threads()
+    pocl_work_group_method()
+    _prepared = True

@@ -5,7 +5,7 @@ units (``$AUTOTUNE_COMPUTE_UNITS``: each CPU runtime's thread setting, else devi
 Two CPU runtimes come from pip and behave differently: PoCL runs work-items one at a time and its
 LLVM 14 cannot build for CPUs newer than it (AMD Zen 5); Intel's CPU runtime packs work-items
 into SIMD lanes and reports no clock. Whether a device builds, its SIMD width and its clock are
-measured once per device and driver (:mod:`raytracer.device_traits`). A device that cannot build
+measured once per device and driver (:mod:`raytracer.device.traits`). A device that cannot build
 is never chosen by default; forcing one is an error that names it and the way out.
 """
 
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 
 import pyopencl as cl
 
-from raytracer.device_traits import device_traits
-from raytracer.opencl_runtimes import COMPUTE_UNITS_ENV, THREAD_LIMIT_ENV
+from raytracer.device.runtimes import COMPUTE_UNITS_ENV, THREAD_LIMIT_ENV, prepare_runtimes
+from raytracer.device.traits import device_traits
 
 DEVICE_ENV = "AUTOTUNE_DEVICE"
 INSTALL_HINT = ("install a CPU OpenCL runtime with `pip install intel-opencl-rt "
@@ -107,6 +107,9 @@ def _info(p_i: int, d_i: int, platform: cl.Platform, dev: cl.Device) -> DeviceIn
 
 
 def _all_devices() -> list[tuple[DeviceInfo, cl.Device]]:
+    """Every device of every platform; the runtimes are readied first (:func:`prepare_runtimes`:
+    the loader reads what it finds on this first query)."""
+    prepare_runtimes()
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:  # e.g. PLATFORM_NOT_FOUND_KHR when no ICD is installed
@@ -207,7 +210,7 @@ def restrict_compute_units(info: DeviceInfo, dev: cl.Device, units: int | None
     """``info`` and ``dev`` cut to ``units`` compute units (None: all).
 
     A CPU runtime with a documented thread setting got it from ``$AUTOTUNE_COMPUTE_UNITS`` when
-    it loaded (:func:`raytracer.opencl_runtimes.limit_cpu_threads`): its device is returned as
+    it loaded (:func:`raytracer.device.runtimes.limit_cpu_threads`): its device is returned as
     it is, with that count. Any other device is cut by OpenCL device fission (partition
     equally), or the request is one clear error."""
     if units is None or units >= info.compute_units:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pyopencl as cl
 
-from raytracer.opencl_device import build_quietly
+from raytracer.device.choice import build_quietly
 
 NV_ATTRIBUTE_EXTENSION = "cl_nv_device_attribute_query"
 NV_COMPILER_EXTENSION = "cl_nv_compiler_options"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGE = "raytracer"
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # raytracer/, above device/
 
 
 def module_file(name: str) -> Path | None:
@@ -78,8 +78,8 @@ def source_digest(path: Path) -> str:
 
 def cache_root() -> Path:
     """``$NUMBA_CACHE_DIR/autotune-keyed`` if the user set one, else the package's cache
-    folder (:func:`raytracer.opencl_runtimes.cache_dir`) ``/numba``."""
-    from raytracer.opencl_runtimes import cache_dir
+    folder (:func:`raytracer.device.runtimes.cache_dir`) ``/numba``."""
+    from raytracer.device.runtimes import cache_dir
 
     user = os.environ.get("NUMBA_CACHE_DIR")
     return Path(user) / "autotune-keyed" if user else cache_dir() / "numba"

@@ -41,8 +41,8 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from raytracer.device_traits import traits_key
-from raytracer.opencl_runtimes import cache_dir, store_cache_file
+from raytracer.device.runtimes import cache_dir, store_cache_file
+from raytracer.device.traits import traits_key
 from raytracer.phases import TILE, simd_lanes
 
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"

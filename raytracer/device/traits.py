@@ -22,7 +22,7 @@ an AMD Zen 5 fails with ``unknown target CPU 'generic'``); Intel's CPU runtime r
   OS's (``cpufreq``'s maximum, else ``/proc/cpuinfo``), else measured from a chain of dependent
   one-cycle integer operations. The source is kept beside the figure.
 
-Results live in ``<cache>/devices/<key>.json`` (see :func:`raytracer.opencl_runtimes.cache_dir`),
+Results live in ``<cache>/devices/<key>.json`` (see :func:`raytracer.device.runtimes.cache_dir`),
 keyed by platform, device, driver and, for CPU devices, the host CPU's family and model, so a
 driver update or another CPU measures again.
 """
@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
-from raytracer.event_time import event_seconds
-from raytracer.opencl_runtimes import cache_dir, store_cache_file
+from raytracer.device.event_time import event_seconds
+from raytracer.device.runtimes import cache_dir, prepare_runtimes, store_cache_file
 
 TRAITS_VERSION = 6  # 6: a GPU driver's reported warp width where it gives one
 WIDTH_ATTEMPTS = 3  # measurements of the SIMD width at most
@@ -297,7 +297,10 @@ def _load(path: Path) -> DeviceTraits | None:
 
 
 def device_traits(device: cl.Device) -> DeviceTraits:
-    """The cached traits of ``device``, measured on first use (a build and a few launches)."""
+    """The cached traits of ``device``, measured on first use (a build and a few launches).
+    The runtimes are readied first (:func:`prepare_runtimes`; a no-op after the device layer's
+    own query), so a device found by a caller's own platform query builds the probe as ours do."""
+    prepare_runtimes()
     key = traits_key(device)
     if key in _memo:
         return _memo[key]
