@@ -5,8 +5,8 @@ render a reference image that the OpenCL output must match. The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
 and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl`` (``trace_packet``
 as the packet kernels do), so the per-pixel counters (nodes visited, leaves tested; a packet's
-triangles tested) match the kernels'. (Compiled code is cached under
-the digest of this file and of ``traversal.py`` and ``bvh.py``: :mod:`raytracer.device.jit_cache`.)
+triangles tested) match the kernels'. (Compiled code is cached under the digest of this
+file, of ``traversal.py`` and of the ``bvh`` package: :mod:`raytracer.device.jit_cache`.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 /* BVH traversal shared by every tracer kernel (requires rtmath.cl before it). The 8-wide node
- * and the triangle byte layouts are documented in raytracer/bvh.py; raytracer/traversal.py is
+ * and the triangle byte layouts are documented in raytracer/bvh/layout.py; raytracer/traversal.py is
  * the step-for-step CPU twin of this file (same tests, same order, same counters).
  *
  * One ray per work-item. A step loads one node and tests the eight child boxes at once: each
