@@ -46,17 +46,19 @@ from raytracer.phases import PHASES
 from raytracer.scene import load_scene
 from raytracer.tracer import RenderSettings, Tracer
 from raytracer.tuning.calibration_fit import (
-    CALIBRATION_SETTINGS,
     FittedModel,
-    Sample,
     base_profile,
     calibrate,
+    fit_profile,
+    fit_report,
+)
+from raytracer.tuning.calibration_frames import (
+    CALIBRATION_SETTINGS,
+    Sample,
     calibration_scenes,
     calibration_sizes,
     calibration_views,
     collect_samples,
-    fit_profile,
-    fit_report,
 )
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe

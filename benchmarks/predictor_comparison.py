@@ -53,7 +53,7 @@ def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
 
     from autotune.app.animation import heldout_camera_path
     from benchmarks.model_accuracy import EVAL_SIZES, eval_settings, measure
-    from raytracer.tuning import calibration_fit as cf
+    from raytracer.tuning import calibration_frames as cf
     from raytracer.tuning.scene_sets import evaluation_scenes
     from raytracer.tuning.timers import default_timer
 

@@ -32,7 +32,7 @@ from models.device_profile import DeviceProfile
 from models.raytrace_cost import PHASES, KernelCounts, PhaseInstructions, phase_instructions
 from raytracer.phases import TILE
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import Sample
+from raytracer.tuning.calibration_frames import Sample
 from raytracer.tuning.tuned_renderer import RayTraceModel
 
 FEATURE_SETS = ("probe", "counts", "both")

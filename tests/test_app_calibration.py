@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import raytracer.tuning.calibration_fit as calibrate_mod
+import raytracer.tuning.calibration_frames as frames_mod
 import raytracer.tuning.profile_store as store_mod
 from autotune.app.cli import main
 from autotune.atomic_files import OutputError
@@ -303,16 +304,16 @@ def fake_calibration(monkeypatch, tracers):
     for s in (RenderSettings(2, 0.1, True, True), RenderSettings(8, 0.1, True, False),
               RenderSettings(4, 0.1, True, True)):
         model = predict_phase_seconds(SHIPPED, counts, workload, s.ao_rays, s.shadows, s.phong)
-        samples.append(calibrate_mod.Sample(workload, s, {p: 3 * v for p, v in model.items()}))
+        samples.append(frames_mod.Sample(workload, s, {p: 3 * v for p, v in model.items()}))
 
     def base_profile(device, quick):
         events.append("calibrating")
         return SHIPPED
 
     monkeypatch.setattr(calibrate_mod, "base_profile", base_profile)
-    monkeypatch.setattr(calibrate_mod, "load_scene", lambda name: tracer.scene)
-    monkeypatch.setattr(calibrate_mod, "Tracer", lambda scene, device: tracer)
-    monkeypatch.setattr(calibrate_mod, "collect_samples", lambda *a, **k: samples)
+    monkeypatch.setattr(frames_mod, "load_scene", lambda name: tracer.scene)
+    monkeypatch.setattr(frames_mod, "Tracer", lambda scene, device: tracer)
+    monkeypatch.setattr(frames_mod, "collect_samples", lambda *a, **k: samples)
     monkeypatch.setattr(calibrate_mod, "FIT_STARTS", ((1.0, 1.0, 1.0),))  # one start will do
     return events
 

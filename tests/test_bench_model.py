@@ -8,7 +8,7 @@ import pytest
 from benchmarks.model_accuracy import errors, repeat_scatter
 from models.workload import Workload
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import Sample
+from raytracer.tuning.calibration_frames import Sample
 
 W = Workload(pixels=100, hit_fraction=1.0, p_t=1, p_i=1, s_t=1, s_i=1, a_t=1, a_i=1, t_v=1,
              m=0.5)

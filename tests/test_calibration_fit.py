@@ -18,13 +18,8 @@ from models.device_profile import DeviceProfile
 from models.raytrace_cost import PHASES, predict_phase_seconds
 from models.workload import Workload
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import (
-    CALIBRATION_SETTINGS,
-    Sample,
-    fit_profile,
-    fit_report,
-    model_errors,
-)
+from raytracer.tuning.calibration_fit import fit_profile, fit_report, model_errors
+from raytracer.tuning.calibration_frames import CALIBRATION_SETTINGS, Sample
 from raytracer.tuning.instruction_counts import load_kernel_counts
 
 # a PoCL CPU as profiled here before issue 12 (one 64-lane work-group per core: N = 1)
@@ -222,7 +217,7 @@ def test_a_gpu_calibrates_on_a_mesh_and_at_the_sizes_it_renders():
     """On the H200 a model fitted on spheres and city alone missed the held-out mesh frames by
     72 %, with the bunny by 37 %; and a 320x180 frame is launch overhead there."""
     from raytracer.device.choice import DeviceInfo
-    from raytracer.tuning.calibration_fit import (
+    from raytracer.tuning.calibration_frames import (
         FULL_SCENES,
         GPU_QUICK_SIZES,
         QUICK_SCENES,

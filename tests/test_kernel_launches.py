@@ -13,7 +13,8 @@ import pytest
 from raytracer.device import launches as kl
 from raytracer.device.launches import DEFAULT, KernelLaunches, Launch
 from raytracer.tracer import KERNELS, RenderSettings, Tracer, kernel_source
-from raytracer.tuning.calibration_fit import Sample, samples_kernels
+from raytracer.tuning.calibration_fit import samples_kernels
+from raytracer.tuning.calibration_frames import Sample
 from raytracer.tuning.instruction_counts import counts_fingerprint, kernels_fingerprint
 
 SG = kl.SUB_GROUP_EXTENSION

@@ -24,7 +24,7 @@ from benchmarks.part_predictors import (
 from models.raytrace_cost import PHASES
 from models.workload import Workload
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import Sample
+from raytracer.tuning.calibration_frames import Sample
 from raytracer.tuning.instruction_counts import load_kernel_counts
 
 

@@ -11,13 +11,8 @@ import raytracer.tuning.tuned_renderer as tuned_mod
 from models.device_profile import builtin_profiles
 from models.raytrace_cost import predict_phase_seconds
 from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import (
-    Sample,
-    calibration_views,
-    collect_samples,
-    fit_profile,
-    model_errors,
-)
+from raytracer.tuning.calibration_fit import fit_profile, model_errors
+from raytracer.tuning.calibration_frames import Sample, calibration_views, collect_samples
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import find_device_profile, profile_path, save_profile
@@ -250,6 +245,7 @@ def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatc
 
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
     import raytracer.tuning.calibration_fit as calibrate_mod
+    import raytracer.tuning.calibration_frames as frames_mod
 
     info = tracers("dragon-small").device_info
 
@@ -258,7 +254,7 @@ def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
 
     monkeypatch.setattr(calibrate_mod, "base_profile",
                         lambda device, quick: _device_profile(tracers("dragon-small")))
-    monkeypatch.setattr(calibrate_mod, "collect_samples", interrupted)
+    monkeypatch.setattr(frames_mod, "collect_samples", interrupted)
     with pytest.raises(KeyboardInterrupt):
         calibrate_mod.calibrate(info, quick=True, progress=False)
     assert not profile_path(info.name, info.driver).exists()

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from benchmarks.model_accuracy import errors
 from models.device_profile import DeviceProfile, load_profile
-from raytracer.tuning.calibration_fit import Sample, fit_profile
+from raytracer.tuning.calibration_fit import fit_profile
+from raytracer.tuning.calibration_frames import Sample
 from raytracer.tuning.instruction_counts import load_kernel_counts
 from raytracer.tuning.tuned_renderer import RayTraceModel
 

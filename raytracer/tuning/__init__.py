@@ -60,14 +60,12 @@ if TYPE_CHECKING:
     from raytracer.tuning.calibration_fit import (
         RENDERER,
         FittedModel,
-        Sample,
         calibrate,
-        calibration_views,
-        collect_samples,
         fit_profile,
         fit_report,
         model_errors,
     )
+    from raytracer.tuning.calibration_frames import Sample, calibration_views, collect_samples
     from raytracer.tuning.instruction_counts import load_kernel_counts
     from raytracer.tuning.probe import Probe
     from raytracer.tuning.timers import CpuBusy, KernelEvents, default_timer

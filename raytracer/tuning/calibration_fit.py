@@ -23,8 +23,8 @@ and is held at its measured value (a zero term). On a CPU profile with one warp 
 scales: they are held, and the fit reports so. The fitted parameters' standard errors come
 from the Jacobian at the solution (``(J^T J)^-1`` times the residual variance).
 
-Calibration scenes are procedural (spheres, city) and one mesh (bunny); ``autotune bench
-model`` evaluates on the other meshes, at other resolutions, along other camera paths.
+The frames (scenes, sizes, views, knobs, and how each is timed) are
+:mod:`raytracer.tuning.calibration_frames`.
 """
 
 from __future__ import annotations
@@ -33,13 +33,11 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
-from tqdm import tqdm
 
 from autotune.atomic_files import check_writable_file
 from models.app_calibration import LAUNCH_MAX, OFFSET_MAX, SCALE_MAX, AppCalibration
@@ -51,19 +49,19 @@ from models.raytrace_cost import (
     predict_phase_seconds,
     resident_blocks,
 )
-from models.workload import Workload
-from raytracer.camera import Camera, orbit_path
 from raytracer.device.choice import DeviceInfo
 from raytracer.phases import PHASES, TILE
-from raytracer.scene import Scene, load_scene
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.tuning.calibration_frames import (
+    Sample,
+    calibration_scenes,
+    calibration_sizes,
+    collect_calibration_samples,
+)
 from raytracer.tuning.instruction_counts import (
     counts_fingerprint,
-    kernels_fingerprint,
     load_kernel_counts,
 )
 from raytracer.tuning.kernel_occupancy import kernel_occupancy
-from raytracer.tuning.probe import Probe
 from raytracer.tuning.profile_store import (
     keep_in_memory,
     save_calibration,
@@ -71,16 +69,7 @@ from raytracer.tuning.profile_store import (
     store,
     writable_store,
 )
-from raytracer.tuning.timers import KernelEvents, default_timer
 
-QUICK_SCENES = ("spheres", "city")
-FULL_SCENES = ("spheres", "city", "bunny")
-QUICK_SIZES = ((192, 108), (320, 180))
-FULL_SIZES = ((320, 180), (640, 360))
-# a GPU runs a 320x180 frame in a few launches' overhead and fills none of its cores: its frames
-# are calibrated where it is used (a frame of 1080p to 4K), on the same scenes and views
-GPU_QUICK_SIZES = ((640, 360), (1280, 720))
-GPU_FULL_SIZES = ((1280, 720), (1920, 1080))
 FREE_PARAMETERS = ("issue_cycles", "mem_latency", "dep_delay_coal", "dep_delay_uncoal")
 PHASE_TERMS = ("scale", "launch", "miss", "offset")  # admitted in this order after the device's
 IDENTIFIABLE = 0.02  # a normalized Jacobian column must keep this much outside the span
@@ -99,36 +88,6 @@ TERM_BOUNDS = {"offset": (0.0, OFFSET_MAX * (1 - 1e-6)), "miss": (0.0, OFFSET_MA
 # the latency / issue-cycle ratio matters, and microbenchmarks under load moved it 5-100x)
 FIT_STARTS = ((1.0, 1.0, 1.0), (0.1, 0.01, 1.0), (0.01, 0.001, 1.0), (0.1, 0.1, 1.0),
               (1.0, 1.0, 10.0), (1.0, 1.0, 100.0))
-CALIBRATION_SETTINGS = (
-    RenderSettings(0, 0.1, False, False), RenderSettings(2, 0.1, True, True),
-    RenderSettings(8, 0.1, False, True), RenderSettings(16, 0.1, True, False),
-)
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One measured frame: its workload, knobs and seconds per phase (as the timer counts
-    them), with the kernel events' own figures where they differ."""
-
-    workload: Workload
-    settings: RenderSettings
-    phase_seconds: dict[str, float]
-    event_seconds: dict[str, float] = field(default_factory=dict)
-    scene: str = ""
-    kernels: str = ""  # the kernels that rendered it (instruction_counts.kernels_fingerprint)
-
-    def to_dict(self) -> dict:
-        """Plain JSON of the frame (what a recording of calibration or held-out frames keeps)."""
-        return {"scene": self.scene, "settings": dataclasses.asdict(self.settings),
-                "workload": self.workload.to_dict(), "phase_seconds": self.phase_seconds,
-                "event_seconds": self.event_seconds, "kernels": self.kernels}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Sample:
-        """The frame :meth:`to_dict` wrote."""
-        return cls(Workload(**d["workload"]), RenderSettings(**d["settings"]),
-                   dict(d["phase_seconds"]), dict(d.get("event_seconds", {})), d.get("scene", ""),
-                   d.get("kernels", ""))
 
 
 @dataclass(frozen=True)
@@ -148,46 +107,6 @@ class FittedModel:
 
     def to_dict(self) -> dict:
         return {"profile": self.profile.to_dict(), "calibration": self.calibration.to_dict()}
-
-
-def calibration_views(scene: Scene, count: int, sky: bool = False) -> list[Camera]:
-    """Views that orbit and dolly into the scene (the paper's animation, sampled); with
-    ``sky``, two more from the first eye: turned 25° aside (the scene at the frame's edge) and
-    turned away (an empty view), so missed pixels and launch costs are measured too."""
-    cam = scene.camera
-    views = orbit_path(np.asarray(cam.target), np.asarray(cam.eye), count, turns=0.75,
-                       dolly=0.45, up=cam.up, fov_y=cam.fov_y)
-    if sky:
-        eye, target = np.asarray(cam.eye, np.float64), np.asarray(cam.target, np.float64)
-        d = target - eye
-        c, s = np.cos(np.radians(25)), np.sin(np.radians(25))
-        aside = eye + np.array([c * d[0] - s * d[2], d[1], s * d[0] + c * d[2]])
-        views += [Camera(tuple(eye), tuple(aside), cam.up, cam.fov_y),
-                  Camera(tuple(eye), tuple(eye - d), cam.up, cam.fov_y)]
-    return views
-
-
-def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: int, height: int,
-                    settings: tuple[RenderSettings, ...] = CALIBRATION_SETTINGS,
-                    bar: tqdm | None = None, timer: KernelEvents | None = None,
-                    scene: str = "") -> list[Sample]:
-    """Render every view with every setting (after one warm-up) and keep what was measured.
-
-    ``timer`` defines the measured seconds (default: the device's, see
-    :func:`raytracer.tuning.timers.default_timer`)."""
-    timer = timer or default_timer(tracer)
-    kernels = kernels_fingerprint(tracer.launches)
-    samples = []
-    tracer.render(cameras[0], width, height, settings[0])  # warm-up: first launch compiles
-    for cam in cameras:
-        workload = probe.measure(cam, width, height)
-        for s in settings:
-            timed = timer.render(tracer, cam, width, height, s)
-            samples.append(Sample(workload, s, timed.phase_seconds, timed.event_seconds,
-                                  scene, kernels))
-            if bar is not None:
-                bar.update(1)
-    return samples
 
 
 def _model_phases(fitted: FittedModel, counts: KernelCounts, sample: Sample) -> dict[str, float]:
@@ -545,22 +464,6 @@ def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
     return profile
 
 
-def calibration_scenes(device: DeviceInfo, quick: bool) -> tuple[str, ...]:
-    """The scenes calibrated on. A GPU takes the bunny in its quick calibration too: fitted on
-    spheres and city alone, its model missed the H200's held-out mesh frames by 72 %, with the
-    bunny by 37 % (tools/gpu_refit.py on the recorded frames), and its frames cost little."""
-    if device.kind == "GPU":
-        return FULL_SCENES
-    return QUICK_SCENES if quick else FULL_SCENES
-
-
-def calibration_sizes(device: DeviceInfo, quick: bool) -> tuple[tuple[int, int], ...]:
-    """The frame sizes calibrated on: small on a CPU device, 720p-1080p on a GPU."""
-    if device.kind == "GPU":
-        return GPU_QUICK_SIZES if quick else GPU_FULL_SIZES
-    return QUICK_SIZES if quick else FULL_SIZES
-
-
 def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progress: bool = True,
               out: Path | None = None) -> FittedModel:
     """Measure and fit ``device``'s profile and the ray tracer's calibration.
@@ -605,24 +508,3 @@ def calibration_output(profile_out: Path) -> Path:
     """Where ``calibrate -o FILE`` writes the ray tracer's calibration: beside FILE."""
     profile_out = Path(profile_out)
     return profile_out.with_name(f"{profile_out.stem}--{RENDERER}.json")
-
-
-def collect_calibration_samples(device: DeviceInfo, quick: bool, progress: bool = True,
-                                scenes: tuple[str, ...] | None = None,
-                                views: int | None = None) -> list[Sample]:
-    """Frames of the calibration scenes at the calibration sizes, timed by the device's timer."""
-    scenes = scenes or calibration_scenes(device, quick)
-    sizes = calibration_sizes(device, quick)
-    views = views or (3 if quick else 6)
-    spec = f"{device.platform_index}:{device.device_index}"
-    samples: list[Sample] = []
-    total = len(scenes) * len(sizes) * (views + 2) * len(CALIBRATION_SETTINGS)
-    with tqdm(total=total, desc="calibrating", unit="frame", disable=not progress) as bar:
-        for name in scenes:
-            scene = load_scene(name)
-            tracer = Tracer(scene, device=spec)
-            probe = Probe.for_tracer(tracer)
-            for width, height in sizes:
-                samples += collect_samples(tracer, probe, calibration_views(scene, views, True),
-                                           width, height, bar=bar, scene=name)
-    return samples

@@ -12,7 +12,7 @@ and a scanned shape: the vessel tree of the shipped aneurism CT volume (aneurism
 
 from __future__ import annotations
 
-from raytracer.tuning.calibration_fit import FULL_SCENES
+from raytracer.tuning.calibration_frames import FULL_SCENES
 
 CALIBRATION_SCENES: tuple[str, ...] = FULL_SCENES  # the fit's own list (spheres, city, bunny)
 VALIDATION_SCENES: tuple[str, ...] = ("dragon", "sibenik")
