@@ -29,8 +29,9 @@ _EXPORTS = {
     "tuned_renderer": ("RayTraceModel", "TunedFrame", "TunedRenderer", "device_model",
                        "knob_space"),
     "probe": ("Probe",),
-    "calibration_fit": ("RENDERER", "FittedModel", "Sample", "calibrate", "calibration_views",
-                        "collect_samples", "fit_profile", "fit_report", "model_errors"),
+    "calibration_fit": ("RENDERER", "FittedModel", "calibrate", "fit_profile", "fit_report",
+                        "model_errors"),
+    "calibration_frames": ("Sample", "calibration_views", "collect_samples"),
     "instruction_counts": ("load_kernel_counts",),
     "timers": ("CpuBusy", "KernelEvents", "default_timer"),
 }
