@@ -100,9 +100,11 @@ def stamp(figures: dict, run: RunRecord) -> dict:
     return figures
 
 
-def at_most(value: float, limit: float, what: str) -> dict:
-    """A goals-block entry for ``value <= limit``: value, goal text, met, what was measured."""
-    return {"value": value, "goal": f"<= {limit}", "met": bool(value <= limit), "what": what}
+def at_most(value: float | None, limit: float, what: str) -> dict:
+    """A goals-block entry for ``value <= limit``: value, goal text, met, what was measured
+    (``met`` None where nothing was measured: a step skipped or failed)."""
+    met = None if value is None else bool(value <= limit)
+    return {"value": value, "goal": f"<= {limit}", "met": met, "what": what}
 
 
 def mark_goals(goals: dict, run: dict) -> dict:
