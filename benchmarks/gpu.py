@@ -58,6 +58,7 @@ from autotune.app.animation import (
 )
 from autotune.app.run_record import QUIET_LIMIT, RunRecord, at_most, cpu_model, mark_goals
 from autotune.atomic_files import check_output_dir, save_png, write_json
+from benchmarks.checkout_tools import load_tool
 from benchmarks.model_accuracy import errors, eval_settings, measure
 from raytracer.device import runtimes
 from raytracer.device.choice import DeviceInfo, build_quietly, choose_device, list_devices
@@ -241,7 +242,7 @@ def ptx_step(tracer: Tracer, out: Path) -> dict:
 
     ptx = driver_ptx(tracer.program)
     (out / "driver.ptx").write_text(ptx)
-    document = load_ptx_analysis().counts_document(source, ptx, compile_on_driver)
+    document = load_tool("ptx_analysis").counts_document(source, ptx, compile_on_driver)
     document["compiler"] = f"NVIDIA OpenCL {tracer.device_info.driver} ({_ptx_target(ptx)})"
     write_json(out / "driver_kernel_counts.json", document)
     return {"ptx_bytes": len(ptx), "target": _ptx_target(ptx),
@@ -251,20 +252,6 @@ def ptx_step(tracer: Tracer, out: Path) -> dict:
 def _ptx_target(ptx: str) -> str:
     match = re.search(r"^\s*\.target\s+([\w.]+)", ptx, re.MULTILINE)
     return match.group(1) if match else ""
-
-
-def load_ptx_analysis() -> Any:
-    """``tools/ptx_analysis`` from the checkout beside this package (a tool, not shipped)."""
-    import importlib.util  # a tool beside the package, loaded by path
-
-    path = Path(__file__).resolve().parent.parent / "tools" / "ptx_analysis.py"
-    spec = importlib.util.spec_from_file_location("ptx_analysis", path)
-    if spec is None or spec.loader is None or not path.is_file():
-        raise FileNotFoundError(f"{path}: not found (run the check from the repository)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["ptx_analysis"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def calibration_step(info: DeviceInfo, out: Path, models: dict, quick: bool) -> dict:

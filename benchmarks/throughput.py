@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import os
 import platform
@@ -59,6 +58,7 @@ from tqdm import tqdm
 
 from autotune.app.report import emit, plain
 from autotune.app.run_record import cpu_model, mark_goals, measured_run
+from benchmarks.checkout_tools import load_tool
 from raytracer.bvh import build_bvh, build_bvh_full_sweep, packed_normals
 from raytracer.device.choice import one_device_per_runtime
 from raytracer.device.launches import DEFAULTS
@@ -510,15 +510,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def kernel_call_figures() -> dict[str, Any]:
     """Out-of-line calls in the PoCL-compiled kernels (none but libm are expected); a
-    developer tool of the repository (``tools/kernel_calls.py``), so only from a checkout.
-    It is loaded from the checkout beside this file: ``autotune bench throughput`` runs with
-    the console script's folder on ``sys.path``, not the repository."""
-    tool = Path(__file__).resolve().parents[1] / "tools" / "kernel_calls.py"
-    if not tool.is_file():
-        return {"skipped": f"{tool} is missing: the benchmark is not running from a checkout"}
-    spec = importlib.util.spec_from_file_location("kernel_calls", tool)
-    kernel_calls = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kernel_calls)
+    developer tool of the repository (``tools/kernel_calls.py``), so only from a checkout
+    (:func:`benchmarks.checkout_tools.load_tool`)."""
+    try:
+        kernel_calls = load_tool("kernel_calls")
+    except FileNotFoundError as exc:
+        return {"skipped": str(exc)}
     try:
         calls = kernel_calls.compiled_kernel_calls()
     except kernel_calls.KernelCallsUnavailable as exc:
