@@ -4,7 +4,7 @@ The per-rank model (seed 004: max over ranks of the local render + Σ compositin
 gather + upscale) is calibrated by least squares on frames from views and volumes that the
 governed path does not use (:func:`volume_calibration_views`); :class:`VolumeModel` prices every
 candidate setting from the per-frame workload probe. A rank's render work is fitted in the
-clock its record names (:func:`work_clock_seconds`: CPU seconds on a CPU device, kernel
+clock its record names (:func:`work_seconds`: CPU seconds on a CPU device, kernel
 seconds on a GPU). Ranks that share a machine's cores on a CPU device are modelled as sharing
 them (:func:`shared_cores`); on a GPU they share nothing (models.volume_cost.shares_cores).
 """
@@ -36,6 +36,7 @@ from raytracer.volume.distributed import (
     DistributedRenderer,
     FrameSettings,
     RankTiming,
+    work_clock,
 )
 from raytracer.volume.tuning.knobs import one_setting
 from raytracer.volume.tuning.workload_probe import RankWorkload, nearest_threshold
@@ -246,7 +247,7 @@ def work_seconds(timing: RankTiming) -> float:
     (``timing.work_clock``: CPU seconds on a CPU device, kernel event seconds on a GPU, wall
     where a CPU device took no CPU time). A record without one (from before the clock was
     recorded: CPU devices) is read by the CPU rule: CPU seconds, wall where none were taken."""
-    clock = getattr(timing, "work_clock", "") or ("cpu" if timing.cpu_seconds > 0 else "wall")
+    clock = getattr(timing, "work_clock", "") or work_clock("CPU", timing.cpu_seconds)
     if clock not in CLOCK_FIELDS:
         raise VolumeModelError(f"rank {getattr(timing, 'rank', '?')}: unknown work clock "
                                f"{clock!r} (expected one of {', '.join(CLOCK_FIELDS)})")
