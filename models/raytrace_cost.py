@@ -52,7 +52,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
-from models.hong_kim import KernelLaunch, predict_cycles, predict_seconds
+from models.hong_kim import KernelLaunch, active_blocks_per_core, predict_cycles, predict_seconds
 from models.workload import Workload
 
 # One kernel launch each, in launch order. models imports nothing of the ray tracer, so this is
@@ -199,11 +199,11 @@ def resident_blocks(profile: DeviceProfile, blocks: int, phase: str,
                     active_blocks: ActiveBlocks | None = None) -> int:
     """Work-groups of ``phase`` resident per core: ``min(active_blocks[phase], ceil(blocks /
     cores))`` where the mapping names the phase, else ``min(max_blocks_per_core, ...)``."""
-    limit = profile.max_blocks_per_core
-    if active_blocks is not None and phase in active_blocks:
-        limit = int(active_blocks[phase])
-        if limit < 1:
-            raise ValueError(f"active_blocks[{phase!r}] must be >= 1, got {limit}")
+    if active_blocks is None or phase not in active_blocks:
+        return active_blocks_per_core(profile, blocks)
+    limit = int(active_blocks[phase])
+    if limit < 1:
+        raise ValueError(f"active_blocks[{phase!r}] must be >= 1, got {limit}")
     return min(limit, math.ceil(blocks / profile.cores))
 
 
@@ -259,8 +259,7 @@ def predict_phase_seconds(
             uncoal=ins.uncoal,
             threads_per_block=threads_per_block,
             blocks=blocks,
-            active_blocks=(None if active_blocks is None or phase not in active_blocks
-                           else resident_blocks(profile, blocks, phase, active_blocks)),
+            active_blocks=resident_blocks(profile, blocks, phase, active_blocks),
         )
         out[phase] = _calibrated(
             calibration, phase, predict_cycles(profile, launch).seconds, workload
