@@ -24,7 +24,7 @@ import numpy as np
 
 from autotune.controllers import Controller, FixedController, PIController
 from autotune.knobs import IntKnob, KnobSpace
-from models.json_file import check_versioned, versioned
+from common.json_file import check_versioned, versioned
 
 RECORDING_KIND = "autotune-recording"
 RECORDING_VERSION = 1

@@ -35,8 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from common.json_file import read_json
 from models.device_profile import DeviceProfile, ProfileError, plausible_range
-from models.json_file import read_json
 
 SCHEMA_VERSION = 1
 CALIBRATION_DIR = Path(__file__).parent / "data" / "calibrations"

@@ -2,7 +2,7 @@
 
 What an application fits on top of a device (the ray tracer's per-phase scale and offset) is
 an :class:`models.app_calibration.AppCalibration`, stored apart. Reading is here; writing goes
-through ``raytracer.tuning.profile_store`` (atomic files).
+through ``governed.mesh.profile_store`` (atomic files).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from models.json_file import read_json
+from common.json_file import read_json
 
 SCHEMA_VERSION = 1
 

@@ -56,7 +56,7 @@ from models.hong_kim import KernelLaunch, active_blocks_per_core, predict_cycles
 from models.workload import Workload
 
 # One kernel launch each, in launch order. models imports nothing of the ray tracer, so this is
-# the ray tracer's phase registry (raytracer.phases) written again; raytracer.tuning refuses to
+# the ray tracer's phase registry (raytracer.mesh.phases) written again; governed.mesh refuses to
 # import if the two differ, and tests/test_raytrace_cost.py checks it.
 PHASES = ("primary", "shadow", "ao", "shade")
 AO_CACHE_DEPTH = 23.0  # the constant of seed 002's a_ca equation

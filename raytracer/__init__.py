@@ -1,6 +1,6 @@
 """BVH ray tracer: scenes, cameras, SAH BVH, CPU probe/reference and the OpenCL tracer.
 
-The rendering library; it imports neither the tuner nor the models (``raytracer.tuning`` ties
+The rendering library; it imports neither the tuner nor the models (``governed.mesh`` ties
 it to them). What a user imports::
 
     from raytracer import load_scene, Tracer, RenderSettings
@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from raytracer._lazy import lazy_exports
+from common.lazy_exports import lazy_exports
 
 _EXPORTS = {
-    "scene": ("SCENES", "Scene", "SceneError", "load_scene"),
+    "mesh.scene": ("SCENES", "Scene", "SceneError", "load_scene"),
     "camera": ("Camera", "load_path", "orbit_path", "turn_path"),
-    "bvh": ("BVH", "build_bvh"),
-    "tracer": ("MAX_AO_RAYS", "Frame", "RenderSettings", "Tracer", "TracerError"),
+    "mesh.bvh": ("BVH", "build_bvh"),
+    "mesh.tracer": ("MAX_AO_RAYS", "Frame", "RenderSettings", "Tracer", "TracerError"),
     "device.choice": ("DeviceError", "DeviceInfo", "choose_device", "list_devices"),
-    "phases": ("PHASES", "PHASE_LIST", "TILE", "Phase"),
-    "cpu_render": ("render_cpu",),
+    "mesh.phases": ("PHASES", "PHASE_LIST", "TILE", "Phase"),
+    "mesh.cpu_render": ("render_cpu",),
 }
 __all__ = [
     "BVH",
@@ -55,13 +55,13 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from raytracer.bvh import BVH, build_bvh
     from raytracer.camera import Camera, load_path, orbit_path, turn_path
-    from raytracer.cpu_render import render_cpu
     from raytracer.device.choice import DeviceError, DeviceInfo, choose_device, list_devices
-    from raytracer.phases import PHASE_LIST, PHASES, TILE, Phase
-    from raytracer.scene import SCENES, Scene, SceneError, load_scene
-    from raytracer.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer, TracerError
+    from raytracer.mesh.bvh import BVH, build_bvh
+    from raytracer.mesh.cpu_render import render_cpu
+    from raytracer.mesh.phases import PHASE_LIST, PHASES, TILE, Phase
+    from raytracer.mesh.scene import SCENES, Scene, SceneError, load_scene
+    from raytracer.mesh.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer, TracerError
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

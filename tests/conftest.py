@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from raytracer.scene import load_scene
+from raytracer.mesh.scene import load_scene
 
 
 def pytest_configure(config) -> None:
@@ -44,7 +44,7 @@ def tracers(scenes):
     traces a ray per work-item (the default launches): those counters are the ones the CPU twin
     reproduces; the primary kernel's packet form has its own tests (test_ray_packets.py)."""
     from raytracer.device.launches import DEFAULTS
-    from raytracer.tracer import Tracer
+    from raytracer.mesh.tracer import Tracer
 
     cache = {}
 

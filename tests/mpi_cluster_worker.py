@@ -18,11 +18,11 @@ from raytracer.camera import Camera
 from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.compositing import composite_serial
 from raytracer.volume.distributed import DistributedRenderer, FrameSettings
-from raytracer.volume.emulation import EmulatedRenderer, random_premultiplied
+from studies.cluster_prediction.emulation import EmulatedRenderer, random_premultiplied
 
 
 def emulation() -> None:
-    from raytracer.volume.tuning.cluster_data import EmulationVolume, network
+    from studies.cluster_prediction.training_data import EmulationVolume, network
 
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -54,9 +54,9 @@ def emulation() -> None:
 
 
 def plan(data_path: str) -> None:
-    from autotune.app.cluster_files import read_training_data, write_training_data
-    from models.perf_histogram import PathHistogram
-    from raytracer.volume.tuning.cluster_data import EmulationConfig, run_plan
+    from studies.cluster_prediction.files import read_training_data, write_training_data
+    from studies.cluster_prediction.perf_histogram import PathHistogram
+    from studies.cluster_prediction.training_data import EmulationConfig, run_plan
 
     comm = world()
     hist = PathHistogram.of(np.full((3, 2), 0.004) + np.arange(6).reshape(3, 2) * 1e-3)
@@ -80,10 +80,10 @@ def volume_command(out: str) -> None:
     import json
     from pathlib import Path
 
-    from autotune.app.cli import main as cli
-    from autotune.app.cluster_files import write_histogram
-    from models.perf_histogram import PathHistogram
-    from raytracer.volume.tuning.cluster_data import emulation_times
+    from autotune_app.cli import main as cli
+    from studies.cluster_prediction.files import write_histogram
+    from studies.cluster_prediction.perf_histogram import PathHistogram
+    from studies.cluster_prediction.training_data import emulation_times
 
     comm = world()
     hist = PathHistogram.of(np.array([[0.01, 0.03], [0.02, 0.015]]))

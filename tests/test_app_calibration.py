@@ -17,11 +17,19 @@ from pathlib import Path
 
 import pytest
 
-import raytracer.tuning.calibration_fit as calibrate_mod
-import raytracer.tuning.calibration_frames as frames_mod
-import raytracer.tuning.profile_store as store_mod
-from autotune.app.cli import main
-from autotune.atomic_files import OutputError
+import governed.mesh.calibration_fit as calibrate_mod
+import governed.mesh.calibration_frames as frames_mod
+import governed.mesh.profile_store as store_mod
+from autotune_app.cli import main
+from common.atomic_files import OutputError
+from governed.mesh.profile_store import (
+    calibration_path,
+    find_app_calibration,
+    find_device_profile,
+    profile_path,
+    save_calibration,
+    store,
+)
 from models.app_calibration import (
     AppCalibration,
     CalibrationError,
@@ -33,15 +41,7 @@ from models.device_profile import builtin_profiles
 from models.raytrace_cost import PHASES, predict_frame_seconds, predict_phase_seconds
 from models.workload import Workload
 from raytracer.device.choice import DeviceInfo
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.profile_store import (
-    calibration_path,
-    find_app_calibration,
-    find_device_profile,
-    profile_path,
-    save_calibration,
-    store,
-)
+from raytracer.mesh.tracer import RenderSettings
 
 SHIPPED = builtin_profiles()["pocl-pthread-amd-epyc"]
 SHIPPED_CAL = next(c for c in builtin_calibrations() if c.matches(SHIPPED))
@@ -256,7 +256,7 @@ def test_shipped_calibrations_name_their_kernels():
 def test_calibrated_predictions_are_what_the_old_fitted_profile_gave():
     """The split keeps the figures: per phase ``scale * model + offset * pixels``, as before,
     plus the miss-pixel and launch terms of issue 12."""
-    from raytracer.tuning.instruction_counts import load_kernel_counts
+    from governed.mesh.instruction_counts import load_kernel_counts
 
     counts = load_kernel_counts()
     frame = Workload(pixels=640 * 360, hit_fraction=0.6, p_t=40, p_i=8, s_t=20, s_i=4, a_t=15,
@@ -295,7 +295,7 @@ def fake_calibration(monkeypatch, tracers):
     ``events`` records when the work started."""
     tracer = tracers("dragon-small")
     events: list[str] = []
-    from raytracer.tuning.probe import Probe
+    from governed.mesh.probe import Probe
 
     probe = Probe(tracer.scene, tracer.bvh)
     workload = probe.measure(tracer.scene.camera, 32, 18)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import gpu
+from benchmarks.governed import gpu
 from raytracer.device.choice import DeviceInfo
 
 

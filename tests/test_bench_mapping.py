@@ -1,10 +1,10 @@
-"""``autotune bench mapping`` without running pipelines: its cases fit this machine, its
+"""``autotune bench pipeline-mapping`` without running pipelines: its cases fit this machine, its
 table part reproduces the seed, and its goals say what the figures say."""
 
 from __future__ import annotations
 
-from benchmarks.mapping import cases, goals, tables_part
-from models.mapping import solve
+from benchmarks.studies.pipeline_mapping import cases, goals, tables_part
+from studies.pipeline_mapping.model import solve
 
 
 def test_at_least_twelve_cases_that_fit_two_cores():
@@ -67,8 +67,8 @@ def test_goals_follow_the_figures():
 
 
 def test_a_real_case_is_predicted_from_alone_figures_not_from_its_own_run(monkeypatch):
-    import autotune.app.pipeline as pipeline
-    from benchmarks.mapping import real_cases, run_case
+    import studies.pipeline_mapping.pipeline as pipeline
+    from benchmarks.studies.pipeline_mapping import real_cases, run_case
 
     name, m, work = real_cases()[0]  # probe -> tracer -> viewer
     alone = {w: (20.0, 1.0) if w.kind == "probe" else (8.0, 1.0) for w in work.values()}

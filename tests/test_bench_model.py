@@ -1,14 +1,14 @@
-"""``autotune bench model``'s figures: the model's errors, and the measurement repeat (the
+"""``autotune bench tracer-model``'s figures: the model's errors, and the measurement repeat (the
 measured side's own scatter)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.model_accuracy import errors, repeat_scatter
+from benchmarks.governed.tracer_model import errors, repeat_scatter
+from governed.mesh.calibration_frames import Sample
 from models.workload import Workload
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_frames import Sample
+from raytracer.mesh.tracer import RenderSettings
 
 W = Workload(pixels=100, hit_fraction=1.0, p_t=1, p_i=1, s_t=1, s_i=1, a_t=1, a_i=1, t_v=1,
              m=0.5)

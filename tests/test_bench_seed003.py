@@ -1,4 +1,4 @@
-"""``autotune bench models`` (seed 003's experiment): features, splits, tables and goals on
+"""``autotune bench kernel-models`` (seed 003's experiment): features, splits, tables and goals on
 synthetic runs; one tiny OpenCL run that checks every kernel's output against numpy."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from benchmarks import seed003_models as sm
-from models.bsp import SEED_KERNELS
-from models.learned_comparators import APPROACHES, MIN_ROWS, SEED_FEATURES
+from benchmarks.studies import kernel_models as sm
+from studies.kernel_models.bsp import SEED_KERNELS
+from studies.kernel_models.learned_comparators import APPROACHES, MIN_ROWS, SEED_FEATURES
 
 DEV = sm.DeviceFacts("test cpu", "test", cores=4, clock_mhz=2000.0, bandwidth_gbs=20.0,
                      simd_width=16)
@@ -155,9 +155,9 @@ def test_goals_from_a_synthetic_figures_dict():
 
 
 def test_the_command_is_registered():
-    from autotune.app.cli import BENCHMARKS
+    from autotune_app.cli import BENCHMARKS
 
-    assert BENCHMARKS["models"] == "benchmarks.seed003_models"
+    assert BENCHMARKS["kernel-models"] == "benchmarks.studies.kernel_models"
 
 
 def msa_reference(x: np.ndarray, threads: int) -> np.ndarray:
@@ -215,7 +215,7 @@ def test_every_kernel_computes_its_result_and_the_pipeline_runs():
 
 
 def test_plots_into_a_non_empty_folder_are_refused_before_measuring(tmp_path, monkeypatch):
-    from autotune.atomic_files import OutputError
+    from common.atomic_files import OutputError
 
     (tmp_path / "mine.txt").write_text("keep")
 

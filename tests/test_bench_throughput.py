@@ -9,7 +9,7 @@ import sys
 
 import numpy as np
 
-from benchmarks.throughput import bench_build
+from benchmarks.renderers.throughput import bench_build
 
 
 def test_build_figures_hold_embrees_build_of_the_same_triangles() -> None:
@@ -28,7 +28,7 @@ def test_kernel_call_figures_find_the_tool_outside_the_repository_folder(tmp_pat
     """``autotune bench throughput`` runs with the console script's folder on sys.path, not
     the checkout's: the figures must still come from tools/kernel_calls.py."""
     code = ("import json, sys; sys.path = [p for p in sys.path if p not in ('', '.')]\n"
-            "from benchmarks.throughput import kernel_call_figures\n"
+            "from benchmarks.renderers.throughput import kernel_call_figures\n"
             "print(json.dumps(kernel_call_figures()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300, check=True).stdout

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raytracer.bvh import (
+from raytracer.mesh.bvh import (
     BVH,
     CHILD_COUNT,
     CHILD_INDEX,
@@ -18,7 +18,7 @@ from raytracer.bvh import (
     plane,
     shadow_order,
 )
-from raytracer.traversal import brute_force, trace_rays
+from raytracer.mesh.traversal import brute_force, trace_rays
 
 RAYS = 2000
 

@@ -13,14 +13,14 @@ import dataclasses
 import numpy as np
 import pytest
 
+from governed.mesh.calibration_fit import fit_profile, fit_report, model_errors
+from governed.mesh.calibration_frames import CALIBRATION_SETTINGS, Sample
+from governed.mesh.instruction_counts import load_kernel_counts
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import PHASES, predict_phase_seconds
 from models.workload import Workload
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import fit_profile, fit_report, model_errors
-from raytracer.tuning.calibration_frames import CALIBRATION_SETTINGS, Sample
-from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.mesh.tracer import RenderSettings
 
 # a PoCL CPU as profiled here before issue 12 (one 64-lane work-group per core: N = 1)
 CPU = DeviceProfile(name="pthread-AMD EPYC", driver="3.0-rc2", cores=2, warp_size=64,
@@ -152,8 +152,8 @@ def test_device_bounds_exponentiate_back_inside_the_plausible_range():
     free figure, measured at either edge of its range, exp(bound) stays inside the range."""
     import math
 
+    from governed.mesh.calibration_fit import FREE_PARAMETERS, device_bounds
     from models.device_profile import plausible_range
-    from raytracer.tuning.calibration_fit import FREE_PARAMETERS, device_bounds
 
     for key in FREE_PARAMETERS:
         lo, hi = plausible_range(key)
@@ -216,8 +216,7 @@ def test_a_fit_without_occupancy_is_unchanged_by_an_empty_one():
 def test_a_gpu_calibrates_on_a_mesh_and_at_the_sizes_it_renders():
     """On the H200 a model fitted on spheres and city alone missed the held-out mesh frames by
     72 %, with the bunny by 37 %; and a 320x180 frame is launch overhead there."""
-    from raytracer.device.choice import DeviceInfo
-    from raytracer.tuning.calibration_frames import (
+    from governed.mesh.calibration_frames import (
         FULL_SCENES,
         GPU_QUICK_SIZES,
         QUICK_SCENES,
@@ -225,6 +224,7 @@ def test_a_gpu_calibrates_on_a_mesh_and_at_the_sizes_it_renders():
         calibration_scenes,
         calibration_sizes,
     )
+    from raytracer.device.choice import DeviceInfo
 
     gpu = DeviceInfo(0, 0, "NVIDIA CUDA", "NVIDIA H200", "GPU", 132, 1980, 1, "580", 32, "nvidia")
     cpu = DeviceInfo(0, 0, "PoCL", "cpu", "CPU", 2, 2600, 1, "3.0", 1, "pocl")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from autotune.app.cli import main
+from autotune_app.cli import main
 
 
 def test_render_writes_png_and_json(tmp_path, capsys):

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from autotune.app import cli
-from autotune.app.cli import build_parser, main
+from autotune_app import cli
+from autotune_app.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ["demo", "--volume-ranks", "0"]  # the ray-tracer half only: no MPI job per test
@@ -89,8 +89,8 @@ def test_demo_into_an_empty_working_folder(tmp_path, capsys, monkeypatch):
     assert Path("report.txt").exists() and Path.cwd() == (tmp_path / "empty").resolve()
 
 
-@pytest.mark.parametrize("bench, measures", [("paper", "benchmarks.paper.run_scene"),
-                                              ("model", "benchmarks.model_accuracy.measure")])
+@pytest.mark.parametrize("bench, measures", [("paper", "benchmarks.governed.tracer_tuned.run_scene"),
+                                              ("model", "benchmarks.governed.tracer_model.measure")])
 def test_bench_plots_refuses_a_non_empty_folder_before_running(bench, measures, tmp_path,
                                                                capsys, monkeypatch):
     out = _user_folder(tmp_path / "plots")
@@ -130,7 +130,7 @@ def test_huge_image_is_checked_against_the_device(capsys):
 def test_device_memory_check_names_the_limit():
     from types import SimpleNamespace
 
-    from autotune.app.limits import LimitError, check_device_memory
+    from autotune_app.limits import LimitError, check_device_memory
 
     dev = SimpleNamespace(max_mem_alloc_size=1 << 30, global_mem_size=8 << 30)
     tracer = SimpleNamespace(context=SimpleNamespace(devices=[dev]), counters=False,
@@ -143,7 +143,7 @@ def test_device_memory_check_names_the_limit():
 def test_gl_size_check_names_the_limit():
     from types import SimpleNamespace
 
-    from autotune.app.limits import LimitError, check_gl_size
+    from autotune_app.limits import LimitError, check_gl_size
 
     ctx = SimpleNamespace(info={"GL_MAX_RENDERBUFFER_SIZE": 8192, "GL_MAX_TEXTURE_SIZE": 16384,
                                 "GL_MAX_VIEWPORT_DIMS": (16384, 16384)})
@@ -159,7 +159,7 @@ def test_view_huge_size_is_one_line(capsys):
 
 
 def test_view_headless_beyond_the_gl_limit_is_one_line(capsys, monkeypatch):
-    from autotune.app import limits
+    from autotune_app import limits
 
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.setattr(limits, "check_gl_size", lambda ctx, w, h: (_ for _ in ()).throw(
@@ -185,7 +185,7 @@ def test_numba_wrapped_ctrl_c_is_an_interruption(capsys, monkeypatch):
 def test_ctrl_c_during_demo_prints_interrupted_and_exits_130(tmp_path):
     out = tmp_path / "demo"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "autotune.app.cli", *DEMO, "--scene", "dragon-small",
+        [sys.executable, "-m", "autotune_app.cli", *DEMO, "--scene", "dragon-small",
          "--frames", "400", "--width", "160", "--height", "90", "--target-ms", "30",
          "--out", str(out)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -330,7 +330,7 @@ def test_eye_and_look_at_move_the_camera(tmp_path, capsys):
 def test_render_reports_load_and_bvh_times_and_caches_big_meshes(tmp_path, capsys, monkeypatch):
     import trimesh
 
-    from autotune.app import scenes
+    from autotune_app import scenes
 
     monkeypatch.setenv("AUTOTUNE_MESH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(scenes, "CACHE_MIN_BYTES", 0)
@@ -360,7 +360,7 @@ def test_render_reports_load_and_bvh_times_and_caches_big_meshes(tmp_path, capsy
 
 
 def test_mesh_cache_dir_follows_xdg(monkeypatch, tmp_path):
-    from autotune.app.scenes import mesh_cache_dir
+    from autotune_app.scenes import mesh_cache_dir
 
     monkeypatch.delenv("AUTOTUNE_MESH_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

@@ -1,4 +1,4 @@
-"""``autotune bench cluster``'s protocol without MPI (issue 20): a test row's features come from
+"""``autotune bench cluster-prediction``'s protocol without MPI (issue 20): a test row's features come from
 a node run, never from the real run it predicts; accuracy goals read only the rows with one
 rank per core; a node run times every brick of the partition on one process."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.cluster import (
+from benchmarks.studies.cluster_prediction import (
     CURRENT_STEP,
     FASTER_STEP,
     LeakError,
@@ -17,9 +17,9 @@ from benchmarks.cluster import (
     held_out_rows,
     histograms,
 )
-from models.perf_histogram import PathHistogram
 from raytracer.volume.distributed import load_everywhere, seed_orbit
-from raytracer.volume.tuning.cluster_data import run_node
+from studies.cluster_prediction.perf_histogram import PathHistogram
+from studies.cluster_prediction.training_data import run_node
 
 CFG = {"volume": "synthetic", "sizes": [64], "real_ranks": [1, 2, 4], "emu_ranks": [1, 2, 4],
        "scales": [0.7]}

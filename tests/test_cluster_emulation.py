@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotune.app.cluster_files import read_training_data, write_training_data
-from models.perf_histogram import PathHistogram
 from raytracer.mpi.faults import world
 from raytracer.mpi.launch import launch, mpiexec_path
-from raytracer.volume.emulation import EmulatedRenderer, SlowLinks, random_premultiplied
-from raytracer.volume.tuning.cluster_data import (
+from studies.cluster_prediction.emulation import EmulatedRenderer, SlowLinks, random_premultiplied
+from studies.cluster_prediction.files import read_training_data, write_training_data
+from studies.cluster_prediction.perf_histogram import PathHistogram
+from studies.cluster_prediction.training_data import (
     EmulationConfig,
     TrainingData,
     emulation_times,

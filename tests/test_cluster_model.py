@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from models.cluster_model import (
+from studies.cluster_prediction.model import (
     ClusterModel,
     ClusterModelError,
     CompositingTerm,
@@ -11,7 +11,7 @@ from models.cluster_model import (
     fit_cluster_model,
     regression_scores,
 )
-from models.perf_histogram import HistogramError, PathHistogram, PerfHistogram
+from studies.cluster_prediction.perf_histogram import HistogramError, PathHistogram, PerfHistogram
 
 
 def test_histogram_of_times():
@@ -99,7 +99,7 @@ def test_bad_training_data_and_model_files():
 
 
 def test_an_ensemble_predicts_the_mean_of_its_networks_and_checks_their_shapes():
-    from models.cluster_model import Network
+    from studies.cluster_prediction.model import Network
 
     rng = np.random.default_rng(2)
     nets = [Network([rng.normal(size=(16, 4)), rng.normal(size=(4, 1))],

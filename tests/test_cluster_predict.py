@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from autotune.app.cli import main
-from autotune.app.cluster_files import (
+from autotune_app.cli import main
+from studies.cluster_prediction.files import (
     read_histogram,
     read_model,
     read_training_data,
@@ -18,9 +18,14 @@ from autotune.app.cluster_files import (
     write_model,
     write_training_data,
 )
-from models.cluster_model import ClusterModel, ClusterModelError, CompositingTerm, Network
-from models.perf_histogram import HistogramError, PathHistogram
-from raytracer.volume.tuning.cluster_data import TrainingData, TrainingDataError
+from studies.cluster_prediction.model import (
+    ClusterModel,
+    ClusterModelError,
+    CompositingTerm,
+    Network,
+)
+from studies.cluster_prediction.perf_histogram import HistogramError, PathHistogram
+from studies.cluster_prediction.training_data import TrainingData, TrainingDataError
 
 TERM = CompositingTerm(1e-4, 1e9, 5e8)
 

@@ -192,7 +192,7 @@ def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> 
     import argparse
 
     from autotune import CONTROLLER_NAMES
-    from autotune.app import options
+    from autotune_app import options
 
     parser = argparse.ArgumentParser()
     options.add_controller(parser)
@@ -202,7 +202,7 @@ def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> 
                            "first frame), pi (feedback only)")
     assert CONTROLLER_NAMES == {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
     glfw = pytest.importorskip("glfw")
-    from autotune.app.viewer import app
+    from autotune_app.viewer import app
 
     assert app.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
                                    glfw.KEY_3: "pi"}

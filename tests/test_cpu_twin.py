@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raytracer.bvh import packed_normals
-from raytracer.cpu_render import AO, PRIMARY, SHADOW, render_cpu
 from raytracer.device.launches import KernelLaunches, Launch
-from raytracer.phases import PACKET_PHASES, RAY_PACKET
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.mesh.bvh import packed_normals
+from raytracer.mesh.cpu_render import AO, PRIMARY, SHADOW, render_cpu
+from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
+from raytracer.mesh.tracer import RenderSettings, Tracer
 
 W, H = 64, 36
 SETTINGS = RenderSettings(ao_rays=2.5, ao_radius=0.1, shadows=True, phong=True)

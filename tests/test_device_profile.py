@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from governed.mesh.profile_store import save_profile
 from models.app_calibration import builtin_calibrations
 from models.device_profile import (
     SCHEMA_VERSION,
@@ -23,7 +24,6 @@ from models.device_profile import (
     find_profile,
     load_profile,
 )
-from raytracer.tuning.profile_store import save_profile
 
 
 def _profile(**overrides: object) -> DeviceProfile:

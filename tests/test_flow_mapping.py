@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from models.mapping import (
+from studies.pipeline_mapping.model import (
     Connection,
     Mapping,
     MappingError,
@@ -23,10 +23,10 @@ from models.mapping import (
     path_latency,
     solve,
 )
-from models.mapping.allocation import Task, allocate
-from models.mapping.frame import frame_time
-from models.mapping.seed_tables import TableCase, check, table_cases
-from models.mapping.sharing import expected_share
+from studies.pipeline_mapping.model.allocation import Task, allocate
+from studies.pipeline_mapping.model.frame import frame_time
+from studies.pipeline_mapping.model.seed_tables import TableCase, check, table_cases
+from studies.pipeline_mapping.model.sharing import expected_share
 
 GIGE = (Network("gige", 100.0, 0.0),)  # the seed's "gigabit network of 100 MB/s"
 
@@ -292,7 +292,7 @@ def test_bad_descriptions_name_the_entry(change, message):
 
 
 def test_the_seed_tables_module_reproduces_every_table():
-    """What ``autotune bench mapping`` reports as its table goals."""
+    """What ``autotune bench pipeline-mapping`` reports as its table goals."""
     for case in table_cases():
         assert check(case)[1] == [], case.name
 

@@ -30,7 +30,7 @@ def test_the_recorded_frames_give_the_checks_own_heldout_error():
 
 
 def test_a_recorded_frame_round_trips():
-    from raytracer.tuning.calibration_frames import Sample
+    from governed.mesh.calibration_frames import Sample
 
     frame = json.loads((H200 / "heldout_frames.json").read_text())[0]
     assert Sample.from_dict(frame).to_dict() == frame

@@ -206,7 +206,7 @@ def test_published_drop_where_comp_cycles_overtake_mem_cycles() -> None:
 
 def test_vector_evaluates_a_million_at_once() -> None:
     """One vectorized call over 1M inputs (no wall-clock assert: it flakes on a shared machine;
-    the controller's search cost is measured by ``autotune bench controller``)."""
+    the controller's search cost is measured by ``autotune bench controller-cost``)."""
     x = _random_inputs(np.random.default_rng(0), 1_000_000)
     out = predict_seconds(HK, **x)
     assert out.shape == (1_000_000,) and np.isfinite(out).all() and (out > 0).all()

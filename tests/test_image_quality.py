@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from autotune.image_quality import psnr, ssim
+from common.image_quality import psnr, ssim
 
 
 def test_identical_images():

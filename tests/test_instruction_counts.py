@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from models.raytrace_cost import LoopCounts
-from raytracer.tuning.instruction_counts import (
+from governed.mesh.instruction_counts import (
     COUNTS_PATH,
     KernelCountsError,
     counts_are_current,
     load_kernel_counts,
     source_sha256,
 )
+from models.raytrace_cost import LoopCounts
 from tools.ptx_analysis import (
     LEAF_SLOTS,
     LEAF_STUB,
@@ -212,9 +212,9 @@ def test_counts_are_current_compares_source_hash(tmp_path: Path) -> None:
 
 def test_shipped_counts_are_current_without_a_compiler() -> None:
     """The shipped file's source hash is that of the kernels the tracer builds: no clang
-    needed, so this runs everywhere (an edit of raytracer/kernels/*.cl without
+    needed, so this runs everywhere (an edit of raytracer/mesh/kernels/*.cl without
     ``python tools/count_ptx.py`` fails here)."""
-    from raytracer.tracer import kernel_source
+    from raytracer.mesh.tracer import kernel_source
 
     shipped = json.loads(COUNTS_PATH.read_text())
     assert shipped["source_sha256"] == source_sha256(kernel_source()), (
@@ -252,7 +252,7 @@ def test_shade_variants_fix_the_phong_switch() -> None:
 )
 def test_shipped_counts_match_current_kernels() -> None:
     """Fails when the kernels changed without `python tools/count_ptx.py` being rerun."""
-    from raytracer.tracer import kernel_source
+    from raytracer.mesh.tracer import kernel_source
 
     source = kernel_source()
     doc = counts_document(source, compile_ptx(source))

@@ -10,12 +10,12 @@ import shutil
 import numpy as np
 import pytest
 
+from governed.mesh.calibration_fit import samples_kernels
+from governed.mesh.calibration_frames import Sample
+from governed.mesh.instruction_counts import counts_fingerprint, kernels_fingerprint
 from raytracer.device import launches as kl
 from raytracer.device.launches import DEFAULT, KernelLaunches, Launch
-from raytracer.tracer import KERNELS, RenderSettings, Tracer, kernel_source
-from raytracer.tuning.calibration_fit import samples_kernels
-from raytracer.tuning.calibration_frames import Sample
-from raytracer.tuning.instruction_counts import counts_fingerprint, kernels_fingerprint
+from raytracer.mesh.tracer import KERNELS, RenderSettings, Tracer, kernel_source
 
 SG = kl.SUB_GROUP_EXTENSION
 

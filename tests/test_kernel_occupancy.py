@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import raytracer.tuning.kernel_occupancy as ko
+import governed.mesh.kernel_occupancy as ko
 from raytracer.device.choice import DeviceInfo
 from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.device.nvidia import KernelResources
-from raytracer.phases import RAY_PACKET
+from raytracer.mesh.phases import RAY_PACKET
 
 H200_REGISTERS = {"primary": 116, "shadow": 111, "ao": 113, "shade": 32}
 H200_OCCUPANCY = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}

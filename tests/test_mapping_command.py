@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.app.cli import main
-from autotune.app.mapping_file import load_mapping
+from autotune_app.cli import main
+from studies.pipeline_mapping.mapping_file import load_mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "assets" / "mappings").glob("*.toml"))

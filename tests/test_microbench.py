@@ -9,8 +9,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from raytracer.device.choice import DeviceError, choose_device
-from raytracer.tuning.microbench import (
+from governed.mesh.microbench import (
     FULL_WARPS,
     QUICK_WARPS,
     MicrobenchError,
@@ -22,6 +21,7 @@ from raytracer.tuning.microbench import (
     profile_from_microbench,
     run_microbench,
 )
+from raytracer.device.choice import DeviceError, choose_device
 
 
 def test_fit_recovers_exact_parameters() -> None:

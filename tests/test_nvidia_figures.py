@@ -7,6 +7,7 @@ from pathlib import Path
 import pyopencl as cl
 import pytest
 
+from governed.mesh.instruction_counts import load_kernel_counts
 from models.raytrace_cost import LoopCounts
 from raytracer.device.choice import DeviceError, build_quietly, choose_device
 from raytracer.device.nvidia import (
@@ -19,7 +20,6 @@ from raytracer.device.nvidia import (
     nvidia_device_figures,
     parse_ptxas_log,
 )
-from raytracer.tuning.instruction_counts import load_kernel_counts
 from tools.ptx_analysis import count_ptx
 
 DRIVER_PTX = Path(__file__).parent / "data" / "nvidia_driver.ptx"

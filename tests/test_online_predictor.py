@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from benchmarks import online_predictor
+from benchmarks.predictors import online_predictor
 
 
 def test_tracking_counts_after_the_settle_frames_and_the_largest_overshoot():

@@ -288,7 +288,7 @@ def test_one_compute_unit_runs_kernels_on_one_core(tmp_path):
 
 def test_both_cpu_runtimes_render_the_same_frame(scenes):
     """Where PoCL and Intel's runtime both build, one frame on each: the same image."""
-    from raytracer.tracer import RenderSettings, Tracer
+    from raytracer.mesh.tracer import RenderSettings, Tracer
 
     cpus = {i.runtime: i for i in od.list_devices() if i.kind == "CPU" and i.builds}
     if not {"pocl", "intel-cpu"} <= set(cpus):

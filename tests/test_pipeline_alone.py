@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.app.pipeline.alone import alone_figures, alone_mapping, with_measured
-from models.mapping import Connection, Mapping, Module, Network, Node, Placement, solve
+from studies.pipeline_mapping.model import (
+    Connection,
+    Mapping,
+    Module,
+    Network,
+    Node,
+    Placement,
+    solve,
+)
+from studies.pipeline_mapping.pipeline.alone import alone_figures, alone_mapping, with_measured
 
 
 def test_alone_figures_are_compute_wall_time_and_cpu_share():

@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import pytest
 
-from autotune.app.pipeline import run_pipeline
-from autotune.app.pipeline.shaper import Link
-from autotune.app.pipeline.spec import node_cores, primed_edges, run_spec
-from autotune.app.pipeline.work import Work
-from models.mapping import Connection, Mapping, MappingError, Module, Network, Node, Placement
+from studies.pipeline_mapping.model import (
+    Connection,
+    Mapping,
+    MappingError,
+    Module,
+    Network,
+    Node,
+    Placement,
+)
+from studies.pipeline_mapping.pipeline import run_pipeline
+from studies.pipeline_mapping.pipeline.shaper import Link
+from studies.pipeline_mapping.pipeline.spec import node_cores, primed_edges, run_spec
+from studies.pipeline_mapping.pipeline.work import Work
 
 NET = (Network("slow", 10.0, 2.0),)
 

@@ -8,10 +8,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks import predictor_comparison as pc
-from benchmarks import raytrace_predictors as rp
-from benchmarks import volume_predictors as vp
-from benchmarks.part_predictors import (
+from benchmarks.predictors import predictor_comparison as pc
+from benchmarks.predictors import raytrace_predictors as rp
+from benchmarks.predictors import volume_predictors as vp
+from benchmarks.predictors.part_predictors import (
     Config,
     PartRows,
     choose,
@@ -21,11 +21,11 @@ from benchmarks.part_predictors import (
     predict_parts,
     scores,
 )
+from governed.mesh.calibration_frames import Sample
+from governed.mesh.instruction_counts import load_kernel_counts
 from models.raytrace_cost import PHASES
 from models.workload import Workload
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_frames import Sample
-from raytracer.tuning.instruction_counts import load_kernel_counts
+from raytracer.mesh.tracer import RenderSettings
 
 
 def linear_rows(rng: np.random.Generator, n: int, bias: float = 1.0) -> PartRows:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from governed.mesh.probe import Probe
 from raytracer.camera import Camera
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.probe import Probe
+from raytracer.mesh.tracer import RenderSettings
 
 
 def test_workload_matches_full_resolution_counters(tracers):
@@ -111,8 +111,8 @@ def test_packet_counts_are_the_packet_kernels_shared_by_its_rays(tracers, simd_w
     counts are the packet kernels' counters shared by the packet's rays (every pixel carries
     its packet's), the AO rays' still the group maxima; a tile holds whole packets."""
     from raytracer.device.launches import KernelLaunches, Launch
-    from raytracer.phases import PACKET_PHASES, RAY_PACKET
-    from raytracer.tracer import Tracer
+    from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
+    from raytracer.mesh.tracer import Tracer
 
     one_ray = tracers("dragon-small", counters=True)
     tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True,
@@ -150,7 +150,7 @@ def test_probe_simd_width_defaults_to_the_devices(tracers):
 
 
 def test_adjacent_coherence_is_a_per_frame_pixel_probability():
-    from raytracer.tuning.probe import adjacent_coherence
+    from governed.mesh.probe import adjacent_coherence
 
     last = np.array([[1, 1, 2, 2], [1, 1, 2, 3]])
     hit = np.ones_like(last, bool)

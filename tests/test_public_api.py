@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-PACKAGES = ["autotune", "models", "raytracer", "raytracer.tuning"]
+PACKAGES = ["autotune", "models", "raytracer", "governed.mesh"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -20,9 +20,9 @@ def test_every_exported_name_resolves(package):
 
 def test_the_readme_imports():
     from autotune import CONTROLLERS, KnobSpace, Tuner  # noqa: F401
+    from governed.mesh import Probe, TunedRenderer, calibrate  # noqa: F401
     from models import DeviceProfile, Workload, predict_frame_seconds  # noqa: F401
     from raytracer import Camera, RenderSettings, Tracer, build_bvh, load_scene  # noqa: F401
-    from raytracer.tuning import Probe, TunedRenderer, calibrate  # noqa: F401
 
     assert list(CONTROLLERS) == ["feedforward", "fixed", "pi"]
 
@@ -36,7 +36,7 @@ def test_an_unknown_name_is_an_attribute_error():
 
 def test_the_probe_does_not_pull_in_opencl():
     """The CPU probe runs where there is no OpenCL; importing it must not load pyopencl."""
-    code = ("import sys; import raytracer, raytracer.tuning.probe; "
+    code = ("import sys; import raytracer, governed.mesh.probe; "
             "print('pyopencl' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
-from raytracer.phases import RAY_PACKET
-from raytracer.tracer import (
+from raytracer.mesh.phases import RAY_PACKET
+from raytracer.mesh.tracer import (
     RenderSettings,
     Tracer,
     TracerError,

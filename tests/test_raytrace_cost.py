@@ -154,12 +154,12 @@ def test_a_calibration_without_a_phase_is_refused_not_defaulted() -> None:
 
 def test_model_phases_are_the_tracer_phase_registry() -> None:
     """models cannot import the ray tracer, so its phase list is written twice: pin them."""
-    import raytracer.tuning  # refuses to import if they differ
-    from raytracer.phases import PHASE_LIST
-    from raytracer.phases import PHASES as TRACER_PHASES
+    import governed.mesh  # refuses to import if they differ
+    from raytracer.mesh.phases import PHASE_LIST
+    from raytracer.mesh.phases import PHASES as TRACER_PHASES
 
     assert PHASES == TRACER_PHASES == tuple(p.name for p in PHASE_LIST)
-    assert raytracer.tuning.__name__ == "raytracer.tuning"
+    assert governed.mesh.__name__ == "governed.mesh"
 
 
 @pytest.mark.parametrize("key", PROFILES)
@@ -258,7 +258,7 @@ def test_shade_fallback_and_missing_phase_errors() -> None:
 
 def test_batch_of_a_million_candidates() -> None:
     """One vectorized call prices 1M candidates (no wall-clock assert: it flakes on a shared
-    machine; the search's cost is measured by ``autotune bench controller``)."""
+    machine; the search's cost is measured by ``autotune bench controller-cost``)."""
     profile = builtin_profiles()["gf580"]
     rng = np.random.default_rng(0)
     n = 1_000_000

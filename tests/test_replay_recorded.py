@@ -3,7 +3,7 @@
 ``tests/data/replay_dragon_small.json``: 40 frames of dragon-small's orbit at 320x180, each
 with the model's prediction and the measured time (probe + kernels, CPU busy time) of 24
 settings (AO 0/1/2/4/8/16 x shadows x Phong); ``..._train.json``: another path of the same
-scene, used only to tune the PI gains. Both were written by ``autotune bench replay``
+scene, used only to tune the PI gains. Both were written by ``autotune bench replay-record``
 (issue 12: the feed-forward tuner must beat both fair baselines on identical frames, and
 recover from a lasting 2x cost step within 5 frames).
 """

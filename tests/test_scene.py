@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from raytracer.scene import SCENES, SceneError, load_mesh, load_scene
+from raytracer.mesh.scene import SCENES, SceneError, load_mesh, load_scene
 
 EXPECTED_TRIANGLES = {"bunny": 69451, "dragon": 202520, "dragon-small": 11102}
 

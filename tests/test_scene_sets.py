@@ -7,12 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from benchmarks import model_accuracy, paper
-from benchmarks.cpu_load import CpuLoad
-from raytracer.cpu_render import render_cpu
-from raytracer.scene import SCENES
-from raytracer.tracer import RenderSettings, packed_normals
-from raytracer.tuning.scene_sets import (
+from benchmarks.governed import tracer_model as model_accuracy
+from benchmarks.governed import tracer_tuned as paper
+from benchmarks.harness.cpu_load import CpuLoad
+from governed.mesh.scene_sets import (
     CALIBRATION_SCENES,
     TEST_SCENES,
     VALIDATION_SCENES,
@@ -22,6 +20,9 @@ from raytracer.tuning.scene_sets import (
     set_of,
     sets_record,
 )
+from raytracer.mesh.cpu_render import render_cpu
+from raytracer.mesh.scene import SCENES
+from raytracer.mesh.tracer import RenderSettings, packed_normals
 
 W, H = 64, 36
 GENERATED_TEST_SCENES = ("grass", "terrain", "aneurism")  # built in code at every load

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from models.bsp import (
+from studies.kernel_models.bsp import (
     G_GM,
     G_SM,
     SEED_KERNELS,
@@ -18,7 +18,7 @@ from models.bsp import (
     fit_lambda,
     seed_counts,
 )
-from models.learned_comparators import (
+from studies.kernel_models.learned_comparators import (
     APPROACHES,
     SEED_FEATURES,
     LogRegressor,

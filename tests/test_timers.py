@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from raytracer.tuning import timers
+from governed.mesh import timers
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-import raytracer.tracer as tracer_mod
+import raytracer.mesh.tracer as tracer_mod
 from raytracer.device.choice import DeviceError, choose_device
-from raytracer.reference_check import image_agreement, reference_render
-from raytracer.scene import SCENES
-from raytracer.tracer import RenderSettings, Tracer, TracerError
+from raytracer.mesh.reference_check import image_agreement, reference_render
+from raytracer.mesh.scene import SCENES
+from raytracer.mesh.tracer import RenderSettings, Tracer, TracerError
 
 W, H = 96, 54
 
@@ -67,9 +67,9 @@ def test_kernels_without_traversal_trace_only_primary_rays(tracers, packets):
     """bench throughput's variant of the kernels: the shadow and AO rays are built but not
     traversed (no node step, no leaf test), the primary rays as in the real kernels; with
     the packet forms of the primary and shadow kernels too."""
-    from benchmarks.throughput import without_traversal_source
+    from benchmarks.renderers.throughput import without_traversal_source
     from raytracer.device.launches import KernelLaunches, Launch
-    from raytracer.phases import PACKET_PHASES, RAY_PACKET
+    from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
 
     real = tracers("dragon-small", counters=True)
     if packets:

@@ -7,16 +7,16 @@ import json
 
 import pytest
 
-import raytracer.tuning.tuned_renderer as tuned_mod
+import governed.mesh.tuned_renderer as tuned_mod
+from governed.mesh.calibration_fit import fit_profile, model_errors
+from governed.mesh.calibration_frames import Sample, calibration_views, collect_samples
+from governed.mesh.instruction_counts import load_kernel_counts
+from governed.mesh.probe import Probe
+from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
+from governed.mesh.tuned_renderer import TunedRenderer
 from models.device_profile import builtin_profiles
 from models.raytrace_cost import predict_phase_seconds
-from raytracer.tracer import RenderSettings
-from raytracer.tuning.calibration_fit import fit_profile, model_errors
-from raytracer.tuning.calibration_frames import Sample, calibration_views, collect_samples
-from raytracer.tuning.instruction_counts import load_kernel_counts
-from raytracer.tuning.probe import Probe
-from raytracer.tuning.profile_store import find_device_profile, profile_path, save_profile
-from raytracer.tuning.tuned_renderer import TunedRenderer
+from raytracer.mesh.tracer import RenderSettings
 
 W, H = 96, 54
 
@@ -118,7 +118,7 @@ def test_every_controller_renders(tracers, fitted, controller):
 
 def test_missing_profile_runs_quick_calibration(tracers, fitted, monkeypatch):
     tracer = tracers("dragon-small")
-    import raytracer.tuning.calibration_fit as calibrate_mod
+    import governed.mesh.calibration_fit as calibrate_mod
 
     monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted)
     monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
@@ -234,7 +234,7 @@ def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
 def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatch):
     """A target or baseline measured on one view stands for frames of a moving path, which
     all pay the probe: the still view's reuse is off while it is measured, and back after."""
-    from autotune.app.animation import REFERENCE_SETTINGS, frame_times
+    from autotune_app.animation import REFERENCE_SETTINGS, frame_times
 
     tracer = tracers("dragon-small")
     r, probed = counted_probes(tracer, fitted, monkeypatch)
@@ -244,8 +244,8 @@ def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatc
 
 
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
-    import raytracer.tuning.calibration_fit as calibrate_mod
-    import raytracer.tuning.calibration_frames as frames_mod
+    import governed.mesh.calibration_fit as calibrate_mod
+    import governed.mesh.calibration_frames as frames_mod
 
     info = tracers("dragon-small").device_info
 
@@ -325,10 +325,10 @@ def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with()
     calibration without one predicts as before."""
     import numpy as np
 
+    from governed.mesh.tuned_renderer import RayTraceModel
     from models.app_calibration import AppCalibration
     from models.raytrace_cost import PHASES, predict_frame_seconds_batch
     from models.workload import Workload
-    from raytracer.tuning.tuned_renderer import RayTraceModel
 
     profile = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
     plain = AppCalibration("raytracer", profile.name, profile.driver,

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from autotune.app.viewer import add_view_parser, run_view
-from autotune.app.viewer.overlay import (
+from autotune_app.viewer import add_view_parser, run_view
+from autotune_app.viewer.overlay import (
     GREY,
     WHITE,
     FontAtlas,
@@ -68,7 +68,7 @@ def _graph_area(image: np.ndarray) -> np.ndarray:
 
 
 def _path_file(tmp_path: Path, frames: int, still: bool = False) -> Path:
-    from raytracer.scene import load_scene
+    from raytracer.mesh.scene import load_scene
 
     scene = load_scene(SCENE)
     cams = orbit_path(scene.center, np.asarray(scene.camera.eye), frames, turns=0.05)
@@ -155,7 +155,7 @@ def test_headless_replay_repeats_the_camera_path(tmp_path: Path, monkeypatch) ->
 def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypatch) -> None:
     import glfw
 
-    from autotune.app.viewer import app
+    from autotune_app.viewer import app
 
     monkeypatch.delenv("DISPLAY", raising=False)
     step = app.Viewer.step
@@ -348,7 +348,7 @@ def _run_in_window(display: str, script: str, timeout: float = 120) -> subproces
 # The viewer's own run(), with key presses injected through its glfw key callback at set frames.
 WINDOW_SCRIPT = """
 import sys, glfw
-from autotune.app.viewer import app
+from autotune_app.viewer import app
 from tests.test_viewer import _args
 
 presses = {{2: [(glfw.KEY_EQUAL, glfw.MOD_SHIFT), (glfw.KEY_P, 0)], 3: [(glfw.KEY_O, 0)],
@@ -419,7 +419,7 @@ def test_real_x_key_events_through_the_cli(xvfb, tmp_path: Path) -> None:
     argv += ["--path", str(path), "--record", str(record)]
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "DISPLAY": xvfb, "PYTHONPATH": pythonpath}
-    code = f"import sys\nfrom autotune.app.cli import main\nsys.exit(main({argv!r}))"
+    code = f"import sys\nfrom autotune_app.cli import main\nsys.exit(main({argv!r}))"
     proc = subprocess.Popen(
         [sys.executable, "-c", code], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True
     )
@@ -450,7 +450,7 @@ def test_no_opengl_33_context_says_so(tmp_path: Path) -> None:
     try:
         result = _run_in_window(
             display,
-            "import sys\nfrom autotune.app.viewer import run_view\n"
+            "import sys\nfrom autotune_app.viewer import run_view\n"
             "from tests.test_viewer import _args\n"
             "sys.exit(run_view(_args('--frames', '1')))",
         )

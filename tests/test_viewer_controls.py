@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from autotune.app.viewer.controls import PITCH_LIMIT, CameraController
+from autotune_app.viewer.controls import PITCH_LIMIT, CameraController
 from raytracer.camera import Camera
 
 HOME = Camera((3.0, 2.0, 4.0), (0.0, 1.0, 0.0), (0.0, 1.0, 0.0), 50.0)

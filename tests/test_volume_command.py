@@ -1,4 +1,4 @@
-"""``autotune volume`` / ``autotune volumes`` (autotune/app/volume_command.py): a small volume on
+"""``autotune volume`` / ``autotune volumes`` (autotune_app/volume_command.py): a small volume on
 1 and 2 ranks writes consistent outputs, a governed run prints its summary, bad input is one
 line from rank 0 and exit 2 on every rank, and a non-empty output folder is never touched."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.app import volume_command
-from autotune.app.cli import main
+from autotune_app import volume_command
+from autotune_app.cli import main
 from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,7 +26,7 @@ needs_mpiexec = pytest.mark.skipif(
 
 
 def _launch(args: list[str], ranks: int, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return launch(["autotune.app.cli", "volume", *args], ranks, timeout=120,
+    return launch(["autotune_app.cli", "volume", *args], ranks, timeout=120,
                   cwd=cwd, env={"PYTHONPATH": str(REPO)})
 
 
@@ -93,7 +93,7 @@ def test_bad_input_is_one_line_and_exit_2_on_every_rank(tmp_path):
     procs = {}
     for name, (args, _) in cases.items():  # three jobs side by side: mostly start-up time
         cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m",
-               "autotune.app.cli", "volume", *args]
+               "autotune_app.cli", "volume", *args]
         env = {**os.environ, "PYTHONPATH": str(REPO), **OVERSUBSCRIBED_ENV}
         procs[name] = subprocess.Popen(cmd, cwd=tmp_path, env=env, text=True,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -146,7 +146,7 @@ def test_target_share_and_target_ms_are_exclusive(tmp_path):
     import sys
 
     done = subprocess.run(
-        [sys.executable, "-m", "autotune.app.cli", "volume", "--volume", "marschner-lobb:24",
+        [sys.executable, "-m", "autotune_app.cli", "volume", "--volume", "marschner-lobb:24",
          "--frames", "1", "--width", "32", "--height", "32", "--target-ms", "50",
          "--target-share", "0.5", "-o", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=120)

@@ -190,7 +190,7 @@ def test_the_fewest_calibration_frames_fit_one_volumes_render_model():
     """``--calibration-frames`` (``autotune volume`` and the viewer) asks for as many frames
     as the model needs: the first is not fitted, the rest fit one volume's render model
     (views from several directions), and one fewer cannot."""
-    from autotune.app.options import MIN_CALIBRATION_FRAMES
+    from autotune_app.options import MIN_CALIBRATION_FRAMES
 
     rng = np.random.default_rng(3)
     n = MIN_CALIBRATION_FRAMES - 1

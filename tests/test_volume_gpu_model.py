@@ -12,6 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from governed.volume.model_fit import (
+    CalibrationSample,
+    CoreSharing,
+    fit_volume_model,
+    render_rows,
+    work_seconds,
+)
 from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, StageModel
 from raytracer.volume.compositing import StageTiming
 from raytracer.volume.distributed import (
@@ -22,13 +29,6 @@ from raytracer.volume.distributed import (
     _decode,
     _encode,
     work_clock,
-)
-from raytracer.volume.tuning.model_fit import (
-    CalibrationSample,
-    CoreSharing,
-    fit_volume_model,
-    render_rows,
-    work_seconds,
 )
 
 THRESHOLDS = np.array([0.9, 0.95, 1.0])
@@ -219,8 +219,8 @@ def small_volume():
 def test_a_frame_records_the_clock_of_its_device(small_volume, kind, clock):
     """One rank in process: the record names the clock its device's work is measured in, the
     model fits that clock, and the gathered vector carries it."""
+    from governed.volume.model_fit import render_cache_bytes, shared_cores
     from raytracer.volume.distributed import seed_orbit
-    from raytracer.volume.tuning.model_fit import render_cache_bytes, shared_cores
 
     vol, tf = small_volume
     renderer = DistributedRenderer(vol, tf, local=FakeLocal(kind))
@@ -239,7 +239,7 @@ def test_a_frame_records_the_clock_of_its_device(small_volume, kind, clock):
 
 
 def test_a_device_without_a_cache_size_leaves_the_streamed_share_off():
-    from raytracer.volume.tuning.model_fit import streamed_shares
+    from governed.volume.model_fit import streamed_shares
 
     assert streamed_shares(np.array([1e6, 0.0]), 0).tolist() == [0.0, 0.0]
     assert streamed_shares(np.array([1 << 20, 0.0]), 1 << 20).tolist() == [0.5, 0.0]

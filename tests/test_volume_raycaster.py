@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from governed.volume.knobs import RATES, knob_steps
 from raytracer.camera import Camera
 from raytracer.device.launches import Launch
-from raytracer.phases import simd_lanes
+from raytracer.mesh.phases import simd_lanes
 from raytracer.volume import (
     Brick,
     Raycaster,
@@ -28,7 +29,6 @@ from raytracer.volume.raycaster import (
     cell_words,
     voxel_options,
 )
-from raytracer.volume.tuning.knobs import RATES, knob_steps
 
 W, H = 48, 40
 

@@ -6,14 +6,14 @@ import math
 import numpy as np
 import pytest
 
+from governed.volume.knobs import BEST, volume_knob_space
+from governed.volume.model_fit import VolumeModel, volume_calibration_views
+from governed.volume.tuned_volume import TunedVolumeRenderer
+from governed.volume.workload_probe import BlockGrid, brick_boxes, probe_workload
 from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, StageModel, StageWork
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.tuning.knobs import BEST, volume_knob_space
-from raytracer.volume.tuning.model_fit import VolumeModel, volume_calibration_views
-from raytracer.volume.tuning.tuned_volume import TunedVolumeRenderer
-from raytracer.volume.tuning.workload_probe import BlockGrid, brick_boxes, probe_workload
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
     tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     assert len(tuned.calibration_samples) == 7  # the volume's first frame warms it up
-    from raytracer.volume.tuning.tuned_volume import FEEDBACK_GAIN
+    from governed.volume.tuned_volume import FEEDBACK_GAIN
 
     assert tuned.loop.tuner.controller.feedback.gain == FEEDBACK_GAIN
     for name, (_values, loss) in tuned.losses.sweeps.items():
@@ -191,7 +191,7 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
     """A renderer's first frames are slow: a swap renders its first few at the cheapest
     setting, untimed, and a renderer swapped back in (already warm) renders none."""
-    from raytracer.volume.tuning.tuned_volume import WARMUP_FRAMES
+    from governed.volume.tuned_volume import WARMUP_FRAMES
 
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
@@ -298,7 +298,7 @@ def test_probe_grid_skips_exactly_the_blocks_the_caster_skips(bonsai):
 
 def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
     """Bytes of float voxels in each brick's non-empty blocks; the per-core cache from sysfs."""
-    from raytracer.volume.tuning.model_fit import DEFAULT_CORE_CACHE, core_cache_bytes
+    from governed.volume.model_fit import DEFAULT_CORE_CACHE, core_cache_bytes
 
     values = np.zeros((8, 8, 16), np.float32)
     values[:4, :4, :4] = 1.0  # one non-empty block in the left half, none in the right
@@ -323,8 +323,8 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
     form's own formula is priced back exactly, the view's slice crossing included."""
     from types import SimpleNamespace
 
+    from governed.volume.model_fit import counted_render_models
     from raytracer.volume.distributed import RankTiming
-    from raytracer.volume.tuning.model_fit import counted_render_models
 
     truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8)
     rng = np.random.default_rng(1)
@@ -354,8 +354,8 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
 
 
 def test_counted_models_need_calibration_frames():
+    from governed.volume.model_fit import counted_render_models
     from models.volume_cost import VolumeModelError
-    from raytracer.volume.tuning.model_fit import counted_render_models
 
     with pytest.raises(VolumeModelError, match="no calibration frames"):
         counted_render_models([])

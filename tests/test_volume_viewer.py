@@ -22,7 +22,7 @@ import pytest
 from PIL import Image
 from test_viewer import _start_xvfb, recording
 
-from autotune.app.viewer import add_view_parser, run_view
+from autotune_app.viewer import add_view_parser, run_view
 from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def _summary_printed(out: str) -> None:
 def test_headless_one_process_with_keys(tmp_path: Path, monkeypatch, capsys) -> None:
     import glfw
 
-    from autotune.app.viewer import app
+    from autotune_app.viewer import app
 
     monkeypatch.delenv("DISPLAY", raising=False)
     keys = {2: [glfw.KEY_T], 4: [glfw.KEY_T, glfw.KEY_3, glfw.KEY_EQUAL]}
@@ -104,7 +104,7 @@ def test_headless_one_process_with_keys(tmp_path: Path, monkeypatch, capsys) -> 
 @needs_mpiexec
 def test_headless_two_ranks(tmp_path: Path) -> None:
     done = launch(
-        ["autotune.app.cli", "view", *SMALL, "--headless", "--frames", "3", "--record", "rec"],
+        ["autotune_app.cli", "view", *SMALL, "--headless", "--frames", "3", "--record", "rec"],
         2, timeout=240, cwd=tmp_path, env={"PYTHONPATH": str(REPO), "DISPLAY": ""})
     assert done.returncode == 0, done.stdout + done.stderr
     _summary_printed(done.stdout)
@@ -117,7 +117,7 @@ def test_headless_two_ranks(tmp_path: Path) -> None:
 
 @needs_mpiexec
 def test_bad_volume_is_one_line_and_exit_2_on_every_rank(tmp_path: Path) -> None:
-    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
+    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune_app.cli",
            "view", "--volume", "nosuch", "--headless", "--frames", "2", "--record", "rec"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=_env(), text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
@@ -147,7 +147,7 @@ def test_real_minus_key_lowers_the_target_on_every_rank(tmp_path: Path) -> None:
 def _minus_key_run(display: str, tmp_path: Path) -> None:
     record = tmp_path / "rec"
     env = _env(DISPLAY=display)
-    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune.app.cli",
+    cmd = [mpiexec_path(), "-n", "2", sys.executable, "-m", "autotune_app.cli",
            "view", *SMALL, "--record", str(record)]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)

@@ -1,8 +1,8 @@
-"""Runs the embedding example of raytracer/volume/tuning/__init__.py as written (MPI job)."""
+"""Runs the embedding example of governed/volume/__init__.py as written (MPI job)."""
 
 import textwrap
 
-import raytracer.volume.tuning as module
+import governed.volume as module
 
 block = module.__doc__.split("::\n\n", 1)[1]
 lines = []

@@ -1,6 +1,6 @@
-"""Regenerate raytracer/tuning/data/kernel_counts.json: per-loop PTX counts of the kernels.
+"""Regenerate governed/mesh/data/kernel_counts.json: per-loop PTX counts of the kernels.
 
-Run after any edit of raytracer/kernels/*.cl (needs clang-14 and libclc-14 on Debian:
+Run after any edit of raytracer/mesh/kernels/*.cl (needs clang-14 and libclc-14 on Debian:
 ``apt-get install clang-14 libclc-14``)::
 
     python tools/count_ptx.py            # write the shipped file, print the table
@@ -19,13 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from autotune.atomic_files import write_text  # noqa: E402
-from raytracer.tracer import kernel_source  # noqa: E402
-from raytracer.tuning.instruction_counts import (  # noqa: E402
+from common.atomic_files import write_text  # noqa: E402
+from governed.mesh.instruction_counts import (  # noqa: E402
     COUNTS_PATH,
     LOOP_FIELDS,
     KernelCountsError,
 )
+from raytracer.mesh.tracer import kernel_source  # noqa: E402
 from tools.ptx_analysis import CompilerError, compile_ptx, counts_document  # noqa: E402
 
 

@@ -44,7 +44,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,utilization.gpu,power.draw
   --format=csv -lms 250 > "$OUT_DIR/clocks.csv" 2>&1 &
 CLOCKS=$!
 rm -rf "$WORK"
-timeout "$SECONDS_LIMIT" python3 -m autotune.app.cli bench gpu -o "$WORK" "$@" 2>&1 \
+timeout "$SECONDS_LIMIT" python3 -m autotune_app.cli bench gpu -o "$WORK" "$@" 2>&1 \
   | tee "$OUT_DIR/check.log"
 kill "$CLOCKS" 2>/dev/null
 cp "$WORK/results.json" "$OUT_DIR/" 2>/dev/null

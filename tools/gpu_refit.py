@@ -23,12 +23,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.model_accuracy import errors
+from benchmarks.governed.tracer_model import errors
+from governed.mesh.calibration_fit import fit_profile
+from governed.mesh.calibration_frames import Sample
+from governed.mesh.instruction_counts import load_kernel_counts
+from governed.mesh.tuned_renderer import RayTraceModel
 from models.device_profile import DeviceProfile, load_profile
-from raytracer.tuning.calibration_fit import fit_profile
-from raytracer.tuning.calibration_frames import Sample
-from raytracer.tuning.instruction_counts import load_kernel_counts
-from raytracer.tuning.tuned_renderer import RayTraceModel
 
 
 def load_frames(path: Path) -> list[Sample]:

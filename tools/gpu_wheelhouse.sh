@@ -7,7 +7,7 @@
 #   bash tools/gpu_wheelhouse.sh            # here, with pip and network
 #   # there, from the repository root:
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-#   PYTHONPATH=/tmp/site python3 -m autotune.app.cli bench gpu
+#   PYTHONPATH=/tmp/site python3 -m autotune_app.cli bench gpu
 #
 # One version of each package (two stop the install). The project itself is built as a wheel
 # too, so the check can also run from an installed copy.

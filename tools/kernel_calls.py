@@ -28,9 +28,9 @@ import warnings
 warnings.simplefilter("ignore")
 from raytracer.device.launches import DEFAULTS, KernelLaunches, Launch
 from raytracer.device.choice import DeviceError
-from raytracer.scene import load_scene
-from raytracer.phases import PACKET_PHASES, RAY_PACKET
-from raytracer.tracer import RenderSettings, Tracer
+from raytracer.mesh.scene import load_scene
+from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
+from raytracer.mesh.tracer import RenderSettings, Tracer
 scene = load_scene("spheres")
 packets = KernelLaunches({phase: Launch(packet=RAY_PACKET) for phase in PACKET_PHASES})
 for launches in (DEFAULTS, packets):  # the kernels and their packet forms

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-from raytracer.scene import clean_mesh
+from raytracer.mesh.scene import clean_mesh
 
 SOURCES = {
     "bunny": "meshes/stanford_bunny.ply",

@@ -1,10 +1,10 @@
 """PTX analysis of the tracer kernels: per-loop instruction counts (seed 002 §4.3, Table 5).
 
-A build-time tool: ``tools/count_ptx.py`` compiles ``raytracer.tracer.kernel_source()`` to PTX
+A build-time tool: ``tools/count_ptx.py`` compiles ``raytracer.mesh.tracer.kernel_source()`` to PTX
 with clang-14 (``-target nvptx64-nvidia-nvcl``, ``-cl-fast-relaxed-math`` as the tracer
 builds it, libclc linked so the OpenCL builtins are real instructions rather than calls),
-counts it with this module and writes ``raytracer/tuning/data/kernel_counts.json``, which
-``raytracer.tuning.instruction_counts`` loads at run time.
+counts it with this module and writes ``governed/mesh/data/kernel_counts.json``, which
+``governed.mesh.instruction_counts`` loads at run time.
 
 Counting rules (static counts: every instruction of a region once, whatever path a thread
 takes, so a loop body's count is an upper bound on one iteration's dynamic count):
@@ -42,7 +42,7 @@ inclusion. Heuristic per kernel (``trace()`` is inlined into each kernel):
   (``SHADE_VARIANTS``: the source line that reads the flag, replaced by a constant, so the
   compiler drops the other branch), giving ``shade_phong`` and ``shade_flat``: the model
   prices the Phong knob by their difference;
-- a phase's packet form (``raytracer.tracer.PACKET_KERNELS``: the primary rays traced 4x2 at
+- a phase's packet form (``raytracer.mesh.tracer.PACKET_KERNELS``: the primary rays traced 4x2 at
   a time, chosen per device by timing) is not counted: the model prices a phase by its kernel
   that traces a ray per work-item whatever launch runs it, and a calibration, which records the
   launches its frames ran with, fits the phase's scale to the form that ran.
@@ -59,14 +59,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models.raytrace_cost import LoopCounts
-from raytracer.bvh import WIDTH
-from raytracer.tracer import PACKET_KERNELS
-from raytracer.tuning.instruction_counts import (
+from governed.mesh.instruction_counts import (
     LOOP_FIELDS,
     KernelCountsError,
     source_sha256,
 )
+from models.raytrace_cost import LoopCounts
+from raytracer.mesh.bvh import WIDTH
+from raytracer.mesh.tracer import PACKET_KERNELS
 
 CLANG = "clang-14"
 CLANG_FLAGS = (

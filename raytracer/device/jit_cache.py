@@ -20,27 +20,30 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-PACKAGE = "raytracer"
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # raytracer/, above device/
+#: The project's packages that hold numba-compiled code or constants it reads (the governed
+#: volume renderer's workload probe is compiled too); a module of any other package is not keyed.
+PACKAGES = ("raytracer", "governed", "common")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder holding raytracer/ and its siblings
 
 
 def module_file(name: str) -> Path | None:
-    """The source file of package module ``name`` (``raytracer.x.y``), or None."""
+    """The source file of project module ``name`` (``raytracer.x.y``), or None."""
     parts = name.split(".")
-    if parts[0] != PACKAGE:
+    if parts[0] not in PACKAGES:
         return None
-    base = PACKAGE_ROOT.joinpath(*parts[1:])
+    base = PROJECT_ROOT.joinpath(*parts)
     for path in (base.with_suffix(".py"), base / "__init__.py"):
         if path.is_file():
             return path
     return None
 
 
+_NAMES = "|".join(PACKAGES)
 #: ``from raytracer.x import a, b`` (parenthesised names may span lines) at any indentation
-FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(raytracer(?:\.\w+)*)[ \t]+import[ \t]+"
+FROM_IMPORT = re.compile(rf"^[ \t]*from[ \t]+((?:{_NAMES})(?:\.\w+)*)[ \t]+import[ \t]+"
                          r"(\([^)]*\)|[^\n]*)", re.M)
 #: ``import raytracer.x``
-PLAIN_IMPORT = re.compile(r"^[ \t]*import[ \t]+(raytracer(?:\.\w+)*)", re.M)
+PLAIN_IMPORT = re.compile(rf"^[ \t]*import[ \t]+((?:{_NAMES})(?:\.\w+)*)", re.M)
 
 
 @cache
@@ -71,7 +74,7 @@ def source_digest(path: Path) -> str:
             todo += imported_files(p)
     digest = hashlib.sha256()
     for p in sorted(seen):
-        digest.update(p.relative_to(PACKAGE_ROOT).as_posix().encode())
+        digest.update(p.relative_to(PROJECT_ROOT).as_posix().encode())
         digest.update(p.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -1,7 +1,7 @@
 """How each kernel (the tracer's four, the volume caster) is launched on a device: its
 work-group shape, where the driver takes one a required sub-group size, and for a kernel that
 has a packet form (the caster: raytracer/volume/kernels/raycast_packet.cl; the tracer's
-primary and shadow rays: raytracer/kernels/primary_packet.cl, shadow_packet.cl) the pixels one
+primary and shadow rays: raytracer/mesh/kernels/primary_packet.cl, shadow_packet.cl) the pixels one
 work-item casts in explicit vector lanes; chosen per device by timing the candidates once,
 cached.
 
@@ -43,7 +43,7 @@ import pyopencl as cl
 
 from raytracer.device.runtimes import cache_dir, store_cache_file
 from raytracer.device.traits import traits_key
-from raytracer.phases import TILE, simd_lanes
+from raytracer.mesh.phases import TILE, simd_lanes
 
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
 SUB_GROUP_SIZES = (8, 16, 32)
@@ -80,7 +80,7 @@ class Launch:
 
     def lanes(self, device_simd_width: int) -> tuple[int, int]:
         """Pixels (rows, columns) that run in lockstep: the packet, else one SIMD group of
-        work-items (:func:`raytracer.phases.simd_lanes`)."""
+        work-items (:func:`raytracer.mesh.phases.simd_lanes`)."""
         if self.packet != (1, 1):
             return self.packet[1], self.packet[0]
         return simd_lanes(self.lane_width(device_simd_width), self.group)

@@ -125,7 +125,7 @@ def device_kind_of(local: Any) -> str:
 
 def work_clock(device_kind: str, cpu_seconds: float) -> str:
     """What a rank's render work is measured in on a ``device_kind`` device, as the ray
-    tracer's timer chooses (raytracer/tuning/timers.py ``default_timer``): on a CPU device
+    tracer's timer chooses (governed/mesh/timers.py ``default_timer``): on a CPU device
     the process's CPU seconds ("cpu": the work of the runtime's threads, whatever share of
     the cores they got; "wall" where none were taken), elsewhere the kernel's OpenCL event
     seconds ("kernel": what the device spent; the host's CPU seconds only launched it)."""

@@ -103,10 +103,10 @@ _RUNTIMES: dict[str, _Runtime] = {}
 
 def kernel_source() -> str:
     """The OpenCL C source of the ray-casting kernel, after the tracer's math macros
-    (raytracer/kernels/rtmath.cl: FMIN, SQRT, ... are builtins or, with -DINLINE_MATH, plain
+    (raytracer/device/kernels/rtmath.cl: FMIN, SQRT, ... are builtins or, with -DINLINE_MATH, plain
     code): raycast.cl's kernel and, built with -DPACKET (:func:`packet_options`),
     raycast_packet.cl's."""
-    math_macros = (resources.files("raytracer") / "kernels" / "rtmath.cl").read_text()
+    math_macros = (resources.files("raytracer.device") / "kernels" / "rtmath.cl").read_text()
     kernels = resources.files("raytracer.volume") / "kernels"
     return "\n".join([math_macros, (kernels / "raycast.cl").read_text(),
                       (kernels / "raycast_packet.cl").read_text()])

@@ -14,7 +14,7 @@
 // raycast_packet.cl's kernel (built with -DPACKET) casts a packet of rays per work-item in
 // explicit vector lanes instead (CPU runtimes; which one a device runs is measured).
 //
-// The host prepends raytracer/kernels/rtmath.cl (FMIN, FMAX, FABS, SQRT) and builds with
+// The host prepends raytracer/device/kernels/rtmath.cl (FMIN, FMAX, FABS, SQRT) and builds with
 // -DINLINE_MATH on PoCL, whose OpenCL builtins are out-of-line calls on this CPU (see
 // rtmath.cl): 1.6x per frame here. OpenCL builtins stay on every other driver.
 //

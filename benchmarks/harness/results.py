@@ -1,0 +1,42 @@
+"""Where benchmark results are written: ``results/<machine>/`` in the checkout, one folder per
+machine, so that a run on one machine never replaces another machine's figures.
+
+A machine is named from its CPU (``amd-epyc-f25m17``: model name, CPU family and model), or
+from its GPU for the GPU check (``nvidia-h200``). Outside a checkout (an installed wheel),
+results go to ``./results/<machine>/``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from raytracer.device.traits import cpuinfo
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def results_root() -> Path:
+    """The checkout's ``results/`` folder, or ``./results`` where there is no checkout."""
+    if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "benchmarks").is_dir():
+        return CHECKOUT / "results"
+    return Path("results").resolve()
+
+
+def machine_name(model_name: str, family: str | int, model: str | int) -> str:
+    """A folder name for a CPU: ``AMD EPYC``, family 25, model 17 -> ``amd-epyc-f25m17``."""
+    name = re.sub(r"\((r|tm)\)|\bprocessor\b|\bcpu\b|@.*$", " ", model_name.lower())
+    slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
+    return f"{slug}-f{family}m{model}"
+
+
+def this_machine() -> str:
+    """This machine's folder name (from ``/proc/cpuinfo``)."""
+    fields = cpuinfo()
+    return machine_name(fields.get("model name", "cpu"), fields.get("cpu family", "0"),
+                        fields.get("model", "0"))
+
+
+def machine_folder() -> Path:
+    """``results/<this machine>/``: where ``--save`` writes this machine's figures."""
+    return results_root() / this_machine()

@@ -1,0 +1,3 @@
+"""The renderers alone, against reference renderers: ray throughput against Embree, the volume
+caster against VTK, image compositing against a memory copy.
+"""

@@ -1,0 +1,3 @@
+"""Experiments of the reproduced studies (``studies``): cluster prediction, pipeline mapping,
+kernel models.
+"""

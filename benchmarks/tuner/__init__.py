@@ -1,0 +1,2 @@
+"""The tuner core alone: the cost of choosing, and replaying recorded frames.
+"""

@@ -1,0 +1,312 @@
+"""The ray tracer governed by the tuner: probe -> §4.3 counts -> Hong–Kim -> choose -> render.
+
+This is the wiring of seed 002 figures 1 and 2 for the OpenCL tracer; the viewer, the demo and
+the paper benchmark all drive frames through :class:`TunedRenderer`.
+
+The controlled time is the frame the user waits for (DESIGN.md "What frame time means"): from
+the start of the probe to the image read back, i.e. the probe (unless it ran hidden during the
+previous frame), every kernel, the read-back and the host's launch overhead. The prediction is
+the probe time already spent + the model's kernel seconds + a running estimate of the host
+overhead; kernel time stays available as a second figure.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from autotune import (
+    DEFAULT_CONTROLLER,
+    BoolKnob,
+    FloatKnob,
+    FrameLoop,
+    FramePrice,
+    Governed,
+    KnobSpace,
+    PartCorrections,
+    RunningOverhead,
+)
+from governed.mesh.instruction_counts import kernels_fingerprint, load_kernel_counts
+from governed.mesh.probe import Probe
+from governed.mesh.profile_store import find_app_calibration, find_device_profile
+from models.app_calibration import AppCalibration
+from models.device_profile import DeviceProfile
+from models.raytrace_cost import (
+    PHASES,
+    KernelCounts,
+    predict_frame_seconds_batch,
+    predict_phase_seconds,
+)
+from models.workload import Workload
+from raytracer.camera import Camera
+from raytracer.mesh.phases import TILE
+from raytracer.mesh.scene import Scene
+from raytracer.mesh.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
+
+AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
+EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
+MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
+FEEDBACK = ("phase", "frame")  # per-phase corrections + the frame's, or the frame's only
+
+
+def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
+    """The ray tracer's knobs, ordered by how much they add to the image.
+
+    Phong shading matters most, then shadows, then AO whose visual gain flattens with the ray
+    count (quality grows with log2 of the rays). The AO count is continuous: a fractional
+    count traces one more ray in that share of the pixels, so the target can be met between
+    whole-ray steps.
+    """
+    def quality(c: dict[str, np.ndarray]) -> np.ndarray:
+        rays = np.log2(1.0 + np.asarray(c["ao_rays"], np.float64)) / np.log2(1.0 + max_ao_rays)
+        return 2.0 * np.asarray(c["phong"], np.float64) + 1.5 * np.asarray(c["shadows"]) + rays
+
+    ao = FloatKnob("ao_rays", 0, max_ao_rays, levels=AO_LEVELS_PER_RAY * max_ao_rays + 1)
+    return KnobSpace([ao, BoolKnob("shadows"), BoolKnob("phong")], quality=quality)
+
+
+def knobs_of(settings: RenderSettings) -> dict[str, float | bool]:
+    """The tuner's knobs of render settings (the AO radius is not a knob)."""
+    return {"ao_rays": float(settings.ao_rays), "shadows": bool(settings.shadows),
+            "phong": bool(settings.phong)}
+
+
+class RayTraceModel:
+    """Predicts phase and frame seconds of the tracer from a workload (pure model calls).
+
+    ``calibration`` is the ray tracer's fit on this device (per-phase scale and offset, and
+    where it was measured each phase's occupancy, which the predictions then use); None gives
+    the bare analytical model.
+    """
+
+    def __init__(self, profile: DeviceProfile, counts: KernelCounts,
+                 calibration: AppCalibration | None = None) -> None:
+        if calibration is not None:
+            calibration.require(PHASES)
+            profile = calibration.model_profile(profile)  # the figures the fit moved
+        self.profile, self.counts, self.calibration = profile, counts, calibration
+        # work-groups resident per core of each phase the fit measured (None: the profile's)
+        self.active_blocks = (calibration.occupancy or None) if calibration is not None else None
+
+    def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
+                      phase_factors: dict[str, float] | None = None) -> np.ndarray:
+        """Vectorized over candidate knob arrays; ``phase_factors`` scale single phases."""
+        return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
+                                           phong, TILE * TILE, self.calibration, phase_factors,
+                                           self.active_blocks)
+
+    def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
+        return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
+                                     settings.shadows, settings.phong, TILE * TILE,
+                                     self.calibration, self.active_blocks)
+
+
+def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
+                 calibration: AppCalibration | None = None) -> RayTraceModel:
+    """The model for the tracer's device.
+
+    Given a ``profile``, that profile with ``calibration`` (None: the bare model). Otherwise the
+    device's stored profile and ray-tracer calibration (the user's, else the shipped ones); when
+    either is missing, a quick calibration is run once and kept.
+    """
+    if profile is not None:
+        return RayTraceModel(profile, load_kernel_counts(), calibration)
+    from governed.mesh.calibration_fit import RENDERER
+
+    info = tracer.device_info
+    profile = find_device_profile(info.name, info.driver)
+    if profile is not None:
+        calibration = find_app_calibration(profile, RENDERER, PHASES,
+                                           kernels_fingerprint(tracer.launches))
+    if profile is None or calibration is None:
+        from governed.mesh.calibration_fit import (
+            calibrate,  # deferred: only when no calibration exists
+        )
+
+        what = "profile" if profile is None else "ray-tracer calibration"
+        warnings.warn(f"no calibrated {what} for {info.name} (driver {info.driver}); "
+                      f"running a quick calibration (run `autotune calibrate` to keep one)",
+                      stacklevel=2)
+        fitted = calibrate(tracer.device_info, quick=True, save=True, progress=False)
+        profile, calibration = fitted.profile, fitted.calibration
+    if profile.name == info.name and profile.cores != info.compute_units:
+        # the same device cut by fission (AUTOTUNE_COMPUTE_UNITS): its own core count
+        profile = replace(profile, cores=info.compute_units)
+    return RayTraceModel(profile, load_kernel_counts(), calibration)
+
+
+@dataclass
+class TunedFrame:
+    """A rendered frame with what the tuner chose and predicted for it."""
+
+    image: np.ndarray
+    settings: RenderSettings
+    measured: float  # frame seconds the user waits for: probe + kernels + read-back
+    predicted: float  # model seconds for the same span (probe spent + kernels + overhead)
+    corrected: float  # model kernels x slow-feedback correction + the measured parts
+    phase_seconds: dict[str, float]
+    probe_seconds: float
+    workload: Workload
+    over_budget: bool = False
+    predicted_phases: dict[str, float] = field(default_factory=dict)
+    kernel_seconds: float = 0.0  # sum of the kernels' event times (the second figure)
+
+
+class TunedRenderer(Governed):
+    """Renders each frame with the knobs the tuner chooses for a target frame time."""
+
+    def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
+                 controller: str = DEFAULT_CONTROLLER, device: str | None = None,
+                 profile: DeviceProfile | None = None, tracer: Tracer | None = None,
+                 ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2,
+                 calibration: AppCalibration | None = None, feedback: str = "phase") -> None:
+        if feedback not in FEEDBACK:
+            raise ValueError(f"feedback must be one of {', '.join(FEEDBACK)}, got {feedback!r}")
+        self.scene = scene
+        # "phase": each kernel phase corrected by its own slow feedback, then the controller's
+        # correction of the whole frame takes what is left; "frame": that one correction only
+        self.feedback = feedback
+        self.phase_corrections = PartCorrections(PHASES)
+        self.tracer = tracer or Tracer(scene, device=device)
+        self.model = device_model(self.tracer, profile, calibration)
+        self.probe = Probe.for_tracer(self.tracer, factor=probe_factor,
+                                      ao_samples=probe_ao_samples, ao_radius=ao_radius)
+        self.width, self.height = width, height
+        self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
+        self.space = knob_space()
+        self.force_shadows: bool | None = None
+        self.frame_index = 0
+        self._workload: Workload | None = None
+        self._settings = RenderSettings(0, ao_radius, False, False)
+        # probing the next view during this frame only pays where the device is not the CPU
+        self.overlap_probe = self.tracer.device_info.kind != "CPU"
+        self._pending_probe: tuple[tuple, Future, float] | None = None
+        # a still view keeps its workload: the probe is deterministic (False: probe every frame)
+        self.reuse_probe = True
+        self._probed: tuple[tuple, Workload] | None = None  # the last view probed, its workload
+        self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
+        self.overhead = RunningOverhead()  # read-back + launch + host per frame
+        self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase")
+        self.loop.configure(self.space, self._price)
+
+    @property
+    def ao_radius(self) -> float:
+        """AO radius (fraction of the scene diagonal) of the frames and of the probe's AO rays."""
+        return self._ao_radius
+
+    @ao_radius.setter
+    def ao_radius(self, value: float) -> None:
+        RenderSettings(0, value, False, False).validate()  # refuse what the tracer cannot use
+        self._ao_radius = float(value)
+        self.probe.ao_radius = float(value)
+
+    @property
+    def settings(self) -> RenderSettings:
+        """The knobs of the last frame; set them (with ``tuning = False``) to hold them."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: RenderSettings) -> None:
+        value.validate()
+        self._settings = RenderSettings(value.ao_rays, self.ao_radius, value.shadows,
+                                        value.phong)
+        if not self.tuning:
+            self.loop.hold(knobs_of(self._settings))
+
+    def resize(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+
+    def _price(self, c: dict[str, np.ndarray]) -> FramePrice:
+        """Model kernel seconds (with the per-phase corrections) + the frame's measured part
+        (probe spent + host overhead); candidates a user ruled out cost ``EXCLUDED_SECONDS``."""
+        seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"],
+                                           self._phase_factors())
+        if self.force_shadows is not None:
+            seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
+                               EXCLUDED_SECONDS)
+        return FramePrice(seconds, self._known())
+
+    def _phase_factors(self) -> dict[str, float] | None:
+        """Per-phase corrections when ``feedback == "phase"``, else None (the bare model)."""
+        return self.phase_corrections.factors() if self.feedback == "phase" else None
+
+    def _known(self) -> float:
+        """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
+        return self._spent + self.overhead.seconds
+
+    def _view(self, camera: Camera) -> tuple:
+        """Everything a probe's workload depends on besides the scene's geometry."""
+        p = self.probe
+        return (camera, self.width, self.height, p.ao_radius, p.ao_samples, p.factor,
+                p.min_pixels, p.simd_width, tuple(map(float, self.scene.light)))
+
+    def _measure(self, camera: Camera) -> tuple[Workload, float]:
+        """The view's workload: the last frame's when the view has not changed (the probe is
+        deterministic, and a still camera is a viewer's common case: 7-8 ms of a 1280x720
+        frame saved), else from the probe started during the last frame, else probed now."""
+        view = self._view(camera)
+        pending, self._pending_probe = self._pending_probe, None
+        if pending is not None:
+            workload = pending[1].result()  # used or dropped, never left running
+            if pending[0] == view:
+                self._probed = (view, workload)
+                return workload, pending[2]
+        if self.reuse_probe and self._probed is not None and self._probed[0] == view:
+            return self._probed[1], 0.0
+        workload = self.probe.measure(camera, self.width, self.height)
+        self._probed = (view, workload)
+        return workload, self.probe.last_seconds
+
+    def render(self, camera: Camera, next_camera: Camera | None = None) -> TunedFrame:
+        """Probe the view, choose knobs (unless tuning is off), render, feed back the time.
+
+        With ``next_camera`` and ``overlap_probe``, the next view is probed on a worker thread
+        while the device renders this one (seed 002 §5: free on a GPU, contended on a CPU).
+        """
+        started_frame = time.perf_counter()
+        self._workload, probe_seconds = self._measure(camera)
+        if self.feedback == "phase":  # a phase far from where its correction was learnt
+            self.phase_corrections.rescope(self.model.phase_seconds(self._workload,
+                                                                    self._settings))
+        self._spent = time.perf_counter() - started_frame
+        decision = self.loop.choose()
+        k = decision.knobs
+        self._settings = RenderSettings(float(k["ao_rays"]), self.ao_radius,
+                                        bool(k["shadows"]), bool(k["phong"]))
+        over_budget = decision.over_budget
+        settings = self._settings
+        predicted_phases = self.model.phase_seconds(self._workload, settings)
+        kernels = float(sum(predicted_phases.values()))
+        factors = self._phase_factors() or {}
+        phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
+        known = self._known()
+        predicted = kernels + known
+        corrected = self.loop.expected(phase_corrected, known)
+        if next_camera is not None and self.overlap_probe:
+            started = time.perf_counter()
+            future = self.probe.measure_async(next_camera, self.width, self.height)
+            self._pending_probe = (self._view(next_camera), future, 0.0)
+        frame: Frame = self.tracer.render(camera, self.width, self.height, settings,
+                                          seed=self.frame_index)
+        if self._pending_probe is not None:  # the probe's time not hidden behind the frame
+            key, future, _ = self._pending_probe
+            future.result()
+            hidden = max(0.0, self.probe.last_seconds - (time.perf_counter() - started))
+            self._pending_probe = (key, future, hidden)
+        wall = time.perf_counter() - started_frame
+        self.overhead.update(wall - self._spent - frame.seconds)  # a per-size constant
+        # a frame whose modelled kernels are a small part of it (an empty sky: probe and
+        # overhead dominate) says little about the model's bias (autotune.frame_loop's rules)
+        teaches = kernels >= MIN_KERNEL_SHARE * predicted
+        if teaches and self.feedback == "phase":
+            self.phase_corrections.update(predicted_phases, frame.phase_seconds)
+        self.loop.observe(wall, corrected, teaches)
+        self.frame_index += 1
+        return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
+                          probe_seconds, self._workload, over_budget, predicted_phases,
+                          frame.seconds)
+

@@ -1,0 +1,497 @@
+"""The distributed volume renderer held at a target frame time by the same Tuner as the ray tracer.
+
+Per frame (collective; the tuner lives on rank 0)::
+
+    rank 0: probe the view (block grid, per-brick termination) ─► per-rank samples and rays
+            for every candidate ─► per-rank model (seed 004): max over ranks of the local
+            render + Σ compositing stages + gather + upscale ─► Tuner chooses the knobs
+    share the frame's state (camera, target, knobs: one FrameSync broadcast) ─► every rank
+    renders its brick ─► composite ─► gather ─► rank 0 observes its frame time (probe +
+    choice + render + composite + gather + upscale)
+
+The knobs and their quality losses are in ``knobs``, the model, its calibration views and
+its fit in ``model_fit``; this module is the renderer that uses them frame by frame.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhead
+from autotune.baselines import bisect_by_measurement, quality_order
+from common.image_quality import psnr, ssim
+from governed.volume.knobs import (
+    BEST,
+    ERT,
+    QualityLosses,
+    knob_steps,
+    knobs_of,
+    one_setting,
+    settings_of,
+    to_display,
+    volume_knob_space,
+)
+from governed.volume.model_fit import (
+    CalibrationSample,
+    VolumeModel,
+    fit_render_models,
+    fit_volume_model,
+    group_observation,
+    render_cache_bytes,
+    shared_cores,
+    streamed_shares,
+    work_seconds,
+)
+from governed.volume.workload_probe import (
+    BlockGrid,
+    RankWorkload,
+    WorkloadProbe,
+    brick_boxes,
+)
+from models.rank_correction import RankCorrection
+from models.simd_groups import GroupRatioFit
+from models.volume_cost import ClusterFrameModel, RenderModel
+from raytracer.camera import Camera
+from raytracer.volume.distributed import (
+    DistributedFrameRecord,
+    DistributedRenderer,
+    FrameResult,
+    FrameSettings,
+    seed_orbit,
+)
+from raytracer.volume.frame_sync import DONE, FRAME, FrameState, FrameSync
+
+#: A renderer's first frames run slower (the kernel built for its voxel type, then 10-35 %
+#: over about three frames: tooth, aneurism and bonsai on 2 ranks at 256²), so a renderer is
+#: first given this many of the cheapest frames, untimed
+WARMUP_FRAMES = 3
+CONTROLLER_NAMES = tuple(CONTROLLERS)  # what a shared frame state's controller index names
+#: The feed-forward controller's bias feedback gain here (the core's default is 0.1): bench
+#: volume-tuned, bonsai, 2 ranks, three interleaved quiet runs each, validation figures:
+#: governed 3.7 / 4.1 / 3.7 % against 3.9 / 4.0 / 4.6 % at 512² and 9.9 % both at 256², and
+#: within 5 % of the target 1, 2, 0 frames after the swap to aneurism at 512² against 13, 17, 1
+FEEDBACK_GAIN = 0.3
+
+
+@dataclass
+class RendererFit:
+    """Rank 0: what the tuner learned of one renderer, kept while the renderer lives (a
+    volume swapped out and back in keeps it): its SIMD group ratios, each rank's correction
+    of the render model and, where it was calibrated, its calibration frames and each rank's
+    render model fitted on them alone."""
+
+    group_fit: GroupRatioFit
+    correction: RankCorrection
+    samples: list[CalibrationSample] = field(default_factory=list)
+    render: tuple[RenderModel, ...] = ()
+
+    @classmethod
+    def new(cls, ranks: int) -> RendererFit:
+        """What the tuner knows of a renderer it has not seen render."""
+        return cls(GroupRatioFit(ranks), RankCorrection(ranks))
+
+
+@dataclass
+class TunedVolumeFrame:
+    """What rank 0 learns of one governed frame."""
+
+    image: np.ndarray
+    settings: FrameSettings
+    measured: float  # rank 0's wait: probe + choice + render + composite + gather + upscale
+    # + the tuner's bookkeeping
+    predicted: float
+    corrected: float
+    record: DistributedFrameRecord
+    probe_seconds: float
+    over_budget: bool = False
+    search_seconds: float = 0.0  # the controller's search for this frame
+    bookkeeping_seconds: float = 0.0  # the tuner's work after the frame (feedback, record)
+    pricing: VolumeModel | None = field(default=None, repr=False)  # the model as it priced it
+
+    @functools.cached_property
+    def sections(self) -> dict[str, float]:
+        """Seconds per section the model predicted for the chosen setting (render, each
+        stage, composite, gather, finish, frame): priced when asked, as diagnostics, so the
+        governed loop does not pay for them."""
+        if self.pricing is None:
+            return {}
+        return {k: float(np.asarray(v).ravel()[0]) for k, v in
+                self.pricing.sections(one_setting(self.settings)).items()
+                if k != "render_per_rank"}
+
+
+class TunedVolumeRenderer(Governed):
+    """Holds a :class:`DistributedRenderer` at a target frame time (call every method on
+    every rank: they are collective). Rank 0 holds the tuner and drives every frame through
+    one :class:`~raytracer.volume.frame_sync.FrameSync` broadcast (camera, target, knobs,
+    size, controller, tuning); the other ranks restore what it says."""
+
+    def __init__(self, renderer: DistributedRenderer, width: int, height: int,
+                 target_seconds: float, controller: str = "feedforward",
+                 pi_gains: tuple[float, float] = (0.05, 0.2)) -> None:
+        self.renderer = renderer
+        self.comm = renderer.comm
+        self.rank = renderer.rank
+        self.sync = FrameSync(self.comm, shares_core=renderer.node.oversubscribed)
+        self.width, self.height = width, height
+        # target, controller, tuning switch and feedback rules: the core's one frame loop
+        # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
+        self.loop = FrameLoop(target_seconds, controller, pi_gains=pi_gains,
+                              feedback_gain=FEEDBACK_GAIN)
+        self.thresholds = np.linspace(*ERT[:2], ERT[2])
+        self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
+        self.probe: WorkloadProbe | None = None
+        self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
+        self.boxes = brick_boxes(renderer.partition)
+        self.sharing = shared_cores(renderer)  # collective; off on a GPU
+        # a core's L2 on a CPU device, the device's global memory cache on a GPU
+        self.cache_bytes = render_cache_bytes(renderer)
+        self.streamed = np.zeros(renderer.size)  # rank 0: each brick's streamed share
+        # rank 0: what each renderer taught the tuner, and the current renderer's
+        self._fits: weakref.WeakKeyDictionary[DistributedRenderer, RendererFit] = \
+            weakref.WeakKeyDictionary()
+        self.fit = RendererFit.new(renderer.size)
+        self.model: VolumeModel | None = None
+        # rank 0: the frame model fitted on every calibrated volume's frames (what prices a
+        # volume that was not calibrated), and those frames
+        self.joint_model: ClusterFrameModel | None = None
+        self.calibration_samples: list[CalibrationSample] = []
+        self.losses: QualityLosses | None = None
+        self.fixed_settings: FrameSettings | None = None
+        self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
+        # rank 0: per frame, what is neither probe nor frame (the choice, sharing the state,
+        # the bookkeeping after the frame)
+        self.overhead = RunningOverhead()
+        if self.rank == 0:
+            self._use_grid()
+
+    def _use_grid(self) -> None:
+        """Rank 0: the block grid of the current volume, its probe, each brick's streamed
+        share and what the tuner learned of the renderer."""
+        self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
+        self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
+        self._probed = None  # another volume or transfer function: every view probed anew
+        self.streamed = streamed_shares(self.grid.working_set_bytes(self.boxes),
+                                        self.cache_bytes)
+        self.fit = self._fits.setdefault(self.renderer, RendererFit.new(self.renderer.size))
+        if self.model is not None:
+            self._price_with_fit()
+
+    def _price_with_fit(self) -> None:
+        """Rank 0: the model prices the current renderer with what it learned of it: its own
+        render models where it was calibrated (bonsai's held-out orbit, 2 ranks, the same
+        frames priced both ways in five quiet runs at 256² and 512²: 6.7-10.1 % per rank
+        against 12.5-14.7 % from the models fitted on bonsai and ironprot together), else the
+        joint ones."""
+        self.model.streamed = self.streamed
+        self.model.group_fit = self.fit.group_fit
+        self.model.correction = self.fit.correction
+        self.model.model = (dataclasses.replace(self.joint_model, render=self.fit.render)
+                            if self.fit.render else self.joint_model)
+
+    @property
+    def group_fit(self) -> GroupRatioFit:
+        """Rank 0: the current renderer's SIMD group-ratio fit."""
+        return self.fit.group_fit
+
+    @property
+    def pricing_samples(self) -> list[CalibrationSample]:
+        """Rank 0: the calibration frames the current renderer's render models were fitted
+        on: its own where it was calibrated, else every calibrated volume's."""
+        return self.fit.samples or self.calibration_samples
+
+    def _learn(self, result: FrameResult) -> None:
+        """Rank 0: what a frame the model priced (its workload the model's) tells it: each
+        rank's measured against its predicted work (while the correction learns), the group
+        ratios, the compositing work."""
+        rec = result.record
+        if self.fit.correction.learning:
+            predicted = self.model.uncorrected_rank_work(rec.settings)
+            self.fit.correction.observe([work_seconds(r) for r in rec.ranks], predicted)
+        self.group_fit.observe(*group_observation(self.model.workload, rec))
+        self.model.use_record(rec)
+
+    # ------------------------------------------------------------- the frame protocol
+
+    def state(self, op: int, camera: Camera | None = None,
+              settings: FrameSettings | None = None, status: int = 0) -> FrameState:
+        """Rank 0: this renderer's state for one collective step (what :meth:`follow` and
+        the other ranks restore)."""
+        return FrameState(op, camera, self.target_seconds, settings or BEST, self.width,
+                          self.height, CONTROLLER_NAMES.index(self.controller), self.tuning,
+                          status)
+
+    def restore(self, state: FrameState) -> None:
+        """Ranks >= 1: take rank 0's target, size, controller and tuning switch."""
+        self.loop.target_seconds = state.target
+        if (state.width, state.height) != (self.width, self.height):
+            self.resize(state.width, state.height)
+        if CONTROLLER_NAMES[state.controller] != self.controller:
+            self.loop.use_controller(CONTROLLER_NAMES[state.controller])
+        self.loop.tuning = state.tuning
+
+    def follow(self, state: FrameState) -> FrameResult:
+        """Ranks >= 1: render the frame rank 0 shared (collective with rank 0's frame)."""
+        self.restore(state)
+        return self.renderer.render_frame(state.camera, self.width, self.height,
+                                          state.settings)
+
+    def _probe(self, camera: Camera) -> tuple[RankWorkload, float]:
+        """Rank 0: the view's workload and the seconds probing it took; the last frame's
+        workload (0 s) when neither the camera nor the size changed (the probe is
+        deterministic; a still camera is a viewer's common case)."""
+        view = (camera, self.width, self.height)
+        if self._probed is not None and self._probed[0] == view:
+            return self._probed[1], 0.0
+        t0 = time.perf_counter()
+        w = self.probe(camera, self.width, self.height)
+        self._probed = (view, w)
+        return w, time.perf_counter() - t0
+
+    def _frame(self, camera: Camera, settings: FrameSettings | None
+               ) -> tuple[FrameSettings, FrameResult]:
+        """One frame at rank 0's ``settings`` (None on the others), shared as one state."""
+        if self.rank == 0:
+            self.sync.share(self.state(FRAME, camera, settings))
+            return settings, self.renderer.render_frame(camera, self.width, self.height,
+                                                        settings)
+        state = self.sync.share(None)
+        return state.settings, self.follow(state)
+
+    def _follow_until_done(self) -> FrameState:
+        """Ranks >= 1: render the frames rank 0 drives until it shares DONE."""
+        while (state := self.sync.share(None)).op != DONE:
+            self.follow(state)
+        return state
+
+    # ------------------------------------------------------------------- calibration
+
+    def calibrate(self, cameras: Sequence[Camera], frames: int = 16, seed: int = 11,
+                  also: Sequence[tuple[DistributedRenderer, Sequence[Camera]]] = ()) -> None:
+        """Render ``frames`` calibration frames (random knobs on ``cameras``) of this volume
+        and as many of each renderer in ``also`` (other volumes on the same ranks: their
+        working sets tell the model what the cache is worth), fit the model, then measure the
+        quality losses of each knob on the first camera of this volume. Each calibrated
+        volume gets render models of its own; a volume swapped in later is priced by the
+        models fitted on all of them."""
+        rng = np.random.default_rng(seed)
+        space = volume_knob_space()
+        samples: list[CalibrationSample] = []
+        fits: list[RendererFit] = []
+        home = self.renderer
+        for renderer, views in ((home, cameras), *also):
+            if renderer is not self.renderer:  # the home volume's grid is already built
+                self.swap_renderer(renderer)
+            else:
+                self._warm_up()
+            fits.append(self.fit)
+            self.fit.samples = []
+            self.fit.correction = RankCorrection(renderer.size)  # a new fit: nothing to correct
+            for i in range(frames):
+                cam = views[i % len(views)]
+                settings = workload = None
+                if self.rank == 0:
+                    levels = [int(rng.integers(len(k))) for k in space.knobs]
+                    settings = settings_of(space.at_levels(levels))
+                    if i == 0:
+                        settings = BEST
+                    workload, _ = self._probe(cam)
+                settings, res = self._frame(cam, settings)
+                if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
+                    samples.append(CalibrationSample(workload, settings, res.record,
+                                                     self.streamed))
+                    self.fit.samples.append(samples[-1])
+                    self.group_fit.observe(*group_observation(workload, res.record))
+        if self.renderer is not home:
+            self.swap_renderer(home)
+        if self.rank == 0:
+            self.calibration_samples = samples
+            self.joint_model, finish = fit_volume_model(samples, self.renderer.size, self.width,
+                                                        self.height, self.thresholds,
+                                                        self.sharing)
+            for fit in fits:
+                fit.render = fit_render_models(fit.samples, self.renderer.size,
+                                               self.thresholds) if also else \
+                    self.joint_model.render
+            self.model = VolumeModel(self.joint_model, finish, self.width, self.height,
+                                     self.thresholds)
+            self._price_with_fit()
+            self.model.use_record(samples[-1].record)
+            # price the candidates once here, untimed: the first call compiles the pricing
+            # (0.6 s, which the first governed frame would otherwise pay)
+            self.model.workload = samples[-1].workload
+            self.model(volume_knob_space().grid())
+        self.losses = self.measure_losses(cameras[0])
+        if self.rank == 0:
+            self._configure_loop()
+
+    def measure_losses(self, camera: Camera) -> QualityLosses | None:
+        """1 − SSIM of each knob's levels against the full-quality frame (collective)."""
+        _, ref = self._frame(camera, BEST)
+        space = volume_knob_space()
+        sweeps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for knob in space.knobs:
+            values = np.unique(np.concatenate([knob.values[:: max(1, len(knob) // 5)],
+                                               knob.values[-1:]]))
+            losses = []
+            for v in values:
+                trial = settings_of(knobs_of(BEST) | {knob.name: float(v)})
+                _, res = self._frame(camera, trial if self.rank == 0 else None)
+                if self.rank == 0:
+                    losses.append(1.0 - ssim(to_display(res.image), to_display(ref.image)))
+            if self.rank == 0:
+                sweeps[knob.name] = (values, np.maximum.accumulate(np.asarray(losses)[::-1])[::-1])
+        return QualityLosses(sweeps) if self.rank == 0 else None
+
+    def full_quality_seconds(self, camera: Camera, warmup: int = 2, repeats: int = 3
+                             ) -> float | None:
+        """Rank 0's frame time at the best settings on ``camera``: the median of ``repeats``
+        frames after ``warmup`` (a volume's first frames on a device are up to 2.5x slower:
+        measured on tooth after a swap); None on the other ranks (collective)."""
+        times = self.repeated_frame_seconds(camera, BEST, warmup + repeats)
+        return float(np.median(times[warmup:])) if times is not None else None
+
+    def repeated_frame_seconds(self, camera: Camera, settings: FrameSettings, frames: int
+                               ) -> list[float] | None:
+        """Rank 0's frame times of ``frames`` renders of one view at fixed ``settings`` (what
+        the machine's frame-to-frame noise alone does); None on the other ranks
+        (collective)."""
+        times = []
+        for _ in range(frames):
+            _, res = self._frame(camera, settings if self.rank == 0 else None)
+            if self.rank == 0:
+                times.append(res.record.frame_seconds)
+        return times if self.rank == 0 else None
+
+    # -------------------------------------------------------------------- settings
+
+    def resize(self, width: int, height: int) -> None:
+        """Render at another display size from the next frame on (rank 0 decides; the others
+        follow with the next frame's state); the model's per-pixel terms carry over, its
+        compositing work follows from the next frame's record."""
+        self.width, self.height = width, height
+        if self.model is not None:
+            self.model.width, self.model.height = width, height
+
+    def swap_renderer(self, renderer: DistributedRenderer) -> None:
+        """Render another volume (or partition) from the next frame on, keeping the tuner and
+        its feedback state: what a user's loop does when the data changes (collective)."""
+        self.renderer = renderer
+        self.boxes = brick_boxes(renderer.partition)
+        if self.rank == 0:
+            self._use_grid()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Render the current renderer's first frames at the cheapest setting, untimed, so
+        that no governed or calibration frame is one of them (collective). Measured after a
+        swap: the first full-quality frame 9.7 -> 7.0 ms on aneurism, 16.4 -> 14.7 ms on
+        bonsai (steady: 7.1 and 15.0). The colour tables of every step the tuner can choose
+        are built here too: a frame that built one took 0.2-0.3 ms longer, so calibration
+        frames (each at a new step) paid what later frames at those steps did not."""
+        self.renderer.prepare_steps(knob_steps())
+        view = seed_orbit(self.renderer.volume.radius, 1)[0]
+        cheapest = settings_of(volume_knob_space().lowest()) if self.rank == 0 else None
+        for _ in range(max(0, WARMUP_FRAMES - self.renderer.frames_rendered)):
+            self._frame(view, cheapest)
+
+    def _configure_loop(self) -> None:
+        """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
+        losses) and price (the model), or the fixed setting found by measurement."""
+        self.loop.configure(volume_knob_space(self.losses), self._price)
+        if self.fixed_settings is not None:
+            self.loop.hold(knobs_of(self.fixed_settings))
+
+    def _price(self, knobs: dict[str, np.ndarray]) -> FramePrice:
+        """The model's frame seconds of the candidates, apart from the measured part (the
+        probe already spent and the running overhead of choosing and sharing the knobs: never
+        scaled by the correction)."""
+        return FramePrice(self.model(knobs) - self.model.spent, self.model.spent)
+
+    def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
+        """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
+        rendering ``camera`` until its frame time is within 1 % of the target. Rank 0 runs
+        the search and shares each trial frame; the others render them (collective)."""
+        if self.rank != 0:
+            self.fixed_settings = self._follow_until_done().settings
+            return self.fixed_settings
+        order = quality_order(volume_knob_space(self.losses))
+
+        def seconds_of(index: int) -> float:
+            return self._frame(camera, settings_of(order[index]))[1].record.frame_seconds
+
+        found = bisect_by_measurement(len(order), seconds_of, self.target_seconds,
+                                      iterations=iterations)
+        self.fixed_settings = settings_of(order[found.index])
+        self.sync.share(self.state(DONE, settings=self.fixed_settings))
+        self._configure_loop()
+        return self.fixed_settings
+
+    # ------------------------------------------------------------------ governed frames
+
+    def render(self, camera: Camera) -> TunedVolumeFrame | None:
+        """One governed frame (collective); rank 0 gets the frame, the others None."""
+        t0 = time.perf_counter()
+        settings, decision, probe_s = None, None, 0.0
+        if self.rank == 0:
+            self.model.workload, probe_s = self._probe(camera)
+            spent = time.perf_counter() - t0
+            # the model prices what is spent already and what the overhead will add
+            self.model.spent = spent + self.overhead.seconds
+            decision = self.loop.choose()
+            settings = settings_of(decision.knobs)
+        settings, res = self._frame(camera, settings)
+        if self.rank == 0:
+            rec = res.record
+            framed = time.perf_counter()
+            pricing = copy.copy(self.model)  # as it priced this frame: for its sections
+            pricing.group_fit = copy.copy(self.group_fit)
+            pricing.correction = copy.copy(self.fit.correction)
+            self._learn(res)
+            # the frame's whole wait: probe, choice, frame and this bookkeeping (the feedback
+            # below needs it, so it alone is left out)
+            measured = time.perf_counter() - t0
+            self.overhead.update(measured - spent - rec.frame_seconds)
+            self.loop.observe(measured, decision.corrected)
+            self.last_settings = settings
+            bookkeeping = time.perf_counter() - framed
+        if self.rank != 0:
+            return None
+        return TunedVolumeFrame(res.image, settings, measured, decision.predicted,
+                                decision.corrected, rec, probe_s, decision.over_budget,
+                                decision.search_seconds, bookkeeping, pricing)
+
+    def quality_of(self, camera: Camera, settings: FrameSettings | None) -> dict[str, float]:
+        """PSNR and SSIM of ``camera`` at rank 0's ``settings`` (None on the others) against
+        the full-quality frame (collective; rank 0's, empty on the others). Both are rendered
+        here, so call it after the timed frames: a full-quality render between governed frames
+        cost the next one 8-11 % more render time (a new step's colour table, the caches),
+        which the feedback then chased (bonsai 256², 2 ranks: governed error 4 -> 9 %)."""
+        _, res = self._frame(camera, settings)
+        _, ref = self._frame(camera, BEST)
+        if self.rank != 0:
+            return {}
+        a, b = to_display(res.image), to_display(ref.image)
+        return {"psnr": psnr(a, b), "ssim": ssim(a, b)}
+
+    def render_predicted(self, camera: Camera, settings: FrameSettings | None
+                         ) -> tuple[FrameResult, dict[str, np.ndarray] | None]:
+        """Render ``camera`` at rank 0's ``settings`` (None on the others; collective) and on
+        rank 0 what the model predicted for it (probe included, no time spent before the
+        frame), then let the model take this frame's compositing work: a model check."""
+        if self.rank != 0:
+            return self._frame(camera, None)[1], None
+        self.model.workload, _ = self._probe(camera)
+        self.model.spent = 0.0
+        _, res = self._frame(camera, settings)
+        sections = self.model.sections(one_setting(settings))
+        self._learn(res)
+        return res, sections
