@@ -1,6 +1,8 @@
-"""The fair baselines' tuning, written once: the fixed setting found by measurement (seed 002
-tuned its fixed baseline by hand on the first frame) as a bisection along the tuner's
-quality-ranked order of settings.
+"""The fair baselines' tuning, written once: the fixed setting found by measurement.
+
+Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture
+Model", tuned their fixed baseline by hand on the first frame; here it is a bisection along the
+tuner's quality-ranked order of settings.
 
 Every benchmark that gives a fixed baseline its chance uses :func:`bisect_by_measurement` with
 its own way to measure a setting (a live frame, a median of frames, a recorded time).

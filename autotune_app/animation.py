@@ -10,7 +10,8 @@ import numpy as np
 from tqdm import tqdm
 
 from autotune_app.report import pyplot, tracking_figures
-from common.atomic_files import save_figure
+from common.atomic_files import save_figure, save_png
+from common.image_quality import psnr, ssim
 from governed.mesh.tuned_renderer import TunedRenderer
 from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.mesh.scene import Scene
@@ -53,8 +54,6 @@ def image_quality(tracer: Tracer, cameras: list[Camera], kept: dict[int, np.ndar
                   width: int, height: int) -> dict:
     """PSNR / SSIM of kept frames against the full-quality frame (64 AO rays + shadows +
     Phong, same view and seed): holding a target must not hide dropping to the floor."""
-    from common.image_quality import psnr, ssim
-
     p, s = [], []
     for i, image in sorted(kept.items()):
         ref = tracer.render(cameras[i], width, height, FULL_SETTINGS, seed=i).image / 255.0
@@ -86,7 +85,8 @@ class FrameLog:
 
 
 def orbit_camera_path(scene: Scene, frames: int) -> list[Camera]:
-    """Seed 002's animation: orbit half a turn around the scene while moving in."""
+    """Orbit half a turn around the scene while moving in: the animation of Ganestam &
+    Doggett, "Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture Model"."""
     cam = scene.camera
     return orbit_path(np.asarray(cam.target), np.asarray(cam.eye), frames, turns=0.5, dolly=0.5,
                       up=cam.up, fov_y=cam.fov_y)
@@ -122,8 +122,6 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
 
     ``keep``: a dict whose keys are frame indices; their images are stored into it.
     ``before_frame(i)``: called before frame ``i`` (e.g. to change the cost mid-path)."""
-    from common.atomic_files import save_png
-
     logs = []
     for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,
                                  leave=False)):
@@ -154,7 +152,8 @@ def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:
 
 def plot_run(logs_by_controller: dict[str, list[FrameLog]], title: str, path: Path,
              turn_at: int | None = None) -> None:
-    """Seed 002 figures 5 and 8 in one PNG: frame times vs target, AO rays, model errors."""
+    """Ganestam & Doggett's figures 5 and 8 in one PNG: frame times vs target, AO rays, model
+    errors."""
     plt = pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
     for name, logs in logs_by_controller.items():

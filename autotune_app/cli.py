@@ -15,7 +15,14 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from autotune_app import mapping_command, predict_command, volume_command
 from autotune_app import options as opt
+from autotune_app.limits import check_device_memory
+from autotune_app.report import emit
+from autotune_app.scenes import load_scene, shipped_scenes
+from autotune_app.viewer import add_view_parser, run_view
+from common.atomic_files import OutputError, check_writable_file, save_png
+from models.device_profile import ProfileError
 
 BENCHMARK_MODULES = (
     "benchmarks.renderers.throughput",
@@ -84,8 +91,6 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
 def check_png_output(path: Path) -> None:
     """Before any work: the image goes to a writable ``.png`` file name (PNG is the only format
     written; a name asking for another would get PNG bytes)."""
-    from common.atomic_files import OutputError, check_writable_file
-
     if path.is_dir():
         raise OutputError(f"{path}: is a folder; give a file name ending in .png")
     if path.suffix.lower() != ".png":
@@ -94,10 +99,7 @@ def check_png_output(path: Path) -> None:
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from autotune_app.limits import check_device_memory
-    from autotune_app.scenes import load_scene
-    from common.atomic_files import save_png
-    from raytracer.mesh.tracer import RenderSettings, Tracer
+    from raytracer.mesh.tracer import RenderSettings, Tracer  # lazy: loads pyopencl and numba
 
     if args.output:
         check_png_output(args.output)
@@ -130,15 +132,11 @@ def _cmd_render(args: argparse.Namespace) -> int:
             "nodes_per_pixel": float(c[..., 0].mean()), "tests_per_pixel": float(c[..., 1].mean())}
     if args.output:
         figures["output"] = str(args.output)
-    from autotune_app.report import emit
-
     emit(figures, args.json, title=f"autotune render: {scene.name} on {tracer.device.name}")
     return 0
 
 
 def _cmd_scenes(args: argparse.Namespace) -> int:
-    from autotune_app.scenes import shipped_scenes
-
     rows = shipped_scenes()
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -152,7 +150,11 @@ def _cmd_scenes(args: argparse.Namespace) -> int:
 
 
 def _cmd_devices(args: argparse.Namespace) -> int:
-    from raytracer.device.choice import DeviceError, choose_device, list_devices
+    from raytracer.device.choice import (  # lazy: loads pyopencl
+        DeviceError,
+        choose_device,
+        list_devices,
+    )
 
     devices = list_devices()
     try:
@@ -170,9 +172,8 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from autotune_app.report import emit
-    from governed.mesh.calibration_fit import calibrate
-    from raytracer.device.choice import choose_device
+    from governed.mesh.calibration_fit import calibrate  # lazy: loads pyopencl and numba
+    from raytracer.device.choice import choose_device  # lazy: loads pyopencl
 
     info, _ = choose_device(args.device)
     profile = calibrate(info, quick=args.quick, save=True, progress=True,
@@ -188,7 +189,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from autotune_app.demo import run_demo
+    from autotune_app.demo import run_demo  # lazy: loads pyopencl and numba
 
     return run_demo(args)
 
@@ -236,27 +237,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--volume-ranks", type=opt.non_negative_int, default=4,
                    help="MPI ranks of the volume part (launched with mpiexec; 0 skips it)")
     p.add_argument("--volume-frames", type=opt.positive_int, default=24,
-                   help="frames of the volume part (seed 000's double orbit)")
+                   help="frames of the volume part (the double orbit of the cluster study, "
+                        "Tkachev et al.)")
     p.add_argument("--volume-size", type=opt.image_side, default=512,
                    help="width and height of the volume part's images")
     p.add_argument("--volume-target-ms", type=opt.finite_positive, default=None,
                    help="frame-time target of the volume part (default: half the first view's "
                         "full-quality frame, measured after calibration)")
-    from autotune_app import volume_command
-
     volume_command.add_parsers(sub)
-    from autotune_app import predict_command
-
     predict_command.add_parser(sub)
-    from autotune_app import mapping_command
-
     mapping_command.add_parser(sub)
-    try:
-        from autotune_app.viewer import add_view_parser
-    except ImportError:  # the viewer's GL dependencies are missing
-        pass
-    else:
-        add_view_parser(sub)
+    add_view_parser(sub)
     return parser
 
 
@@ -287,26 +278,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     handlers = {"render": _cmd_render, "scenes": _cmd_scenes, "devices": _cmd_devices,
-                "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo}
+                "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo,
+                "predict": predict_command.cmd_predict, "mapping": mapping_command.cmd_mapping,
+                "view": run_view}
     if args.command in ("volume", "volumes"):
-        from autotune_app.volume_run import cmd_volume, cmd_volumes
+        from autotune_app.volume_run import cmd_volume, cmd_volumes  # lazy: loads numba
 
         handlers.update(volume=cmd_volume, volumes=cmd_volumes)
-    if args.command == "predict":
-        from autotune_app.predict_command import cmd_predict
-
-        handlers["predict"] = cmd_predict
-    if args.command == "mapping":
-        from autotune_app.mapping_command import cmd_mapping
-
-        handlers["mapping"] = cmd_mapping
-    if args.command == "view":
-        from autotune_app.viewer import run_view
-
-        handlers["view"] = run_view
-    from models.device_profile import ProfileError
-    from raytracer.device.choice import DeviceError
-    from raytracer.mesh.tracer import TracerError
+    from raytracer.device.choice import DeviceError  # lazy: loads pyopencl
+    from raytracer.mesh.tracer import TracerError  # lazy: loads pyopencl and numba
 
     try:
         return handlers[args.command](args)

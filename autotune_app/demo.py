@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 
 from autotune_app import options as opt
@@ -21,6 +23,7 @@ from autotune_app.scenes import load_scene
 from common.atomic_files import check_output_dir, output_dir, write_json, write_text
 from governed.mesh.tuned_renderer import TunedRenderer
 from raytracer.mesh.tracer import Tracer
+from raytracer.mpi.launch import launch
 
 REPORT = """autotune demo: {scene} ({triangles} triangles) on {device}
 {frames} frames at {width}x{height}, target {target_ms:.1f} ms per frame (the frame the \
@@ -34,7 +37,7 @@ figures.json the figures above and every frame's knobs and times
 
 VOLUME_REPORT = """
 Distributed volume renderer: {volume} on {ranks} MPI ranks ({algorithm}), {frames} frames of \
-seed 000's double orbit at {size}x{size}
+the cluster study's double orbit at {size}x{size}
 target {target_ms:.1f} ms (rank 0's frame: probe + choice + render + compositing + gather + \
 upscale), controller {controller}, model calibrated on {calibration_frames} frames off the path
 mean |frame - target| / target {mean_err:.1%} (p95 {p95_err:.1%}), {over} frames > target + 5 %
@@ -96,11 +99,6 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_volume_part(args: argparse.Namespace, out: Path) -> str:
     """The governed distributed volume renderer on ``args.volume_ranks`` ranks: this process
     launches ``mpiexec`` itself (``autotune volume`` on every rank) and reads its summary."""
-    import json
-    import sys
-
-    from raytracer.mpi.launch import launch
-
     cmd = ["autotune_app.cli", "volume", "--volume", args.volume, "--frames",
            str(args.volume_frames), "--width", str(args.volume_size), "--height",
            str(args.volume_size),

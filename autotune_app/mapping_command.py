@@ -1,5 +1,6 @@
 """``autotune mapping FILE.toml``: a pipeline's predicted performance from its mapping
-(seed 001, issue 22).
+(Jubertie, Melin: "Performance Prediction for Mappings of Distributed Applications on PC
+Clusters"; issue 22).
 
 Prints every module's predicted iteration time, CPU share and load, the frame rate and its
 bottleneck, buffer overflows, oscillations, network load and path latencies. ``--search``
@@ -14,12 +15,18 @@ from pathlib import Path
 from typing import Any
 
 from autotune_app import options as opt
+from autotune_app.report import emit
+from studies.pipeline_mapping.mapping_file import load_mapping
+from studies.pipeline_mapping.model import link_loads, path_latency, solve
+from studies.pipeline_mapping.model.frame import frame_time
+from studies.pipeline_mapping.model.search import search
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``autotune mapping``."""
     text = ("predict each module's iteration time, CPU load, the bottleneck, overflows and "
-            "latency of a pipeline from its mapping onto nodes and CPUs (seed 001)")
+            "latency of a pipeline from its mapping onto nodes and CPUs (pipeline mapping, "
+            "Jubertie & Melin)")
     p = sub.add_parser("mapping", help=text, description=text, formatter_class=opt.HelpFormatter)
     p.add_argument("file", type=Path, metavar="FILE.toml",
                    help="mapping description (examples in assets/mappings/)")
@@ -30,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=opt.positive_int, default=5,
                    help="with --search: how many mappings to print")
     p.add_argument("--policy", choices=("seed", "shared"), default="seed",
-                   help="CPU allocation: the seed's printed one (waiting modules first, each "
+                   help="CPU allocation: the paper's printed one (waiting modules first, each "
                         "keeps its load on its CPU), or fair sharing as Linux does it "
                         "(closer to measurements on this machine; see README)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -38,9 +45,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_mapping(args: argparse.Namespace) -> int:
     """Run ``autotune mapping``."""
-    from autotune_app.report import emit
-    from studies.pipeline_mapping.mapping_file import load_mapping
-
     loaded = load_mapping(args.file)
     if args.pin and not args.search:
         raise ValueError("--pin goes with --search")
@@ -51,8 +55,6 @@ def cmd_mapping(args: argparse.Namespace) -> int:
         else:
             print_search(figures)
         return 0
-    from studies.pipeline_mapping.model import solve
-
     figures = prediction_figures(loaded.mapping, solve(loaded.mapping, args.policy),
                                  loaded.frame)
     figures = {"file": str(args.file), "policy": args.policy, **figures}
@@ -65,9 +67,6 @@ def cmd_mapping(args: argparse.Namespace) -> int:
 
 def prediction_figures(mapping: Any, solution: Any, frame: tuple[str, ...]) -> dict[str, Any]:
     """The figures of one solved mapping, JSON-ready (times in ms, rates in MB/s)."""
-    from studies.pipeline_mapping.model import link_loads, path_latency
-    from studies.pipeline_mapping.model.frame import frame_time
-
     mods = solution.modules
     frame_ms, bottleneck = frame_time(solution, frame)
     return {
@@ -132,9 +131,8 @@ def print_prediction(f: dict[str, Any]) -> None:
 
 
 def search_figures(loaded: Any, pin: bool, top: int, policy: str) -> dict[str, Any]:
-    """The best ``top`` mappings of :func:`studies.pipeline_mapping.model.search.search`, JSON-ready."""
-    from studies.pipeline_mapping.model.search import search
-
+    """The best ``top`` mappings of :func:`studies.pipeline_mapping.model.search.search`,
+    JSON-ready."""
     found = search(loaded.mapping, loaded.frame, loaded.fixed, pin, policy=policy)
     return {"file": str(loaded.path), "frame": list(loaded.frame), "policy": policy,
             "candidates": len(found),

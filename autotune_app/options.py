@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.controllers import CONTROLLERS, DEFAULT_CONTROLLER
+from raytracer.camera import Camera
 from raytracer.mesh.scene import DEFAULT_SCENE, UP_AXES
 
 MAX_AO_RAYS = 64
@@ -175,8 +176,6 @@ def add_device(p: argparse.ArgumentParser) -> None:
 
 def apply_camera(scene: Any, args: argparse.Namespace) -> None:
     """Replace the scene's default view by ``--eye``/``--look-at`` where given."""
-    from raytracer.camera import Camera
-
     eye, look_at = getattr(args, "eye", None), getattr(args, "look_at", None)
     if eye is None and look_at is None:
         return
@@ -201,7 +200,7 @@ def add_plots(p: argparse.ArgumentParser, what: str = "PNG plots") -> None:
 def add_evaluation_set(p: argparse.ArgumentParser) -> None:
     """``--scene`` and ``--set``: what a model benchmark evaluates on, under one rule (the
     scene sets of :mod:`governed.mesh.scene_sets`; a calibration scene is refused)."""
-    from governed.mesh.scene_sets import EVALUATION_SETS
+    from governed.mesh.scene_sets import EVALUATION_SETS  # lazy: loads pyopencl and numba
 
     p.add_argument("--scene", action="append", help="scene(s) (default: the set's scenes); a "
                    "calibration scene is refused")

@@ -1,4 +1,7 @@
-"""``autotune predict``: the procurement question from the command line (seed 000, issue 14).
+"""``autotune predict``: the cluster study's procurement question from the command line.
+
+The study: Tkachev, Frey, Müller, Bruder, Ertl, "Prediction of Distributed Volume Visualization
+Performance to Support Render Hardware Acquisition" (issue 14).
 
 ``autotune predict --histogram H.json --ranks 64 --image 2048x2048`` prints the predicted mean
 frame time of the distributed volume renderer on a cluster of that many ranks whose nodes
@@ -18,7 +21,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from autotune_app import options as opt
+from autotune_app.report import emit
+from studies.cluster_prediction.model import ClusterModelError, features
 
 
 def image_size(text: str) -> tuple[int, int]:
@@ -34,7 +41,7 @@ def image_size(text: str) -> tuple[int, int]:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     text = ("predict the mean frame time of the distributed volume renderer on a bigger or "
-            "faster cluster, from a performance histogram (seed 000)")
+            "faster cluster, from a performance histogram (cluster prediction, Tkachev et al.)")
     p = sub.add_parser("predict", help=text, description=text,
                        formatter_class=opt.HelpFormatter)
     p.add_argument("--histogram", type=Path, required=True, metavar="H.json",
@@ -52,9 +59,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from autotune_app.report import emit
-    from studies.cluster_prediction.files import DEFAULT_MODEL, read_histogram, read_model
-    from studies.cluster_prediction.model import ClusterModelError, features
+    from studies.cluster_prediction.files import (  # lazy: loads numba
+        DEFAULT_MODEL,
+        read_histogram,
+        read_model,
+    )
 
     if args.latency is not None and not (math.isfinite(args.latency) and args.latency >= 0):
         raise ValueError(f"--latency must be a finite number >= 0 (µs), got {args.latency}")
@@ -74,8 +83,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     spread = bool(model.meta.get("spread_features"))
     hf = hist.overall.features()
     if spread:
-        import numpy as np
-
         hf = np.concatenate([hf, hist.frame_spread()])
     x = features(px, args.ranks, hf)
     if x.shape[1] != model.x_mean.size:

@@ -116,10 +116,10 @@ def tracking_report(figures: Mapping[str, Any]) -> str:
 
 def pyplot() -> Any:
     """matplotlib.pyplot on the headless Agg backend (benchmarks run without a display)."""
-    import matplotlib
+    import matplotlib  # lazy: only plots need matplotlib, and it is slow to import
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: after the backend is chosen
 
     return plt
 

@@ -1,7 +1,9 @@
 """``autotune volume`` and ``autotune volumes``: the distributed volume renderer from the shell.
 
-``mpiexec -n 4 autotune volume --volume bonsai --frames 72 -o DIR`` renders seed 000's
-72-frame double orbit with one brick per rank (``autotune volume`` alone runs one process).
+``mpiexec -n 4 autotune volume --volume bonsai --frames 72 -o DIR`` renders the 72-frame
+double orbit of the cluster study (Tkachev, Frey, Müller, Bruder, Ertl: "Prediction of
+Distributed Volume Visualization Performance to Support Render Hardware Acquisition") with one
+brick per rank (``autotune volume`` alone runs one process).
 Fixed knobs come from ``--step/--scale/--ert``; with ``--target-ms`` or ``--fps`` the tuner
 chooses them every frame (``--controller``), after a calibration on views the path never uses.
 
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune_app import options as opt
+from raytracer.volume.compositing import ALGORITHMS
 
 #: Calibration frames by default (also bench volume-tuned's, for a model calibrated on a
 #: volume's own views): on bonsai at 512², 20 ms, six runs each, 16 frames held the target at
@@ -91,8 +94,6 @@ def triple(kind: type) -> Any:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """``autotune volume`` and ``autotune volumes``."""
-    from raytracer.volume.compositing import ALGORITHMS
-
     text = ("render a volume with one brick per MPI rank (run under mpiexec -n K): frames, "
             "per-rank timings, plot")
     p = rank0_errors(sub.add_parser("volume", help=text, description=text,
@@ -111,7 +112,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="transfer function: a preset (autotune volumes lists them) or a JSON "
                         "file (default: the volume's own preset, else grey)")
     p.add_argument("--frames", type=opt.positive_int, default=72,
-                   help="frames of seed 000's double orbit")
+                   help="frames of the cluster study's double orbit (Tkachev et al.)")
     opt.add_size(p, 512, 512)
     p.add_argument("--step", type=opt.finite_positive, default=None,
                    help="sample step in voxels (fixed knobs; default 1)")
@@ -138,7 +139,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="governed runs: after the timed frames, render each frame again at its "
                         "settings and at full quality for PSNR/SSIM (untimed)")
     p.add_argument("--emulate", type=Path, metavar="HIST.json",
-                   help="emulation (seed 000 §4): each rank sleeps a local render time drawn "
+                   help="emulation (Tkachev et al. §4): each rank sleeps a local render time drawn "
                         "from this performance histogram instead of ray casting, then "
                         "composites a real-sized image of random data")
     p.add_argument("--emulate-mode", choices=("histogram", "per-frame", "vector"),

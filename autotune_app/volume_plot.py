@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 
+from autotune_app.report import pyplot
+from common.atomic_files import save_figure
+
 
 def plot(rows: list[dict[str, Any]], records: list[dict[str, Any]], summary: dict[str, Any],
          path: Path) -> None:
     """Rank 0's frame split into render / composite / gather / upscale per frame, every
     rank's render time, and for governed runs target vs measured vs predicted."""
-    from autotune_app.report import pyplot
-    from common.atomic_files import save_figure
-
     plt = pyplot()
     governed = "measured_ms" in rows[0]
     n = 3 if governed else 2

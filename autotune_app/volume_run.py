@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import csv
 import io
+import json
 import math
 import sys
 import time
@@ -19,23 +20,29 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from autotune_app import options as opt
+from autotune_app.report import emit, plain, summary_stats
 from autotune_app.volume_plot import plot
+from common.atomic_files import check_output_dir, output_dir, save_png, write_json, write_text
+from raytracer.mpi.faults import AgreedError, agree, guarded, install_excepthook, world
+from raytracer.volume.blend import to_rgb8
+from raytracer.volume.distributed import (
+    DistributedRenderer,
+    FrameSettings,
+    load_everywhere,
+    seed_orbit,
+)
+from raytracer.volume.transfer_function import PRESETS
+from raytracer.volume.volume_data import FILE_FORMATS, MAX_PROCEDURAL, PROCEDURAL, shipped_volumes
+from studies.cluster_prediction.emulation import EmulatedRenderer
+from studies.cluster_prediction.files import read_histogram
+from studies.cluster_prediction.training_data import emulation_times
 
 
 def cmd_volumes(args: argparse.Namespace) -> int:
     """``autotune volumes``."""
-    import json
-
-    from raytracer.volume.transfer_function import PRESETS
-    from raytracer.volume.volume_data import (
-        FILE_FORMATS,
-        MAX_PROCEDURAL,
-        PROCEDURAL,
-        shipped_volumes,
-    )
-
     shipped = [{"name": n, "dims": list(d), "kind": "shipped"}
                for n, d in shipped_volumes().items()]
     made = [{"name": f"{n}[:N]", "dims": [size] * 3, "kind": "procedural",
@@ -57,8 +64,6 @@ def cmd_volumes(args: argparse.Namespace) -> int:
 
 def cmd_volume(args: argparse.Namespace) -> int:
     """``autotune volume`` on every rank; returns the exit status (2: bad input)."""
-    from raytracer.mpi.faults import AgreedError, install_excepthook, world
-
     install_excepthook()
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -80,9 +85,6 @@ def _governed(args: argparse.Namespace) -> bool:
 
 def _check_args(args: argparse.Namespace, comm: Any) -> None:
     """Decisions every rank takes alike (arguments) or rank 0 takes for all (the folder)."""
-    from common.atomic_files import check_output_dir
-    from raytracer.mpi.faults import agree
-
     fixed = [name for name, v in (("--step", args.step), ("--scale", args.scale),
                                   ("--ert", args.ert)) if v is not None]
     problem = ""
@@ -104,13 +106,6 @@ def _check_args(args: argparse.Namespace, comm: Any) -> None:
 
 
 def _volume(args: argparse.Namespace, comm: Any) -> int:
-    from raytracer.volume.distributed import (
-        DistributedRenderer,
-        FrameSettings,
-        load_everywhere,
-        seed_orbit,
-    )
-
     rank = comm.Get_rank()
     _check_args(args, comm)
     volume, tf = load_everywhere(args.volume, args.tf, comm, dims=args.dims, dtype=args.dtype,
@@ -131,8 +126,6 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
         if hasattr(renderer.local, "frame"):  # --emulate: path frame 0 draws frame 0's time
             renderer.local.frame = 0
         frames = (run.fixed_frame(cam, settings) for cam in cameras)
-    from common.atomic_files import output_dir
-
     folder_cm = output_dir(args.out, args.force) if rank == 0 else contextlib.nullcontext(None)
     with folder_cm as folder:
         for i, frame in enumerate(_progress(frames, len(cameras), rank)):
@@ -147,8 +140,6 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
             summary = run.write(folder)
     if rank == 0:
         summary["output"] = str(args.out)
-        from autotune_app.report import emit
-
         emit(_headline(summary), args.json, title=run.title())
     return 0
 
@@ -158,10 +149,6 @@ def _emulated(args: argparse.Namespace, comm: Any) -> Any:
     the histogram and draws the same (frames, ranks) times, so a bad file is one error."""
     if args.emulate is None:
         return None
-    from raytracer.mpi.faults import guarded
-    from studies.cluster_prediction.emulation import EmulatedRenderer
-    from studies.cluster_prediction.files import read_histogram
-    from studies.cluster_prediction.training_data import emulation_times
 
     def times() -> Any:
         hist = read_histogram(args.emulate)
@@ -174,8 +161,6 @@ def _emulated(args: argparse.Namespace, comm: Any) -> Any:
 def _progress(frames: Any, total: int, rank: int) -> Any:
     if rank != 0:
         return frames
-    from tqdm import tqdm
-
     return tqdm(frames, total=total, desc="frames", file=sys.stderr, leave=False)
 
 
@@ -204,8 +189,11 @@ class VolumeRun:
 
     def calibrate(self, first_camera: Any) -> None:
         """Fit the per-rank model on calibration views (collective); print how long it took."""
-        from governed.volume.model_fit import CALIBRATION_VIEWS, volume_calibration_views
-        from governed.volume.tuned_volume import TunedVolumeRenderer
+        from governed.volume.model_fit import (  # lazy: pyopencl, which --emulate never needs
+            CALIBRATION_VIEWS,
+            volume_calibration_views,
+        )
+        from governed.volume.tuned_volume import TunedVolumeRenderer  # lazy: loads pyopencl too
 
         a = self.args
         self.tuned = TunedVolumeRenderer(self.renderer, a.width, a.height, self.target,
@@ -263,9 +251,6 @@ class VolumeRun:
 
     def keep(self, index: int, frame: dict[str, Any], folder: Path) -> None:
         """Write the frame's PNG and keep its row and timings (rank 0)."""
-        from common.atomic_files import save_png
-        from raytracer.volume.blend import to_rgb8
-
         save_png(to_rgb8(frame["image"]), folder / f"frame_{index:04d}.png")
         rec = frame["record"]
         r0 = rec.ranks[0]
@@ -306,9 +291,6 @@ class VolumeRun:
 
     def write(self, folder: Path) -> dict[str, Any]:
         """frames.csv, timings.json, summary.json, plot.png; returns the summary."""
-        from autotune_app.report import plain
-        from common.atomic_files import write_json, write_text
-
         buf = io.StringIO()
         writer = csv.DictWriter(buf, fieldnames=list(self.rows[0]), lineterminator="\n")
         writer.writeheader()
@@ -332,8 +314,6 @@ class VolumeRun:
         return summary
 
     def summary(self) -> dict[str, Any]:
-        from autotune_app.report import summary_stats
-
         a = self.args
         col = {k: np.array([r[k] for r in self.rows], np.float64) for k in self.rows[0]}
         per_rank = np.array([[r["render_seconds"] for r in rec["ranks"]]

@@ -90,7 +90,7 @@ def _json_default(value: Any) -> Any:
 
 def save_png(image: np.ndarray, path: str | os.PathLike[str]) -> Path:
     """Write an (H, W[, 3|4]) uint8 image as PNG atomically. The name must end in ``.png``."""
-    from PIL import Image
+    from PIL import Image  # lazy: only PNG writers need pillow
 
     path = Path(path)
     if path.suffix.lower() != ".png":
@@ -102,7 +102,7 @@ def save_png(image: np.ndarray, path: str | os.PathLike[str]) -> Path:
 
 def save_figure(fig: Any, path: str | os.PathLike[str], dpi: int = 90) -> Path:
     """Write a matplotlib figure as PNG atomically and close it."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: a slow import; only figure writers need it
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)

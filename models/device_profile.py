@@ -2,7 +2,9 @@
 
 What an application fits on top of a device (the ray tracer's per-phase scale and offset) is
 an :class:`models.app_calibration.AppCalibration`, stored apart. Reading is here; writing goes
-through ``governed.mesh.profile_store`` (atomic files).
+through ``governed.mesh.profile_store`` (atomic files). The parameters are those of Table 4 of
+Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture
+Model".
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def _check_values(values: dict[str, Any], where: str) -> None:
 
 @dataclass(frozen=True)
 class DeviceProfile:
-    """Device parameters of the Hong–Kim model (seed 002 Table 4 names in comments)."""
+    """Device parameters of the Hong–Kim model (Ganestam & Doggett's Table 4 names in comments)."""
 
     name: str
     driver: str
@@ -184,9 +186,9 @@ def _builtin_profiles() -> tuple[tuple[str, DeviceProfile], ...]:
 
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
-    """The shipped profiles by file stem: seed 002 Table 4 ("gf8800", "gf580", "radeon5870")
-    and devices measured here with ``autotune calibrate`` ("pocl-...", whose ray-tracer
-    calibrations ship in ``models/data/calibrations``)."""
+    """The shipped profiles by file stem: Ganestam & Doggett's Table 4 ("gf8800", "gf580",
+    "radeon5870") and devices measured here with ``autotune calibrate`` ("pocl-...", whose
+    ray-tracer calibrations ship in ``models/data/calibrations``)."""
     return dict(_builtin_profiles())
 
 

@@ -1,8 +1,9 @@
 """Hong & Kim (ISCA 2009) analytical GPU model: cycles of one kernel launch from counts.
 
-Seed 002 §3 prints a shortened form; this is the full model:
+The ray tracer's auto-tuner (Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an
+Analytical GPU Architecture Model", §3) prints a shortened form; this is the full model:
 mixed coalesced/uncoalesced memory latency and departure delay, MWP limited by latency,
-bandwidth and occupancy, CWP, the three regimes of seed 002 Table 3, and the barrier
+bandwidth and occupancy, CWP, the three regimes of Ganestam & Doggett's Table 3, and the barrier
 synchronisation cost. Two entry points compute the same numbers: ``predict_cycles`` (one
 launch, every intermediate kept) and ``predict_seconds`` (numpy arrays, for controllers).
 

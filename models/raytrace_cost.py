@@ -1,4 +1,7 @@
-"""Ray-tracing frame time: seed 002 §4.3 instruction counts fed to the Hong–Kim model.
+"""Ray-tracing frame time: the §4.3 instruction counts fed to the Hong–Kim model.
+
+The counts and equations of Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an
+Analytical GPU Architecture Model" (§4.3).
 
 Each phase (primary rays, shadow rays, AO rays, shading) is one kernel launch with one
 thread per pixel; its per-thread counts come from the kernel's per-loop instruction counts
@@ -12,12 +15,12 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
   ray before it is traversed, so there it adds no time (validation: with it priced, Intel's
   held-out frame error was 11-12 %, without 8-9 %);
   ``a_ca = 1 - min(1, 2^-((a_t + p_t)/23 - 1))``; ``a_m = miss (i_mt a_t a_r + a_i i_mi a_r / 2)``
-  with ``miss = 1 - (1 - a_ca) m^2``: a node fetch misses the cache unless the seed's depth
+  with ``miss = 1 - (1 - a_ca) m^2``: a node fetch misses the cache unless the paper's depth
   estimate and the view's coherence both keep it (independently; ``m^2`` is the primary
-  equation's cache share). The seed prints ``a_ca`` alone, which is 0 for every view with a
+  equation's cache share). The paper prints ``a_ca`` alone, which is 0 for every view with a
   wide BVH (shallow traversals); then incoherent rays (dragon, m = 0.25) cost what coherent
   ones (sibenik, m = 0.98) do, and the held-out error was 24 % instead of 17 %;
-  ``i_mu = a_m + h i_mco``; ``i_mc = 0``. The seed prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
+  ``i_mu = a_m + h i_mco``; ``i_mc = 0``. The paper prints ``a_w t_v`` in ``i_c`` and ``t_v`` in
   ``a_m``; here both use ``a_i`` (the probe measures ``a_i = a_w t_v``, see Workload).
   ``a_t`` and ``a_i`` are per ray of each SIMD group's slowest lane at ``a_r`` rays a pixel
   (:meth:`Workload.ao_per_ray`: the lane mean plus the slowest lane's excess, which the probe
@@ -59,7 +62,7 @@ from models.workload import Workload
 # the ray tracer's phase registry (raytracer.mesh.phases) written again; governed.mesh refuses to
 # import if the two differ, and tests/test_raytrace_cost.py checks it.
 PHASES = ("primary", "shadow", "ao", "shade")
-AO_CACHE_DEPTH = 23.0  # the constant of seed 002's a_ca equation
+AO_CACHE_DEPTH = 23.0  # the constant of Ganestam & Doggett's a_ca equation
 
 
 @dataclass(frozen=True)
@@ -177,8 +180,8 @@ def phase_instructions(
     counts: KernelCounts, workload: Workload, ao_rays: int, shadows: bool, phong: bool,
     out_of_order: bool = False,
 ) -> dict[str, PhaseInstructions]:
-    """Per-thread counts of each phase that runs with these knobs (seed 002 §4.3), on a device
-    that is ``out_of_order`` or not (:attr:`DeviceProfile.out_of_order`)."""
+    """Per-thread counts of each phase that runs with these knobs (Ganestam & Doggett §4.3), on
+    a device that is ``out_of_order`` or not (:attr:`DeviceProfile.out_of_order`)."""
     w = workload
     out = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
     if shadows:

@@ -1,7 +1,8 @@
-"""Per-rank analytical model of the distributed volume renderer (after seed 004).
+"""Per-rank analytical model of the distributed volume renderer.
 
-Each code section of a rank's frame gets a small linear model in the quantities that drive it,
-calibrated per rank by non-negative least squares from measured section timings:
+After the per-process analytical model (HemoCell study), each code section of a rank's frame
+gets a small linear model in the quantities that drive it, calibrated per rank by non-negative
+least squares from measured section timings:
 
 * local raycast: ``a·samples + e·skipped + b·rays + c·pixels + d`` (samples taken inside the
   rank's brick, lattice positions passed over in empty blocks, rays that enter the brick,
@@ -18,8 +19,8 @@ calibrated per rank by non-negative least squares from measured section timings:
   6.7 -> 5.6 % at 512² calibrated on the volume itself, 9.1 -> 9.0 % and 8.1 -> 7.8 % carried
   over from bonsai and ironprot; the calibration frames' residuals had correlated with it at
   0.3-0.6 on every volume);
-* each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (seed 004's
-  neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
+* each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (the
+  HemoCell study's neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
 * the gather to rank 0: ``α_g + β_g·bytes``.
 
 Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
@@ -266,7 +267,7 @@ def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0,
     ranks still busy each progresses at ``min(threads, cores / n)`` CPU seconds per second
     (processor sharing): a rank that finishes early hands its core to the others. With a core
     or more per thread (a real cluster) this is work / threads, and the frame's render is the
-    slowest rank's, as seed 004 aggregates; on an oversubscribed node it is not.
+    slowest rank's, as the HemoCell study aggregates; on an oversubscribed node it is not.
     ``core_groups``: each rank's group where ranks are pinned (the ranks of a group share
     its cores, ``cores / groups`` of them, and only those: 4 ranks pinned round robin on 2
     cores, bonsai at 256², the slowest rank's wall time from its CPU time 8.6 % off shared

@@ -1,4 +1,8 @@
-"""Per-frame ray-tracing workload measured by the CPU probe: the inputs of seed 002 §4.3."""
+"""Per-frame ray-tracing workload measured by the CPU probe: the inputs of the §4.3 model.
+
+The model is that of Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an
+Analytical GPU Architecture Model" (§4.3).
+"""
 
 from __future__ import annotations
 

@@ -10,20 +10,34 @@ histogram file on each rank. Rank 0 prints ``OK emulation``, ``OK plan rows=2``,
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
+from autotune_app.cli import main as cli
 from raytracer.camera import Camera
 from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.compositing import composite_serial
 from raytracer.volume.distributed import DistributedRenderer, FrameSettings
 from studies.cluster_prediction.emulation import EmulatedRenderer, random_premultiplied
+from studies.cluster_prediction.files import (
+    read_training_data,
+    write_histogram,
+    write_training_data,
+)
+from studies.cluster_prediction.perf_histogram import PathHistogram
+from studies.cluster_prediction.training_data import (
+    EmulationConfig,
+    EmulationVolume,
+    emulation_times,
+    network,
+    run_plan,
+)
 
 
 def emulation() -> None:
-    from studies.cluster_prediction.training_data import EmulationVolume, network
-
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     w, h = 40, 24
@@ -54,10 +68,6 @@ def emulation() -> None:
 
 
 def plan(data_path: str) -> None:
-    from studies.cluster_prediction.files import read_training_data, write_training_data
-    from studies.cluster_prediction.perf_histogram import PathHistogram
-    from studies.cluster_prediction.training_data import EmulationConfig, run_plan
-
     comm = world()
     hist = PathHistogram.of(np.full((3, 2), 0.004) + np.arange(6).reshape(3, 2) * 1e-3)
     configs = [EmulationConfig("h", 16, 16, 2, "per-frame", 2),
@@ -77,14 +87,6 @@ def plan(data_path: str) -> None:
 
 def volume_command(out: str) -> None:
     """``autotune volume --emulate H.json`` inside this job."""
-    import json
-    from pathlib import Path
-
-    from autotune_app.cli import main as cli
-    from studies.cluster_prediction.files import write_histogram
-    from studies.cluster_prediction.perf_histogram import PathHistogram
-    from studies.cluster_prediction.training_data import emulation_times
-
     comm = world()
     hist = PathHistogram.of(np.array([[0.01, 0.03], [0.02, 0.015]]))
     path = Path(out + ".hist.json")

@@ -1,9 +1,13 @@
-"""``autotune bench pipeline-mapping`` without running pipelines: its cases fit this machine, its
-table part reproduces the seed, and its goals say what the figures say."""
+"""``autotune bench pipeline-mapping`` without running pipelines.
+
+Its cases fit this machine, its table part reproduces the mapping paper (Jubertie, Melin,
+"Performance Prediction for Mappings of Distributed Applications on PC Clusters"), and its
+goals say what the figures say."""
 
 from __future__ import annotations
 
-from benchmarks.studies.pipeline_mapping import cases, goals, tables_part
+from benchmarks.studies import pipeline_mapping
+from benchmarks.studies.pipeline_mapping import cases, goals, real_cases, run_case, tables_part
 from studies.pipeline_mapping.model import solve
 
 
@@ -67,9 +71,6 @@ def test_goals_follow_the_figures():
 
 
 def test_a_real_case_is_predicted_from_alone_figures_not_from_its_own_run(monkeypatch):
-    import studies.pipeline_mapping.pipeline as pipeline
-    from benchmarks.studies.pipeline_mapping import real_cases, run_case
-
     name, m, work = real_cases()[0]  # probe -> tracer -> viewer
     alone = {w: (20.0, 1.0) if w.kind == "probe" else (8.0, 1.0) for w in work.values()}
     ran = {}
@@ -79,7 +80,7 @@ def test_a_real_case_is_predicted_from_alone_figures_not_from_its_own_run(monkey
         return {i.name: {"t_it_ms": 999.0, "t_cexec_ms": 999.0, "cpu_ms": 1.0,
                          "windows_ms": [], "inputs": {}} for i in mapping.instances()}
 
-    monkeypatch.setattr(pipeline, "run_pipeline", fake_run)
+    monkeypatch.setattr(pipeline_mapping, "run_pipeline", fake_run)
     got = run_case(name, m, False, 1.0, work, alone)
     assert ran["work"] == work and ran["times"] == {"probe": 20.0, "render": 8.0, "viewer": 4.0}
     # the tracer waits for the probe, which shares its core with the viewer: never 999

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from benchmarks.governed.volume_tuned import governed_run, recovery_frames, render_again, settled
+from benchmarks.governed.volume_tuned.model_error import render_again
+from benchmarks.governed.volume_tuned.runs import governed_run, recovery_frames, settled
 from raytracer.volume.distributed import FrameSettings
 
 BEST = {"rate": 2.0, "scale": 1.0, "ert": 1.0}

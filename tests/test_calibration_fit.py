@@ -9,17 +9,34 @@ per-phase scales), and report standard errors that cover the truth under noise.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 
-from governed.mesh.calibration_fit import fit_profile, fit_report, model_errors
-from governed.mesh.calibration_frames import CALIBRATION_SETTINGS, Sample
+from governed.mesh.calibration_fit import (
+    FREE_PARAMETERS,
+    device_bounds,
+    fit_profile,
+    fit_report,
+    model_errors,
+)
+from governed.mesh.calibration_frames import (
+    CALIBRATION_SETTINGS,
+    FULL_SCENES,
+    GPU_QUICK_SIZES,
+    QUICK_SCENES,
+    QUICK_SIZES,
+    Sample,
+    calibration_scenes,
+    calibration_sizes,
+)
 from governed.mesh.instruction_counts import load_kernel_counts
 from models.app_calibration import AppCalibration
-from models.device_profile import DeviceProfile
+from models.device_profile import DeviceProfile, builtin_profiles, plausible_range
 from models.raytrace_cost import PHASES, predict_phase_seconds
 from models.workload import Workload
+from raytracer.device.choice import DeviceInfo
 from raytracer.mesh.tracer import RenderSettings
 
 # a PoCL CPU as profiled here before issue 12 (one 64-lane work-group per core: N = 1)
@@ -150,11 +167,6 @@ def test_a_device_figure_that_trades_against_a_scale_is_reported_with_its_produc
 def test_device_bounds_exponentiate_back_inside_the_plausible_range():
     """A fit that stops at a device figure's bound writes a value that loads back: for every
     free figure, measured at either edge of its range, exp(bound) stays inside the range."""
-    import math
-
-    from governed.mesh.calibration_fit import FREE_PARAMETERS, device_bounds
-    from models.device_profile import plausible_range
-
     for key in FREE_PARAMETERS:
         lo, hi = plausible_range(key)
         for measured in (lo, hi):
@@ -175,8 +187,6 @@ def test_a_fit_with_the_kernels_occupancy_recovers_a_gpu_model_that_has_it():
     8, 9, 8, 32 from their registers): fitted with that occupancy the model reproduces the
     device, its scales and figures, and the calibration stores it; with the profile's one
     guess for every kernel (32) the same frames fit worse and the scales absorb the error."""
-    from models.device_profile import builtin_profiles
-
     gpu = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
     occupancy = {"primary": 8, "shadow": 9, "ao": 8, "shade": 32}
     true = dataclasses.replace(TRUE, device=gpu.name, driver=gpu.driver)
@@ -216,16 +226,6 @@ def test_a_fit_without_occupancy_is_unchanged_by_an_empty_one():
 def test_a_gpu_calibrates_on_a_mesh_and_at_the_sizes_it_renders():
     """On the H200 a model fitted on spheres and city alone missed the held-out mesh frames by
     72 %, with the bunny by 37 %; and a 320x180 frame is launch overhead there."""
-    from governed.mesh.calibration_frames import (
-        FULL_SCENES,
-        GPU_QUICK_SIZES,
-        QUICK_SCENES,
-        QUICK_SIZES,
-        calibration_scenes,
-        calibration_sizes,
-    )
-    from raytracer.device.choice import DeviceInfo
-
     gpu = DeviceInfo(0, 0, "NVIDIA CUDA", "NVIDIA H200", "GPU", 132, 1980, 1, "580", 32, "nvidia")
     cpu = DeviceInfo(0, 0, "PoCL", "cpu", "CPU", 2, 2600, 1, "3.0", 1, "pocl")
     assert "bunny" in calibration_scenes(gpu, quick=True) == FULL_SCENES

@@ -89,8 +89,10 @@ def test_demo_into_an_empty_working_folder(tmp_path, capsys, monkeypatch):
     assert Path("report.txt").exists() and Path.cwd() == (tmp_path / "empty").resolve()
 
 
-@pytest.mark.parametrize("bench, measures", [("paper", "benchmarks.governed.tracer_tuned.run_scene"),
-                                              ("model", "benchmarks.governed.tracer_model.measure")])
+@pytest.mark.parametrize("bench, measures", [
+    ("paper", "benchmarks.governed.tracer_tuned.run_scene"),
+    ("model", "benchmarks.governed.tracer_model.measure"),
+])
 def test_bench_plots_refuses_a_non_empty_folder_before_running(bench, measures, tmp_path,
                                                                capsys, monkeypatch):
     out = _user_folder(tmp_path / "plots")

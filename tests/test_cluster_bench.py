@@ -1,21 +1,22 @@
-"""``autotune bench cluster-prediction``'s protocol without MPI (issue 20): a test row's features come from
-a node run, never from the real run it predicts; accuracy goals read only the rows with one
-rank per core; a node run times every brick of the partition on one process."""
+"""``autotune bench cluster-prediction``'s protocol without MPI (issue 20).
+
+A test row's features come from a node run, never from the real run it predicts; accuracy
+goals read only the rows with one rank per core; a node run times every brick of the
+partition on one process."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from benchmarks.studies.cluster_prediction import (
-    CURRENT_STEP,
-    FASTER_STEP,
+from benchmarks.studies.cluster_prediction.emulation_runs import histograms
+from benchmarks.studies.cluster_prediction.goals import goals
+from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP
+from benchmarks.studies.cluster_prediction.scoring import (
     LeakError,
     by_cores,
-    goals,
     held_out_row,
     held_out_rows,
-    histograms,
 )
 from raytracer.volume.distributed import load_everywhere, seed_orbit
 from studies.cluster_prediction.perf_histogram import PathHistogram

@@ -202,8 +202,8 @@ def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> 
                            "first frame), pi (feedback only)")
     assert CONTROLLER_NAMES == {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
     glfw = pytest.importorskip("glfw")
-    from autotune_app.viewer import app
+    from autotune_app.viewer import main_loop
 
-    assert app.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
+    assert main_loop.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
                                    glfw.KEY_3: "pi"}
-    assert "1 / 2 / 3      feed-forward/fixed/PI" in app.HELP_TOP
+    assert "1 / 2 / 3      feed-forward/fixed/PI" in main_loop.HELP_TOP

@@ -1,6 +1,7 @@
-"""Seed 001 (Jubertie & Melin, FlowVR mapping performance): the model against the seed's tables.
+"""The pipeline-mapping model against the tables of Jubertie, Melin: "Performance Prediction
+for Mappings of Distributed Applications on PC Clusters" (FlowVR).
 
-Tables I–IV and VI are the seed's printed predictions. Table V is asserted as the printed
+Tables I–IV and VI are the paper's printed predictions. Table V is asserted as the printed
 algorithm gives it, which is not the printed table (see ``test_table_v_*``). Times in ms.
 """
 
@@ -25,10 +26,10 @@ from studies.pipeline_mapping.model import (
 )
 from studies.pipeline_mapping.model.allocation import Task, allocate
 from studies.pipeline_mapping.model.frame import frame_time
-from studies.pipeline_mapping.model.seed_tables import TableCase, check, table_cases
+from studies.pipeline_mapping.model.paper_tables import TableCase, check, table_cases
 from studies.pipeline_mapping.model.sharing import expected_share
 
-GIGE = (Network("gige", 100.0, 0.0),)  # the seed's "gigabit network of 100 MB/s"
+GIGE = (Network("gige", 100.0, 0.0),)  # the paper's "gigabit network of 100 MB/s"
 
 
 def mod(name: str, t_exec: float, load: float, *nodes: str, cpu: int | None = None) -> Module:
@@ -112,7 +113,7 @@ TABLE_V = {"m1": (20, 1.00), "m2": (16, 0.30), "m3": (10, 0.50), "m4": (51, 0.58
 
 def test_table_v_as_the_printed_algorithm_gives_it():
     """Eq. 6 ranks m4 (21.42), m2 (11.2), m3 (5.0), m1 (0); the printed allocation then gives
-    m4 51/0.58, m2 16/0.30, m3 14.3/0.35, m1 47.6/0.42. The seed's Table V prints m1 38/0.42,
+    m4 51/0.58, m2 16/0.30, m3 14.3/0.35, m1 47.6/0.42. The paper's Table V prints m1 38/0.42,
     m2 32/0.15, m3 10/0.50, m4 51/0.58: only m4 agrees."""
     m = Mapping(GIGE, nodes("n1"), tuple(mod(k, t, ld, "n1") for k, (t, ld) in TABLE_V.items()),
                 ())
@@ -184,8 +185,8 @@ def test_fluid_particles_and_renderer_on_one_node_cannot_be_ordered():
 
 
 def test_particles_viewer_and_renderer_on_one_node_converge():
-    """The seed's order (particles, viewer, renderer) and the renderer on the particles' CPU.
-    The seed predicts LD_c(renderer) = 0.78, which its inputs do not give: the printed loop
+    """The paper's order (particles, viewer, renderer) and the renderer on the particles' CPU.
+    The paper predicts LD_c(renderer) = 0.78, which its inputs do not give: the printed loop
     gives (1 - 0.97) x 0.97 = 0.029 (T_cexec 1900 ms); measured: 18 -> ~13 fps."""
     m = Mapping(GIGE, nodes("a", "b"),
                 (mod("fluid", 70, 0.97, "b"), mod("particles", 20, 0.97, "a"),
@@ -205,7 +206,7 @@ def test_particles_viewer_and_renderer_on_one_node_converge():
 def test_a_cycle_sharing_a_cpu_with_an_outsider_oscillates():
     """m1 in a synchronous cycle shares node A's one CPU with u. Ahead of u, m1 is fast, the
     cycle is fast, m1 waits little (T_I/O 12 < u's 15) and falls behind u; behind it m1 is
-    slow, waits long (22 > 15) and moves ahead again: the seed's oscillation."""
+    slow, waits long (22 > 15) and moves ahead again: the paper's oscillation."""
     m = Mapping(GIGE, (Node("A", 1, ("gige",)), Node("B", 1, ("gige",))),
                 (mod("m1", 10, 0.8, "A"), mod("m2", 10, 0.5, "B"), mod("u", 30, 0.5, "A")),
                 (fifo("m1", "m2"), fifo("m2", "m1")))
@@ -303,7 +304,7 @@ def test_the_seed_tables_check_can_fail():
     assert check(wrong)[1] == ["m2 t_it: 37, expected 18"]
 
 
-# ---- the "shared" policy (fair sharing, not the seed's) -----------------------------------
+# ---- the "shared" policy (fair sharing, not the paper's) ----------------------------------
 
 def test_expected_fair_share():
     assert expected_share(1, []) == 1.0

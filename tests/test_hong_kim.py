@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
+import models.hong_kim as hk
 from models.device_profile import DeviceProfile, builtin_profiles
 from models.hong_kim import (
     KernelLaunch,
@@ -241,8 +242,6 @@ def _on_the_balanced_boundary() -> tuple[DeviceProfile, KernelLaunch]:
 
 
 def test_regime_boundary_is_continuous_and_the_published_switch_was_not(monkeypatch):
-    import models.hong_kim as hk
-
     profile, launch = _on_the_balanced_boundary()
     lower = dataclasses.replace(profile, bandwidth_gbs=profile.bandwidth_gbs * (1 - 1e-7))
     on, below = predict_cycles(profile, launch), predict_cycles(lower, launch)

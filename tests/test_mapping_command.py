@@ -166,7 +166,8 @@ def test_bad_input_is_one_line_naming_the_entry(tmp_path, capsys, old, new, mess
 
 
 def test_a_cycle_that_cannot_be_ordered_names_its_modules(tmp_path, capsys):
-    """The seed's first bad FluidParticle mapping: fluid, particles, renderer on one node."""
+    """Jubertie & Melin's first bad FluidParticle mapping: fluid, particles, renderer on one
+    node."""
     text = """
 [[network]]
 name = "gige"

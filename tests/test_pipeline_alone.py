@@ -1,4 +1,4 @@
-"""Real modules measured alone feed the mapping model (issue 22, the seed's method): alone
+"""Real modules measured alone feed the mapping model (issue 22, Jubertie & Melin's method): alone
 figures from what the runtime measured, and a prediction made from them only."""
 
 from __future__ import annotations

@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from governed.mesh.probe import Probe
+from governed.mesh.probe import Probe, adjacent_coherence
 from raytracer.camera import Camera
-from raytracer.mesh.tracer import RenderSettings
+from raytracer.device.launches import KernelLaunches, Launch
+from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
+from raytracer.mesh.tracer import RenderSettings, Tracer
 
 
 def test_workload_matches_full_resolution_counters(tracers):
@@ -110,10 +112,6 @@ def test_packet_counts_are_the_packet_kernels_shared_by_its_rays(tracers, simd_w
     """Where primary and shadow rays run in packets, the probe traces whole packets: their
     counts are the packet kernels' counters shared by the packet's rays (every pixel carries
     its packet's), the AO rays' still the group maxima; a tile holds whole packets."""
-    from raytracer.device.launches import KernelLaunches, Launch
-    from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
-    from raytracer.mesh.tracer import Tracer
-
     one_ray = tracers("dragon-small", counters=True)
     tracer = Tracer(one_ray.scene, one_ray.bvh, counters=True,
                     launches=KernelLaunches({phase: Launch(packet=RAY_PACKET)
@@ -150,8 +148,6 @@ def test_probe_simd_width_defaults_to_the_devices(tracers):
 
 
 def test_adjacent_coherence_is_a_per_frame_pixel_probability():
-    from governed.mesh.probe import adjacent_coherence
-
     last = np.array([[1, 1, 2, 2], [1, 1, 2, 3]])
     hit = np.ones_like(last, bool)
     # right pairs: 1=1, 1≠2, 2=2, 1=1, 1≠2, 2≠3 -> 3 of 6; down pairs: 4 columns, 3 equal
@@ -163,7 +159,8 @@ def test_adjacent_coherence_is_a_per_frame_pixel_probability():
 
 def test_coherence_hardly_depends_on_the_probe_resolution(tracers):
     """The model's m is a property of the view, not of the probe: probes with all and 1/16 of
-    the frame's rays agree within 0.06 (the seed's tile-peer share did not)."""
+    the frame's rays agree within 0.06 (the tile-peer share of Ganestam & Doggett, "Auto-tuning
+    Interactive Ray Tracing using an Analytical GPU Architecture Model", did not)."""
     t = tracers("dragon-small")
     cam = t.scene.camera
     full = Probe.for_tracer(t, factor=1, min_pixels=1).measure(cam, 320, 180).m

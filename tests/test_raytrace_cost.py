@@ -1,4 +1,5 @@
-"""Seed 002 §4.3 ray-tracing instruction counts and frame-time prediction."""
+"""Ray-tracing instruction counts and frame-time prediction (§4.3 of Ganestam & Doggett,
+"Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture Model")."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from models.raytrace_cost import (
     predict_phase_seconds,
 )
 from models.workload import Workload
+from raytracer.mesh.phases import PHASE_LIST
+from raytracer.mesh.phases import PHASES as TRACER_PHASES
 
 COUNTS = {
     "primary": LoopCounts(i_ct=2, i_ci=3, i_cco=10, i_mt=1, i_mi=2, i_mco=4),
@@ -154,9 +157,7 @@ def test_a_calibration_without_a_phase_is_refused_not_defaulted() -> None:
 
 def test_model_phases_are_the_tracer_phase_registry() -> None:
     """models cannot import the ray tracer, so its phase list is written twice: pin them."""
-    import governed.mesh  # refuses to import if they differ
-    from raytracer.mesh.phases import PHASE_LIST
-    from raytracer.mesh.phases import PHASES as TRACER_PHASES
+    import governed.mesh  # lazy: the import is the check (it refuses if they differ)
 
     assert PHASES == TRACER_PHASES == tuple(p.name for p in PHASE_LIST)
     assert governed.mesh.__name__ == "governed.mesh"

@@ -5,17 +5,23 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
+import governed.mesh.calibration_fit as calibrate_mod
+import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
+from autotune_app.animation import REFERENCE_SETTINGS, frame_times
 from governed.mesh.calibration_fit import fit_profile, model_errors
 from governed.mesh.calibration_frames import Sample, calibration_views, collect_samples
 from governed.mesh.instruction_counts import load_kernel_counts
 from governed.mesh.probe import Probe
 from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
-from governed.mesh.tuned_renderer import TunedRenderer
+from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
+from models.app_calibration import AppCalibration
 from models.device_profile import builtin_profiles
-from models.raytrace_cost import predict_phase_seconds
+from models.raytrace_cost import PHASES, predict_frame_seconds_batch, predict_phase_seconds
+from models.workload import Workload
 from raytracer.mesh.tracer import RenderSettings
 
 W, H = 96, 54
@@ -118,9 +124,7 @@ def test_every_controller_renders(tracers, fitted, controller):
 
 def test_missing_profile_runs_quick_calibration(tracers, fitted, monkeypatch):
     tracer = tracers("dragon-small")
-    import governed.mesh.calibration_fit as calibrate_mod
-
-    monkeypatch.setattr(calibrate_mod, "calibrate", lambda *a, **k: fitted)
+    monkeypatch.setattr(tuned_mod, "calibrate", lambda *a, **k: fitted)
     monkeypatch.setattr(tuned_mod, "find_device_profile", lambda name, driver: None)
     with pytest.warns(UserWarning, match="no calibrated profile.*quick calibration"):
         model = tuned_mod.device_model(tracer)
@@ -234,8 +238,6 @@ def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
 def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatch):
     """A target or baseline measured on one view stands for frames of a moving path, which
     all pay the probe: the still view's reuse is off while it is measured, and back after."""
-    from autotune_app.animation import REFERENCE_SETTINGS, frame_times
-
     tracer = tracers("dragon-small")
     r, probed = counted_probes(tracer, fitted, monkeypatch)
     times = frame_times(r, tracer.scene.camera, REFERENCE_SETTINGS, 3)
@@ -244,9 +246,6 @@ def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatc
 
 
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):
-    import governed.mesh.calibration_fit as calibrate_mod
-    import governed.mesh.calibration_frames as frames_mod
-
     info = tracers("dragon-small").device_info
 
     def interrupted(*args, **kwargs):
@@ -323,13 +322,6 @@ def test_per_phase_feedback_learns_the_mispriced_phase(tracers, fitted):
 def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with():
     """RayTraceModel passes the calibration's per-phase occupancy to both predictions; a
     calibration without one predicts as before."""
-    import numpy as np
-
-    from governed.mesh.tuned_renderer import RayTraceModel
-    from models.app_calibration import AppCalibration
-    from models.raytrace_cost import PHASES, predict_frame_seconds_batch
-    from models.workload import Workload
-
     profile = dataclasses.replace(builtin_profiles()["gf580"], max_blocks_per_core=32)
     plain = AppCalibration("raytracer", profile.name, profile.driver,
                            scale=dict.fromkeys(PHASES, 1.5), offset=dict.fromkeys(PHASES, 0.0))

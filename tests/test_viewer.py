@@ -155,10 +155,10 @@ def test_headless_replay_repeats_the_camera_path(tmp_path: Path, monkeypatch) ->
 def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypatch) -> None:
     import glfw
 
-    from autotune_app.viewer import app
+    from autotune_app.viewer import main_loop
 
     monkeypatch.delenv("DISPLAY", raising=False)
-    step = app.Viewer.step
+    step = main_loop.Viewer.step
     events = {
         1: [("scroll", 3.0)],
         2: [(glfw.KEY_W, glfw.PRESS)],
@@ -168,7 +168,7 @@ def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypat
         6: [("button", glfw.RELEASE), ("cursor", (300, 10))],
     }
 
-    def scripted_step(viewer: app.Viewer) -> bool:
+    def scripted_step(viewer: main_loop.Viewer) -> bool:
         for key, value in events.get(viewer.frame_index, []):
             if key == "scroll":
                 viewer.scroll_callback(None, 0.0, value)
@@ -180,7 +180,7 @@ def test_headless_input_moves_camera_and_changes_knobs(tmp_path: Path, monkeypat
                 viewer.key_callback(None, key, 0, value, 0)
         return step(viewer)
 
-    monkeypatch.setattr(app.Viewer, "step", scripted_step)
+    monkeypatch.setattr(main_loop.Viewer, "step", scripted_step)
     record = tmp_path / "rec"
     assert run_view(_args("--headless", "--frames", "7", "--record", str(record))) == 0
     rows = _rows(record)
@@ -348,12 +348,12 @@ def _run_in_window(display: str, script: str, timeout: float = 120) -> subproces
 # The viewer's own run(), with key presses injected through its glfw key callback at set frames.
 WINDOW_SCRIPT = """
 import sys, glfw
-from autotune_app.viewer import app
+from autotune_app.viewer import app, main_loop
 from tests.test_viewer import _args
 
 presses = {{2: [(glfw.KEY_EQUAL, glfw.MOD_SHIFT), (glfw.KEY_P, 0)], 3: [(glfw.KEY_O, 0)],
             4: [(glfw.KEY_O, 0), (glfw.KEY_2, 0), (glfw.KEY_S, glfw.MOD_SHIFT)]}}
-step = app.Viewer.step
+step = main_loop.Viewer.step
 
 def scripted_step(self):
     for key, mods in presses.get(self.frame_index, []):
@@ -363,7 +363,7 @@ def scripted_step(self):
         glfw.set_window_size(self.surface.window, 256, 144)
     return step(self)
 
-app.Viewer.step = scripted_step
+main_loop.Viewer.step = scripted_step
 app.run(_args("--path", {path!r}, "--frames", "8", "--record", {record!r}))
 """
 

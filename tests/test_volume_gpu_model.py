@@ -16,7 +16,10 @@ from governed.volume.model_fit import (
     CalibrationSample,
     CoreSharing,
     fit_volume_model,
+    render_cache_bytes,
     render_rows,
+    shared_cores,
+    streamed_shares,
     work_seconds,
 )
 from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, StageModel
@@ -28,6 +31,8 @@ from raytracer.volume.distributed import (
     RankTiming,
     _decode,
     _encode,
+    load_everywhere,
+    seed_orbit,
     work_clock,
 )
 
@@ -210,8 +215,6 @@ class FakeLocal:
 
 @pytest.fixture(scope="module")
 def small_volume():
-    from raytracer.volume.distributed import load_everywhere
-
     return load_everywhere("marschner-lobb:24")
 
 
@@ -219,9 +222,6 @@ def small_volume():
 def test_a_frame_records_the_clock_of_its_device(small_volume, kind, clock):
     """One rank in process: the record names the clock its device's work is measured in, the
     model fits that clock, and the gathered vector carries it."""
-    from governed.volume.model_fit import render_cache_bytes, shared_cores
-    from raytracer.volume.distributed import seed_orbit
-
     vol, tf = small_volume
     renderer = DistributedRenderer(vol, tf, local=FakeLocal(kind))
     rec = renderer.render_frame(seed_orbit(vol.radius, 1)[0], 16, 12, FrameSettings()).record
@@ -239,7 +239,5 @@ def test_a_frame_records_the_clock_of_its_device(small_volume, kind, clock):
 
 
 def test_a_device_without_a_cache_size_leaves_the_streamed_share_off():
-    from governed.volume.model_fit import streamed_shares
-
     assert streamed_shares(np.array([1e6, 0.0]), 0).tolist() == [0.0, 0.0]
     assert streamed_shares(np.array([1 << 20, 0.0]), 1 << 20).tolist() == [0.5, 0.0]

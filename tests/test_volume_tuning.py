@@ -2,16 +2,38 @@
 
 import copy
 import math
+from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from governed.volume.knobs import BEST, volume_knob_space
-from governed.volume.model_fit import VolumeModel, volume_calibration_views
-from governed.volume.tuned_volume import TunedVolumeRenderer
+from governed.volume.model_fit import (
+    DEFAULT_CORE_CACHE,
+    VolumeModel,
+    core_cache_bytes,
+    counted_render_models,
+    volume_calibration_views,
+)
+from governed.volume.tuned_volume import FEEDBACK_GAIN, WARMUP_FRAMES, TunedVolumeRenderer
 from governed.volume.workload_probe import BlockGrid, brick_boxes, probe_workload
-from models.volume_cost import ClusterFrameModel, GatherModel, RenderModel, StageModel, StageWork
-from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
+from models.volume_cost import (
+    ClusterFrameModel,
+    GatherModel,
+    RenderModel,
+    StageModel,
+    StageWork,
+    VolumeModelError,
+)
+from raytracer.camera import Camera
+from raytracer.mpi.launch import launch
+from raytracer.volume.distributed import (
+    DistributedRenderer,
+    RankTiming,
+    load_everywhere,
+    seed_orbit,
+)
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
 
@@ -89,8 +111,6 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
     tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     assert len(tuned.calibration_samples) == 7  # the volume's first frame warms it up
-    from governed.volume.tuned_volume import FEEDBACK_GAIN
-
     assert tuned.loop.tuner.controller.feedback.gain == FEEDBACK_GAIN
     for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
@@ -191,8 +211,6 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
     """A renderer's first frames are slow: a swap renders its first few at the cheapest
     setting, untimed, and a renderer swapped back in (already warm) renders none."""
-    from governed.volume.tuned_volume import WARMUP_FRAMES
-
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(home, 32, 32, 0.05)
@@ -205,10 +223,6 @@ def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
 
 
 def test_distributed_embedding_example_runs_on_two_ranks():
-    from pathlib import Path
-
-    from raytracer.mpi.launch import launch
-
     worker = str(Path(__file__).with_name("volume_embedding_worker.py"))
     repo = str(Path(__file__).resolve().parents[1])
     done = launch([worker], 2, timeout=300, env={"PYTHONPATH": repo})
@@ -298,8 +312,6 @@ def test_probe_grid_skips_exactly_the_blocks_the_caster_skips(bonsai):
 
 def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
     """Bytes of float voxels in each brick's non-empty blocks; the per-core cache from sysfs."""
-    from governed.volume.model_fit import DEFAULT_CORE_CACHE, core_cache_bytes
-
     values = np.zeros((8, 8, 16), np.float32)
     values[:4, :4, :4] = 1.0  # one non-empty block in the left half, none in the right
     alpha = np.zeros(256, np.float32)
@@ -321,11 +333,6 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
     """The model form fitted on the caster's counts (the probe-free reference of bench
     volume-tuned): samples are priced as the SIMD groups paid them, and a frame made by the
     form's own formula is priced back exactly, the view's slice crossing included."""
-    from types import SimpleNamespace
-
-    from governed.volume.model_fit import counted_render_models
-    from raytracer.volume.distributed import RankTiming
-
     truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8)
     rng = np.random.default_rng(1)
     samples = []
@@ -354,9 +361,6 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
 
 
 def test_counted_models_need_calibration_frames():
-    from governed.volume.model_fit import counted_render_models
-    from models.volume_cost import VolumeModelError
-
     with pytest.raises(VolumeModelError, match="no calibration frames"):
         counted_render_models([])
 
@@ -366,8 +370,6 @@ def test_probe_roughness_counts_each_jump_between_adjacent_rays():
     each probe row has one jump from the full depth to nothing, so the mean change between
     adjacent rays is depth / (rays across − 1); filled everywhere, adjacent rays walk alike
     and the roughness is ~0."""
-    from raytracer.camera import Camera
-
     n = 64
     alpha = np.full(256, 1e-3, np.float32)  # faint: no ray terminates
     alpha[:2] = 0.0  # value 0 (and the lookup's one entry of margin) is empty

@@ -75,18 +75,18 @@ def _summary_printed(out: str) -> None:
 def test_headless_one_process_with_keys(tmp_path: Path, monkeypatch, capsys) -> None:
     import glfw
 
-    from autotune_app.viewer import app
+    from autotune_app.viewer import main_loop
 
     monkeypatch.delenv("DISPLAY", raising=False)
     keys = {2: [glfw.KEY_T], 4: [glfw.KEY_T, glfw.KEY_3, glfw.KEY_EQUAL]}
-    step = app.Viewer.step
+    step = main_loop.Viewer.step
 
-    def scripted_step(viewer: app.Viewer) -> bool:
+    def scripted_step(viewer: main_loop.Viewer) -> bool:
         for key in keys.get(viewer.frame_index, []):
             viewer.key_callback(None, key, 0, glfw.PRESS, 0)
         return step(viewer)
 
-    monkeypatch.setattr(app.Viewer, "step", scripted_step)
+    monkeypatch.setattr(main_loop.Viewer, "step", scripted_step)
     record = tmp_path / "rec"
     assert run_view(_args("--headless", "--frames", "5", "--record", str(record))) == 0
     captured = capsys.readouterr()

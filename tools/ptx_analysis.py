@@ -1,4 +1,7 @@
-"""PTX analysis of the tracer kernels: per-loop instruction counts (seed 002 §4.3, Table 5).
+"""PTX analysis of the tracer kernels: per-loop instruction counts.
+
+The counts of §4.3 and Table 5 of Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing
+using an Analytical GPU Architecture Model".
 
 A build-time tool: ``tools/count_ptx.py`` compiles ``raytracer.mesh.tracer.kernel_source()`` to PTX
 with clang-14 (``-target nvptx64-nvidia-nvcl``, ``-cl-fast-relaxed-math`` as the tracer

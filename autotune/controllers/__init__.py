@@ -1,7 +1,8 @@
 """Controllers: each frame ``choose(predictor)`` a setting, then ``observe(measured_seconds)``.
 
 * :class:`FeedForwardController` - the product: model-driven search every frame plus the slow
-  bias-correcting feedback (seed 002 section 4.4, figures 1 and 2).
+  bias-correcting feedback (section 4.4, figures 1 and 2 of Ganestam & Doggett, "Auto-tuning
+  Interactive Ray Tracing using an Analytical GPU Architecture Model").
 * :class:`FixedController` - baseline: tuned with the model on the first frame, then frozen.
 * :class:`PIController` - baseline: no model; a PI law on the previous frame's measured time
   drives a quality level in [0, 1] (what dynamic resolution in game engines does).

@@ -17,7 +17,8 @@ from autotune.search import MAX_GRID, Choice, Predictor, as_predictor, make_sear
 class FixedController(Controller):
     """Baseline: one setting for the whole run.
 
-    Given ``knobs`` (tuned by measurement on the first frame, as seed 002 did by hand; see
+    Given ``knobs`` (tuned by measurement on the first frame, as Ganestam & Doggett, "Auto-tuning
+    Interactive Ray Tracing using an Analytical GPU Architecture Model", did by hand; see
     :func:`autotune.replay.fixed_by_measurement`) it holds them; otherwise the model picks them
     on the first frame.
     """

@@ -12,10 +12,8 @@ import argparse
 import sys
 
 from autotune_app import options as opt
-
-
-class ViewerError(RuntimeError):
-    """The viewer cannot start or go on; the message says why and what to do instead."""
+from autotune_app.viewer.errors import ViewerError
+from autotune_app.volume_command import rank0_errors
 
 
 class _SizeAlias(argparse.Action):
@@ -33,8 +31,6 @@ class _SizeAlias(argparse.Action):
 
 def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``view`` subcommand and its options to a CLI's subparsers."""
-    from autotune_app.volume_command import rank0_errors
-
     p = subparsers.add_parser(
         "view",
         help="show the tuned ray tracer (or a volume: --volume) in a window with a live "
@@ -102,10 +98,10 @@ def run_view(args: argparse.Namespace) -> int:
     """Run ``autotune view``; a :class:`ViewerError` is printed as one line and returns 2."""
     try:
         if getattr(args, "volume", None):
-            from autotune_app.viewer.volume_source import run_volume
+            from autotune_app.viewer.volume_source import run_volume  # lazy: numba, pyopencl
 
             return run_volume(args)
-        from autotune_app.viewer.app import run
+        from autotune_app.viewer.app import run  # lazy: glfw, moderngl, pyopencl, numba
 
         run(args)
     except ViewerError as exc:

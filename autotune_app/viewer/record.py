@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from autotune_app.report import summary_stats as _stats
-from autotune_app.viewer import ViewerError
-from common.atomic_files import OutputError, write_json, write_text
+from autotune_app.viewer.errors import ViewerError
+from common.atomic_files import OutputError, check_output_dir, write_json, write_text
 from common.atomic_files import save_png as _save_png
 from raytracer.camera import Camera
 
@@ -62,8 +62,6 @@ def free_name(path: Path) -> Path:
 def record_folder(directory: str | Path, force: bool) -> Path:
     """Where ``--record DIR`` goes: DIR if new or empty; with ``force``, a non-empty DIR gets a
     new sub-folder ``DIR/run-N`` (the first free N), so nothing of an earlier run is touched."""
-    from common.atomic_files import check_output_dir
-
     path = Path(directory)
     try:
         if force and path.is_dir() and any(path.iterdir()):

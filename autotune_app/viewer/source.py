@@ -1,6 +1,6 @@
 """What the viewer asks of a governed renderer: one adapter per renderer, one frame loop.
 
-The window, input, overlay, recording and summary (``app.Viewer``) are the same for every
+The window, input, overlay, recording and summary (``main_loop.Viewer``) are the same for every
 renderer; an adapter (:class:`FrameSource`) renders a frame for a camera under the tuner and
 says what to show of it. ``tracer_source`` adapts the ray tracer, ``volume_source`` the
 distributed volume renderer. Nothing here imports OpenGL: MPI ranks other than 0 use the

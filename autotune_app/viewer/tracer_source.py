@@ -8,11 +8,16 @@ from typing import Any
 import glfw
 
 from autotune_app.animation import FrameLog, summarize
-from autotune_app.viewer import ViewerError
+from autotune_app.limits import LimitError, check_device_memory
+from autotune_app.scenes import load_scene
+from autotune_app.viewer.errors import ViewerError
 from autotune_app.viewer.source import ViewFrame, on_off
 from governed.mesh.tuned_renderer import TunedRenderer
 from raytracer.camera import Camera
+from raytracer.device.choice import DeviceError
 from raytracer.mesh.phases import PHASES
+from raytracer.mesh.scene import SceneError
+from raytracer.mesh.tracer import TracerError
 
 SHADOW_CYCLE = {None: True, True: False, False: None}  # Shift+S: auto -> on -> off -> auto
 
@@ -91,12 +96,6 @@ class TracerSource:
 def load_tracer_source(args: argparse.Namespace, width: int, height: int,
                        target: float) -> TracerSource:
     """Load the scene and build the tuned renderer; failures become one-line ViewerErrors."""
-    from autotune_app.limits import LimitError, check_device_memory
-    from autotune_app.scenes import load_scene
-    from raytracer.device.choice import DeviceError
-    from raytracer.mesh.scene import SceneError
-    from raytracer.mesh.tracer import TracerError
-
     try:
         scene = load_scene(args.scene, up=getattr(args, "up", "y"))
         renderer = TunedRenderer(

@@ -35,9 +35,15 @@ import numpy as np
 
 from autotune_app import options as opt
 from autotune_app.report import tracking_figures
-from autotune_app.viewer import ViewerError
+from autotune_app.viewer.errors import ViewerError
 from autotune_app.viewer.source import FINISHED, INTERRUPTED, ViewFrame
+from governed.volume.model_fit import volume_calibration_views
+from governed.volume.tuned_volume import TunedVolumeRenderer
 from raytracer.camera import Camera
+from raytracer.mpi.faults import AgreedError, abort, agree, install_excepthook, world
+from raytracer.volume.blend import to_rgb8
+from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
+from raytracer.volume.frame_sync import CALIBRATE, QUIT
 
 
 def rank_state(tuned: Any) -> dict[str, Any]:
@@ -49,8 +55,6 @@ def rank_state(tuned: Any) -> dict[str, Any]:
 
 def follow(tuned: Any, views: list[Camera], calibration_frames: int) -> int:
     """Ranks >= 1: calibrate and render as rank 0 says until QUIT; returns its status."""
-    from raytracer.volume.frame_sync import CALIBRATE, QUIT
-
     while True:
         state = tuned.sync.receive()
         if state.op == QUIT:
@@ -85,8 +89,6 @@ class Interrupts:
 
     def __call__(self, signum: int, frame: Any) -> None:
         if self.phase in ("setup", "calibrating"):
-            from raytracer.mpi.faults import abort
-
             abort(self.comm, INTERRUPTED, "autotune view: interrupted; ending every rank")
         if self.phase == "frame":
             self.pending = True
@@ -142,8 +144,6 @@ class VolumeSource:
 
     def __init__(self, tuned: Any, views: list[Camera], calibration_frames: int,
                  interrupts: Interrupts, volume: Any, tf: Any) -> None:
-        from raytracer.volume.distributed import seed_orbit
-
         self.tuned, self.views, self.interrupts = tuned, views, interrupts
         self.calibration_frames = calibration_frames
         renderer = self.tuned.renderer
@@ -183,8 +183,6 @@ class VolumeSource:
     def start(self, show: Callable[[str], None]) -> None:
         """Calibrate the per-rank model on every rank (off the views a user starts from),
         showing progress in the window and on stderr."""
-        from raytracer.volume.frame_sync import CALIBRATE
-
         self.interrupts.phase = "calibrating"
         self.tuned.sync.share(self.tuned.state(CALIBRATE))
         t0 = time.perf_counter()
@@ -210,8 +208,6 @@ class VolumeSource:
               file=sys.stderr, flush=True)
 
     def render(self, camera: Camera) -> ViewFrame:
-        from raytracer.volume.blend import to_rgb8
-
         with self.interrupts.during("frame"):
             self._apply()
             f = self.tuned.render(camera)
@@ -240,8 +236,6 @@ class VolumeSource:
         self.interrupts.restore()
         if phase in ("frame", "calibrating"):
             return
-        from raytracer.volume.frame_sync import QUIT
-
         self.tuned.sync.share(self.tuned.state(QUIT, status=status))
         state = rank_state(self.tuned)
         self.states = self.tuned.comm.gather(state, root=0) if self.ranks > 1 else [state]
@@ -294,8 +288,6 @@ def run_volume(args: argparse.Namespace) -> int:
     """``autotune view --volume`` on every rank; returns the exit status. On rank 0 a
     ViewerError or KeyboardInterrupt of the run propagates (after every rank was told to
     quit with the same status) for ``run_view`` to print once."""
-    from raytracer.mpi.faults import AgreedError, install_excepthook, world
-
     comm = world()
     rank, size = comm.Get_rank(), comm.Get_size()
     interrupts = Interrupts(comm)
@@ -320,16 +312,11 @@ def run_volume(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
-    from governed.volume.model_fit import volume_calibration_views
-    from governed.volume.tuned_volume import TunedVolumeRenderer
-    from raytracer.mpi.faults import agree
-    from raytracer.volume.distributed import DistributedRenderer, load_everywhere
-
     rank = comm.Get_rank()
     surface = path = record_dir = None
     problem = ""
-    if rank == 0:  # only rank 0 loads glfw/moderngl
-        from autotune_app.viewer import app
+    if rank == 0:
+        from autotune_app.viewer import app  # lazy: glfw/moderngl, which only rank 0 loads
 
         try:
             path, record_dir = app.prepare(args)

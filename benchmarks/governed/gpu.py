@@ -65,6 +65,7 @@ from governed.mesh.instruction_counts import load_kernel_counts
 from governed.mesh.kernel_occupancy import phase_kernels
 from governed.mesh.probe import Probe
 from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
+from raytracer.camera import Camera
 from raytracer.device import runtimes
 from raytracer.device.choice import DeviceInfo, build_quietly, choose_device, list_devices
 from raytracer.device.nvidia import compare_counts, driver_ptx, nvidia_device_figures
@@ -322,7 +323,7 @@ def tuned_step(info: DeviceInfo, size: tuple[int, int], frames: int, models: dic
             "per_frame": logs_to_dicts(logs)}
 
 
-def rays_per_second(tracer: Tracer, camera, width: int, height: int) -> dict:
+def rays_per_second(tracer: Tracer, camera: Camera, width: int, height: int) -> dict:
     """Million rays per second of each ray kind at :data:`RAY_SETTINGS` (best of 3 launches):
     a ray per pixel for primary rays, per hit pixel for shadow rays, 8 per hit pixel for AO."""
     tracer.render(camera, width, height, RAY_SETTINGS)
@@ -448,6 +449,7 @@ def step_names(text: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the GPU check's steps within the budget; print and write its results."""
     parser = argparse.ArgumentParser(prog="autotune bench gpu", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="gpu",

@@ -59,6 +59,7 @@ def still_view(tracer: Tracer, frames: int = STILL_FRAMES) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time the probe at each resolution divisor on each scene; print a table or JSON."""
     parser = argparse.ArgumentParser(prog="autotune bench probe-cost", description=__doc__)
     parser.add_argument("--scene", action="append", help="default: dragon, sibenik, city")
     parser.add_argument("--factor", type=int, action="append",

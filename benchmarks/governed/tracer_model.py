@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
+from autotune_app import options as opt
 from autotune_app.animation import heldout_camera_path
 from autotune_app.report import emit, pyplot, summary_stats
 from benchmarks.harness.run_record import at_most, mark_goals, measured_run
@@ -61,9 +63,10 @@ from governed.mesh.timers import default_timer
 from governed.mesh.tuned_renderer import RayTraceModel, device_model
 from models.app_calibration import builtin_calibrations
 from models.device_profile import builtin_profiles
+from raytracer.camera import Camera
 from raytracer.device.choice import DeviceInfo, one_device_per_runtime
 from raytracer.mesh.phases import PHASES
-from raytracer.mesh.scene import load_scene
+from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import RenderSettings, Tracer
 
 EVAL_SIZES = ((256, 144), (480, 270))
@@ -73,13 +76,15 @@ GOALS = {"frame_mean": 0.10, "frame_p95": 0.25, "phase_mean": 0.15, "quick_calib
 
 
 def eval_settings(quick: bool) -> tuple[RenderSettings, ...]:
+    """The held-out settings: AO rays (fewer with ``quick``) x shadows x Phong."""
     ao = (0, 2, 8) if quick else AO_COUNTS
     return tuple(RenderSettings(a, 0.1, s, p) for a in ao for s in (False, True)
                  for p in (False, True))
 
 
-def measure(scene_name: str, cameras_of, sizes, settings, device: str | None,
-            bar: tqdm) -> tuple[Tracer, list[Sample]]:
+def measure(scene_name: str, cameras_of: Callable[[Scene], list[Camera]],
+            sizes: Sequence[tuple[int, int]], settings: Sequence[RenderSettings],
+            device: str | None, bar: tqdm) -> tuple[Tracer, list[Sample]]:
     """Render each size of the scene's path with every setting; one probe per view."""
     scene = load_scene(scene_name)
     tracer = Tracer(scene, device=device)
@@ -307,10 +312,9 @@ def goals(figures: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Calibrate and evaluate on every runtime; print a table or JSON (``--json``)."""
     parser = argparse.ArgumentParser(prog="autotune bench tracer-model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    from autotune_app import options as opt
-
     opt.add_evaluation_set(parser)
     parser.add_argument("--frames", type=int, help="views of the held-out path (default 6, "
                         "quick 3)")

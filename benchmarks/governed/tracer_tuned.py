@@ -1,5 +1,6 @@
-"""``autotune bench tracer-tuned``: seed 002's experiment (figures 5 and 8), held out and with fair
-baselines.
+"""``autotune bench tracer-tuned``: the ray tracer's auto-tuning experiment (Ganestam, Doggett,
+"Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture Model"; figures 5 and
+8), held out and with fair baselines.
 
 Controlled time: the frame the user waits for, probe + kernels + read-back, on the wall clock
 (``TunedFrame.measured``); the kernels' event time is reported beside it (``kernel_ms``). The
@@ -14,7 +15,7 @@ Controllers, each given a fair chance:
 - feed-forward: the probe + model + slow feedback (the product);
 - fixed: tuned by measurement on the first frame that shows the scene (the orbit's first, the
   turn's first after the turn), AO rays bisected with shadows and Phong on until the measured
-  frame is within 1 % of the target (as seed 002 did by hand);
+  frame is within 1 % of the target (as Ganestam & Doggett did by hand);
 - PI: walks the same quality-ranked candidate order as the tuner; gains tuned live on a
   calibration scene's orbit (bunny) in the same settings space and at the same size.
 
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autotune_app import options as opt
 from autotune_app.animation import (
     REFERENCE_SETTINGS,
     frame_times,
@@ -78,8 +80,8 @@ BASELINES = ("fixed", "pi")
 
 def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance: float = 0.01,
                steps: int = 10) -> tuple[RenderSettings, float, int]:
-    """Seed 002's hand tuning, by measurement: shadows and Phong on, AO rays bisected (in
-    quarter rays) until the measured frame is within ``tolerance`` of ``target``; shadows, then
+    """Ganestam & Doggett's hand tuning, by measurement: shadows and Phong on, AO rays bisected
+    (in quarter rays) until the measured frame is within ``tolerance`` of ``target``; shadows, then
     Phong, dropped if even no AO is too slow. Each candidate is the median of 3 frames.
     Returns the setting closest to the target, its measured error and the frames spent."""
     spent = 0
@@ -163,6 +165,7 @@ def quality(images: dict[int, np.ndarray], references: dict[int, np.ndarray]) ->
 
 def references(tracer: Tracer, cameras: list[Camera], frames: list[int], width: int,
                height: int) -> dict[int, np.ndarray]:
+    """The full-quality image of each of ``frames`` (the quality reference), by frame index."""
     return {i: tracer.render(cameras[i], width, height, FULL, seed=i).image for i in frames}
 
 
@@ -387,10 +390,9 @@ def load_runs(scene_name: str, tracer: Tracer, cameras: list[Camera], width: int
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the experiment on the set's scenes; print a table or JSON (``--json``)."""
     parser = argparse.ArgumentParser(prog="autotune bench tracer-tuned", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    from autotune_app import options as opt
-
     opt.add_evaluation_set(parser)
     parser.add_argument("--controller", choices=(*VARIANTS, "all"), default="all",
                         help="feedforward (per-phase feedback), feedforward-frame (the frame's "
@@ -444,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
                "pi_gains": {"kp": gains[0], "ki": gains[1], "tuned_on": trained_on},
                "sets": sets_record(args.set, scenes), "paper": results, "cost_step": step,
                "changing_load": load, "goals": goals(results, step, load)}
-    emit(stamp(figures, run), args.json, title="seed 002 experiment: tracking a target frame time")
+    emit(stamp(figures, run), args.json,
+         title="Ganestam & Doggett's experiment: tracking a target frame time")
     return 0
 

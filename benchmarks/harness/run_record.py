@@ -11,23 +11,22 @@ goal: :func:`mark_goals` says so beside each goal's ``met``.
 from __future__ import annotations
 
 import os
+import platform
 import resource
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from common.cpu_info import cpuinfo
+
 QUIET_LIMIT = 0.10
 
 
 def cpu_model() -> str:
     """The CPU's model name, family and model number (``/proc/cpuinfo``)."""
-    from raytracer.device.traits import cpuinfo
-
     fields = cpuinfo()
     if not fields:
-        import platform
-
         return platform.processor() or "unknown"
     return (f"{fields.get('model name', '?')} (family {fields.get('cpu family', '?')}, "
             f"model {fields.get('model', '?')}), {os.cpu_count()} CPUs")
@@ -52,10 +51,12 @@ def own_cpu_seconds() -> float:
 def opencl_runtimes() -> list[str]:
     """One line per OpenCL device here (runtime, SIMD width, clock, builds or not)."""
     try:
-        from raytracer.device.choice import DeviceError, list_devices
-
+        from raytracer.device.choice import DeviceError, list_devices  # lazy: loads pyopencl
+    except ImportError as exc:  # no OpenCL at all: said, not raised
+        return [f"none: {exc}"]
+    try:
         return [info.describe() for info in list_devices()]
-    except (ImportError, DeviceError) as exc:
+    except DeviceError as exc:
         return [f"none: {exc}"]
 
 

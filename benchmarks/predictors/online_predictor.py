@@ -6,8 +6,8 @@ function is the ray tracer itself (``Tracer.render``: no probe, no Hong–Kim, n
 file), over the ray tracer's own knob space (AO rays in quarter steps, shadows, Phong: 1,028
 settings), on each test scene's orbit (scenes the project's model was never tuned on; the
 learner has seen nothing at all). Target: the median frame of 8 AO rays + shadows + Phong on
-the orbit's first view, the same reference ``bench tracer-tuned`` uses. Controlled time: the wall time
-of the render call (kernels + read-back), timed by ``Tuner.frame``.
+the orbit's first view, the same reference ``bench tracer-tuned`` uses. Controlled time: the
+wall time of the render call (kernels + read-back), timed by ``Tuner.frame``.
 
 Figures per scene: mean |frame − target| / target after the first ``SETTLE`` frames, and the
 largest frame / target over the whole run (the exploration from the safe start included).
@@ -15,13 +15,19 @@ largest frame / target over the whole run (the exploration from the safe start i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
+from autotune import LearnedPredictor, Tuner
+from autotune_app.animation import REFERENCE_SETTINGS, orbit_camera_path
 from benchmarks.harness.run_record import at_most
+from governed.mesh.tuned_renderer import knob_space
+from raytracer.mesh.scene import load_scene
+from raytracer.mesh.tracer import RenderSettings, Tracer
 
 SETTLE = 20  # frames the learner is given before its tracking counts
 GOAL_MEAN, GOAL_OVERSHOOT = 0.05, 1.20
@@ -30,10 +36,6 @@ REFERENCE_REPEATS = 5
 
 def reference_target(tracer: Any, camera: Any, width: int, height: int) -> float:
     """Median wall seconds of 8 AO rays + shadows + Phong on ``camera`` (after a warm-up)."""
-    import time
-
-    from autotune_app.animation import REFERENCE_SETTINGS
-
     tracer.render(camera, width, height, REFERENCE_SETTINGS)
     times = []
     for i in range(REFERENCE_REPEATS):
@@ -46,12 +48,6 @@ def reference_target(tracer: Any, camera: Any, width: int, height: int) -> float
 def fly(scene_name: str, frames: int, width: int, height: int,
         device: str | None = None) -> dict[str, Any]:
     """One scene's orbit under a fresh LearnedPredictor: its frames against the target."""
-    from autotune import LearnedPredictor, Tuner
-    from autotune_app.animation import orbit_camera_path
-    from governed.mesh.tuned_renderer import knob_space
-    from raytracer.mesh.scene import load_scene
-    from raytracer.mesh.tracer import RenderSettings, Tracer
-
     scene = load_scene(scene_name)
     tracer = Tracer(scene, device=device)
     cameras = orbit_camera_path(scene, frames)

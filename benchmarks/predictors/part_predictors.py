@@ -1,15 +1,17 @@
-"""Learned predictors of a renderer's parts (the ray tracer's phases, a rank's render) beside an
-analytical model, and how they are chosen and scored: the own-work half of ``bench kernel-models``.
+"""Learned predictors of a renderer's parts beside an analytical model: fitted, chosen, scored.
 
-A part's rows hold its measured seconds (NaN where it did not run in that frame) and, per
-feature set, a feature matrix. Every learned approach (seed 003's LR, SVR, RF:
-``studies.kernel_models.learned_comparators``) is fitted per part on calibration rows only; the hybrid fits
-the same approaches on the analytical model's residual ``measured / model`` and predicts
-``model * residual``. Each approach's configuration (feature set, log2 or raw) is chosen by
-the least mean frame error on validation rows; test rows are only scored.
+The parts are the ray tracer's phases or a rank's render: the own-work half of ``bench
+kernel-models``. A part's rows hold its measured seconds (NaN where it did not run in that
+frame) and, per feature set, a feature matrix. Every learned approach (LR, SVR, RF of the
+kernel-model paper: Amarís, de Camargo, Dyab, Goldman, Trystram, "A Comparison of GPU Execution
+Time Prediction using Machine Learning and Analytical Modeling";
+``studies.kernel_models.learned_comparators``) is fitted per part on calibration rows only; the
+hybrid fits the same approaches on the analytical model's residual ``measured / model`` and
+predicts ``model * residual``. Each approach's configuration (feature set, log2 or raw) is
+chosen by the least mean frame error on validation rows; test rows are only scored.
 
 Scores per part and per frame (the sum of the parts that ran): mean ``|predicted - measured| /
-measured`` and seed 003's accuracy ``predicted / measured`` (mean and sd).
+measured`` and the paper's accuracy ``predicted / measured`` (mean and sd).
 """
 
 from __future__ import annotations

@@ -1,22 +1,28 @@
-"""Seed 003's comparison on this project's own work (issue 21 item 2), run by ``bench kernel-models``.
+"""The kernel-model paper's comparison on this project's own work, run by ``bench kernel-models``.
+
+The paper: Amarís, de Camargo, Dyab, Goldman, Trystram, "A Comparison of GPU Execution Time
+Prediction using Machine Learning and Analytical Modeling" (issue 21 item 2 here).
 
 **Ray tracer** (the first OpenCL device that builds, or ``--device``): frames rendered and
-probed as ``autotune bench tracer-model`` does (``benchmarks.governed.tracer_model.measure``; each phase
-timed by the device's timer, CPU busy time on a CPU device). Calibration: the calibration
-scenes (spheres, city, bunny; quick: spheres, city) along the calibration orbit with the
-calibration settings; validation: dragon and sibenik (quick: dragon-small), test: grass,
-terrain, aneurism (quick: grass), both along the held-out path at other sizes with AO x
+probed as ``autotune bench tracer-model`` does (``benchmarks.governed.tracer_model.measure``;
+each phase timed by the device's timer, CPU busy time on a CPU device). Calibration: the
+calibration scenes (spheres, city, bunny; quick: spheres, city) along the calibration orbit
+with the calibration settings; validation: dragon and sibenik (quick: dragon-small), test:
+grass, terrain, aneurism (quick: grass), both along the held-out path at other sizes with AO x
 shadows x Phong (``governed.mesh.scene_sets``). Approaches, each fitted on calibration rows
 only: ``HK``, the project's model (Hong–Kim + the ray tracer's calibration) fitted on them by
-``fit_profile`` from the stored device profile; ``BSP`` (``benchmarks.predictors.raytrace_predictors``);
-``LR``, ``SVR``, ``RF`` per phase on the probe's workload + knobs + device profile, or seed 003's
-count features, or both, in log2 or raw; ``hybrid``, Hong–Kim times a learned residual. Each
-learned approach's configuration (and the hybrid's approach) is chosen on the validation
-scenes (``benchmarks.predictors.part_predictors``); the test scenes are only reported.
+``fit_profile`` from the stored device profile; ``BSP``
+(``benchmarks.predictors.raytrace_predictors``); ``LR``, ``SVR``, ``RF`` per phase on the
+probe's workload + knobs + device profile, or the paper's count features, or both, in log2 or
+raw; ``hybrid``, Hong–Kim times a learned residual. Each learned approach's configuration (and
+the hybrid's approach) is chosen on the validation scenes
+(``benchmarks.predictors.part_predictors``); the test scenes are only reported.
 
-**Volume renderer** (``benchmarks.predictors.volume_predictors``): rank 0's render CPU seconds, seed 004's
-linear model vs the same learned approaches and its hybrid; calibration views / seed 000's
-orbit / the held-out volume.
+**Volume renderer** (``benchmarks.predictors.volume_predictors``): rank 0's render CPU seconds,
+the linear model of the per-process analytical model (HemoCell study) vs the same learned
+approaches and its hybrid; calibration views / the cluster study's orbit (Tkachev et al.,
+"Prediction of Distributed Volume Visualization Performance to Support Render Hardware
+Acquisition") / the held-out volume.
 
 Goals, on the ray tracer's test scenes: the best learned predictor (chosen on validation) vs
 Hong–Kim, mean frame error; and the hybrid no worse than the better of the two.
@@ -29,7 +35,10 @@ from dataclasses import asdict
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from autotune_app.animation import heldout_camera_path
+from benchmarks.governed.tracer_model import EVAL_SIZES, eval_settings, measure
 from benchmarks.predictors import raytrace_predictors, volume_predictors
 from benchmarks.predictors.part_predictors import (
     PartRows,
@@ -38,6 +47,16 @@ from benchmarks.predictors.part_predictors import (
     learned_and_hybrid,
     scores,
 )
+from governed.mesh import calibration_frames as cf
+from governed.mesh.calibration_fit import base_profile, fit_profile
+from governed.mesh.instruction_counts import load_kernel_counts
+from governed.mesh.profile_store import find_device_profile
+from governed.mesh.scene_sets import evaluation_scenes
+from governed.mesh.timers import default_timer
+from governed.mesh.tuned_renderer import RayTraceModel
+from governed.volume.model_fit import volume_calibration_views
+from raytracer.device.choice import DeviceError, one_device_per_runtime
+from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from studies.kernel_models.learned_comparators import APPROACHES
 
 SETS = ("cal", "val", "test")
@@ -49,14 +68,6 @@ CALIBRATION_VOLUME, HELD_OUT_VOLUME = "bonsai", "aneurism"
 def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
     """Calibration, validation and test frames of the ray tracer (rendered, probed, timed),
     and what the timer counts."""
-    from tqdm import tqdm
-
-    from autotune_app.animation import heldout_camera_path
-    from benchmarks.governed.tracer_model import EVAL_SIZES, eval_settings, measure
-    from governed.mesh import calibration_frames as cf
-    from governed.mesh.scene_sets import evaluation_scenes
-    from governed.mesh.timers import default_timer
-
     cal_scenes = cf.QUICK_SCENES if quick else cf.FULL_SCENES
     cal_sizes = cf.QUICK_SIZES if quick else cf.FULL_SIZES
     views = 3 if quick else 6
@@ -78,11 +89,6 @@ def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
 def hong_kim(info: Any, cal: list) -> tuple[Any, str]:
     """The project's model fitted on the calibration frames, from the stored device profile
     (quick microbenchmarks where none is stored); and which start it had."""
-    from governed.mesh.calibration_fit import base_profile, fit_profile
-    from governed.mesh.instruction_counts import load_kernel_counts
-    from governed.mesh.profile_store import find_device_profile
-    from governed.mesh.tuned_renderer import RayTraceModel
-
     counts = load_kernel_counts()
     base = find_device_profile(info.name, info.driver)
     start = f"stored profile ({base.source})" if base else "quick microbenchmarks"
@@ -134,8 +140,6 @@ def raytrace_figures(samples: Mapping[str, list], hk: Any, counts: Any, clock_hz
 
 def raytracer(spec: str | None, quick: bool) -> dict[str, Any]:
     """Render, fit and compare on the ray tracer; the figures with what they were made of."""
-    from raytracer.device.choice import DeviceError, one_device_per_runtime
-
     infos = one_device_per_runtime(spec)
     if not infos:
         raise DeviceError("no OpenCL device builds here; `autotune devices` says why")
@@ -163,9 +167,6 @@ def volume_figures(samples: Mapping[str, list]) -> dict[str, Any]:
 
 def volume(quick: bool) -> dict[str, Any]:
     """Render the volume sets on one rank and compare."""
-    from governed.volume.model_fit import volume_calibration_views
-    from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
-
     cal_n, val_n, test_n = VOLUME_FRAMES[quick]
     vol, tf = load_everywhere(CALIBRATION_VOLUME)
     held, held_tf = load_everywhere(HELD_OUT_VOLUME)
@@ -182,9 +183,11 @@ def volume(quick: bool) -> dict[str, Any]:
     }
     return {"ranks": 1, "size": VOLUME_SIZE,
             "sets": {"cal": f"{vol.name}, {cal_n} calibration views",
-                     "val": f"{vol.name}, seed 000's orbit, {val_n} views",
-                     "test": f"{held.name} (held-out volume), seed 000's orbit, {test_n} views"},
-            "measured": "rank 0's render CPU seconds (what seed 004's model is fitted on)",
+                     "val": f"{vol.name}, the cluster study's orbit, {val_n} views",
+                     "test": f"{held.name} (held-out volume), the cluster study's orbit, "
+                             f"{test_n} views"},
+            "measured": "rank 0's render CPU seconds (what the per-process model is fitted "
+                        "on)",
             **volume_figures(samples)}
 
 

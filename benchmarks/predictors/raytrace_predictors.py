@@ -1,22 +1,25 @@
-"""The ray tracer's measured frames as rows for the predictor comparison, and its two
-analytical predictors: Hong–Kim (the project's fitted model) and seed 003's BSP model.
+"""The ray tracer's frames as rows for the predictor comparison, and its two analytical models.
 
-Features of a phase (each + 1, so log2 is defined, as seed 003 does for counts), in three sets:
+The two: Hong–Kim (the project's fitted model) and the BSP model of the kernel-model paper
+(Amarís, de Camargo, Dyab, Goldman, Trystram, "A Comparison of GPU Execution Time Prediction
+using Machine Learning and Analytical Modeling").
+
+Features of a phase (each + 1, so log2 is defined, as the paper does for counts), in three sets:
 
 - ``probe``: the probe's workload (``models.workload.Workload``'s ten numbers), the knobs (AO
   rays, shadows, Phong) and the device profile (cores, clock, bandwidth; constant on one
   device), the same for every phase;
-- ``counts``: seed 003's kind of features for the phase's launch: its total compute, coalesced
+- ``counts``: the paper's kind of features for the phase's launch: its total compute, coalesced
   and uncoalesced memory instructions (the §4.3 per-thread counts times the pixels), threads
   and work-groups, and the device profile;
 - ``both``: the two together.
 
-BSP (``studies.kernel_models.bsp``, Eq. 3) prices a phase as ``t * (Comp + CommGM) / (R * P * lambda)`` with
-``t`` the pixels, ``Comp`` the phase's per-thread compute instructions (one cycle each), its
-memory instructions as global loads plus one global store (the pixel's result) at the seed's
-500 cycles, ``R`` the clock and ``P`` the lanes that run at once (compute units x SIMD width).
-Lambda is fitted per phase on the calibration rows: the geometric mean of ``T(lambda=1) /
-measured``, the seed's one-run fit taken over many runs.
+BSP (``studies.kernel_models.bsp``, Eq. 3) prices a phase as ``t * (Comp + CommGM) / (R * P *
+lambda)`` with ``t`` the pixels, ``Comp`` the phase's per-thread compute instructions (one cycle
+each), its memory instructions as global loads plus one global store (the pixel's result) at
+the paper's 500 cycles, ``R`` the clock and ``P`` the lanes that run at once (compute units x
+SIMD width). Lambda is fitted per phase on the calibration rows: the geometric mean of
+``T(lambda=1) / measured``, the paper's one-run fit taken over many runs.
 """
 
 from __future__ import annotations

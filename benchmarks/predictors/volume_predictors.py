@@ -1,14 +1,17 @@
-"""The volume renderer's per-rank render time: seed 004's linear model vs LR, SVR, RF and the
-hybrid, on the rows the linear model is fitted on.
+"""The volume renderer's per-rank render time: a linear model vs LR, SVR, RF and the hybrid.
 
-One rank in this process (no mpiexec), so "per rank" is rank 0's whole-volume render; frames at
-random knobs (sampling rate, image scale, termination threshold) as ``TunedVolumeRenderer``
-calibrates. Sets, as ``bench volume-tuned`` holds out: **calibration** at random views off the
-orbit plane of the calibration volume (``volume_calibration_views``), **validation** on seed
-000's orbit of the same volume (views the fit never saw), **test** on the orbit of a held-out
-volume. Measured: the render's CPU seconds (what seed 004's model is fitted on). Feature sets:
-``model``, the linear model's own inputs (probe-estimated samples, skipped positions and rays,
-rendered pixels), and ``model+knobs`` with the three knobs beside them (each + 1 for log2).
+The linear model is that of the per-process analytical model (HemoCell study), compared on the
+rows it is fitted on. One rank in this process (no mpiexec), so "per rank" is rank 0's
+whole-volume render; frames at random knobs (sampling rate, image scale, termination threshold)
+as ``TunedVolumeRenderer`` calibrates. Sets, as ``bench volume-tuned`` holds out:
+**calibration** at random views off the orbit plane of the calibration volume
+(``volume_calibration_views``), **validation** on the cluster study's orbit (Tkachev et al.,
+"Prediction of Distributed Volume Visualization Performance to Support Render Hardware
+Acquisition") of the same volume (views the fit never saw), **test** on the orbit of a
+held-out volume. Measured: the render's CPU seconds (what the per-process model is fitted on).
+Feature sets: ``model``, the linear model's own inputs (probe-estimated samples, skipped
+positions and rays, rendered pixels), and ``model+knobs`` with the three knobs beside them
+(each + 1 for log2).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.predictors.part_predictors import PartRows
-from governed.volume.model_fit import CalibrationSample, render_rows
-from models.volume_cost import RenderModel
+from governed.volume.knobs import BEST, ERT, settings_of, volume_knob_space
+from governed.volume.model_fit import CalibrationSample, core_cache_bytes, render_rows
+from governed.volume.workload_probe import BlockGrid, brick_boxes, probe_workload
+from models.volume_cost import RenderModel, streamed_share
 
 PARTS = ("render",)
 FEATURE_SETS = ("model", "model+knobs")
@@ -37,13 +42,13 @@ def rows(samples: Sequence[CalibrationSample], thresholds: np.ndarray) -> PartRo
 
 
 def linear_seconds(model: RenderModel, data: PartRows) -> np.ndarray:
-    """(rows, 1) seconds of seed 004's render model on the rows' own inputs."""
+    """(rows, 1) seconds of the per-process render model on the rows' own inputs."""
     samples, skipped, rays, pixels = (data.features["model"][0] - 1.0).T
     return model.predict(samples, skipped, rays, pixels)[:, None]
 
 
 def fit_linear(data: PartRows) -> RenderModel:
-    """Seed 004's render model fitted on the rows (``RenderModel.fit``: robust NNLS)."""
+    """The per-process render model fitted on the rows (``RenderModel.fit``: robust NNLS)."""
     return RenderModel.fit(*(data.features["model"][0] - 1.0).T, data.measured[:, 0])
 
 
@@ -51,11 +56,6 @@ def collect(renderer: Any, cameras: Sequence[Any], size: int, seed: int
             ) -> list[CalibrationSample]:
     """One frame per camera at random knobs (after one untimed warm-up frame at the best
     settings): the probe's workload and the frame's record."""
-    from governed.volume.knobs import BEST, settings_of, volume_knob_space
-    from governed.volume.model_fit import core_cache_bytes
-    from governed.volume.workload_probe import BlockGrid, brick_boxes, probe_workload
-    from models.volume_cost import streamed_share
-
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
     grid = BlockGrid.for_volume(renderer.volume, renderer.tf)
@@ -75,6 +75,4 @@ def collect(renderer: Any, cameras: Sequence[Any], size: int, seed: int
 
 def probe_thresholds() -> np.ndarray:
     """The termination thresholds the probe measures at (the tuned renderer's)."""
-    from governed.volume.knobs import ERT
-
     return np.linspace(*ERT[:2], ERT[2])

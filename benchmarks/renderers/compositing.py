@@ -1,10 +1,11 @@
 """Sort-last compositing speed: binary swap, 2-3 swap and radix-k over mpi4py, against memcpy
 and the raw 2-rank ``Sendrecv`` bandwidth measured in the same run.
 
-Each part runs as its own ``mpiexec -n K python -m mpi4py -m benchmarks.renderers.compositing --worker``
-job (started by :func:`raytracer.mpi.launch.launch`); rank 0 prints its figures as one
-JSON line. Images are full-size premultiplied RGBA float32 with random content (the cost of
-compositing does not depend on the pixel values: every pixel is blended).
+Each part runs as its own
+``mpiexec -n K python -m mpi4py -m benchmarks.renderers.compositing --worker`` job (started
+by :func:`raytracer.mpi.launch.launch`); rank 0 prints its figures as one JSON line. Images
+are full-size premultiplied RGBA float32 with random content (the cost of compositing does
+not depend on the pixel values: every pixel is blended).
 
 Each composite starts from the rank's image in :func:`composite_buffer` (copied there
 untimed, as if rendered there): on the default transport ("auto", here one node) that is the
@@ -42,8 +43,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from autotune_app import options as opt
+from autotune_app.report import emit, plain, pyplot
 from benchmarks.harness.results import machine_folder
+from benchmarks.harness.run_record import RunRecord, stamp
+from common.atomic_files import check_output_dir, output_dir, save_figure, write_json
+from raytracer.mpi.faults import install_excepthook
+from raytracer.mpi.launch import launch
+from raytracer.volume.compositing import ALGORITHMS, composite, composite_buffer
+from raytracer.volume.compositing.shared_window import shared_images
+from raytracer.volume.span_blend import kernels
 
 RESULTS_NAME = "compositing_cpu.json"  # in results/<machine>/
 REFERENCE_2048_MS = 26.0  # 2-rank binary swap + gather at 2048², first dev machine
@@ -77,9 +88,7 @@ def _timed_composite(
     :func:`composite_buffer` (``in_window``: where a renderer would render) or into a new
     array. The slowest rank's total, stage and gather seconds (max over ranks), and rank 0's
     bytes received, blend seconds and which transport ran."""
-    from mpi4py import MPI
-
-    from raytracer.volume.compositing import composite, composite_buffer
+    from mpi4py import MPI  # lazy: initialises MPI, inside the MPI job only
 
     work = composite_buffer(src.shape, comm, transport) if in_window else np.empty_like(src)
     np.copyto(work, src)
@@ -125,9 +134,7 @@ def _summarize(runs: list[dict]) -> dict[str, Any]:
 
 def worker_reference(size: int, repeats: int) -> dict[str, Any] | None:
     """2 ranks: memcpy, Sendrecv, blend rate, binary swap + gather of a size² image."""
-    from mpi4py import MPI
-
-    from raytracer.volume.span_blend import kernels
+    from mpi4py import MPI  # lazy: initialises MPI, inside the MPI job only
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -196,8 +203,6 @@ def worker_reference(size: int, repeats: int) -> dict[str, Any] | None:
 def _sync_us(comm: Any, repeats: int) -> float:
     """Median microseconds of one synchronisation of the shared window (Win_sync, barrier,
     Win_sync: what the shared transport pays per stage and twice per gather)."""
-    from raytracer.volume.compositing.shared_window import shared_images
-
     shared = shared_images(comm, "shared")
     times = []
     for _ in range(100 * repeats):
@@ -209,9 +214,7 @@ def _sync_us(comm: Any, repeats: int) -> float:
 
 def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
     """Every algorithm at size² on this job's ranks (rank order front to back)."""
-    from mpi4py import MPI
-
-    from raytracer.volume.compositing import ALGORITHMS
+    from mpi4py import MPI  # lazy: initialises MPI, inside the MPI job only
 
     comm = MPI.COMM_WORLD
     rank, ranks = comm.Get_rank(), comm.Get_size()
@@ -232,8 +235,6 @@ def worker_algorithms(size: int, repeats: int) -> dict[str, Any] | None:
 
 def worker_main(argv: list[str]) -> int:
     """Entry point inside the MPI job."""
-    from raytracer.mpi.faults import install_excepthook
-
     install_excepthook()
     part, size, repeats = argv[0], int(argv[1]), int(argv[2])
     result = (worker_reference if part == "reference" else worker_algorithms)(size, repeats)
@@ -247,8 +248,6 @@ def worker_main(argv: list[str]) -> int:
 
 def run_part(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
     """Run one part of this benchmark on ``ranks`` MPI ranks; rank 0's figures."""
-    from raytracer.mpi.launch import launch
-
     done = launch(
         ["benchmarks.renderers.compositing", "--worker", part, str(size), str(repeats)],
         ranks,
@@ -266,9 +265,6 @@ def run_part(part: str, ranks: int, size: int, repeats: int) -> dict[str, Any]:
 
 def plot(figures: dict[str, Any], path: Path) -> None:
     """Composite time (stages + gather) per algorithm against the rank count, at 1024²."""
-    from autotune_app.report import pyplot
-    from common.atomic_files import save_figure
-
     plt = pyplot()
     algos = figures["algorithms_1024"]
     counts = sorted(int(n) for n in algos)
@@ -342,17 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--max-ranks", type=int, default=None, help="largest rank count")
-    parser.add_argument("--save", action="store_true", help=f"also write results/<machine>/{RESULTS_NAME}")
-    from autotune_app import options as opt
-
+    parser.add_argument("--save", action="store_true",
+                        help=f"also write results/<machine>/{RESULTS_NAME}")
     opt.add_plots(parser)
     args = parser.parse_args(argv)
-    from tqdm import tqdm
-
-    from autotune_app.report import emit, plain
-    from benchmarks.harness.run_record import RunRecord, stamp
-    from common.atomic_files import check_output_dir, output_dir
-
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the runs, not after
 
@@ -390,8 +379,6 @@ def main(argv: list[str] | None = None) -> int:
             plot(figures, folder / "compositing_ranks.png")
     emit(figures, args.json, "Sort-last compositing over mpi4py")
     if args.save:
-        from common.atomic_files import write_json
-
         folder = machine_folder()
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / RESULTS_NAME, plain(figures))

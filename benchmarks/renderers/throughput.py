@@ -49,6 +49,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,10 +61,12 @@ from autotune_app.report import emit, plain
 from benchmarks.harness.checkout_tools import load_tool
 from benchmarks.harness.results import machine_folder
 from benchmarks.harness.run_record import cpu_model, mark_goals, measured_run
+from benchmarks.renderers.throughput_rays import ao_rays, hit_frames, primary_rays, shadow_rays
+from common.atomic_files import write_json
 from raytracer.device.choice import one_device_per_runtime
 from raytracer.device.launches import DEFAULTS
 from raytracer.device.runtimes import COMPUTE_UNITS_ENV, POCL_METHOD_ENV
-from raytracer.mesh.bvh import build_bvh, build_bvh_full_sweep, packed_normals
+from raytracer.mesh.bvh import build_bvh, build_bvh_full_sweep
 from raytracer.mesh.phases import PHASES
 from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import RenderSettings, Tracer, kernel_source
@@ -71,88 +74,13 @@ from raytracer.mesh.tracer import RenderSettings, Tracer, kernel_source
 SCENES = ("dragon", "sibenik")
 AO_RAYS = 8
 AO_RADIUS = 0.1  # fraction of the scene diagonal
-SHADOW_EPS = 1e-4  # as in kernels/tracer.cl
 RAY_KINDS = ("primary", "shadow", "ao")
 GOAL_RATIO = 1.0  # ours per core >= Embree per core
 GOAL_BUILD_MTRIS = 2.0  # binned SAH + 8-wide collapse, all cores
 GOAL_SAH_RATIO = 1.10  # binned SAH cost within 10 % of the full sweep
 MARK = "THROUGHPUT-JSON "
 
-
-def primary_rays(scene: Scene, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
-    """The kernel's primary rays in float32: (origins, unit directions), row-major pixels."""
-    eye, top_left, du, dv = scene.camera.basis(width, height)
-    ys, xs = np.mgrid[0:height, 0:width]
-    x = (xs.reshape(-1, 1) + np.float32(0.5)).astype(np.float32)
-    y = (ys.reshape(-1, 1) + np.float32(0.5)).astype(np.float32)
-    dirs = (top_left + x * du + y * dv).astype(np.float32)
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    origins = np.ascontiguousarray(np.broadcast_to(eye, dirs.shape), dtype=np.float32)
-    return origins, np.ascontiguousarray(dirs, dtype=np.float32)
-
-
-def hit_frames(
-    tracer: Tracer, origins: np.ndarray, dirs: np.ndarray, t: np.ndarray, prim: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Offset hit points and facing unit normals of the hit pixels, and their indices (the
-    kernels' geometric normals: the ``w`` slots of ``packed_normals``)."""
-    idx = np.flatnonzero(prim >= 0)
-    n = packed_normals(tracer.scene, tracer.bvh)[prim[idx]][:, [3, 7, 11]].astype(np.float32)
-    d = dirs[idx]
-    n[np.einsum("ij,ij->i", n, d) > 0] *= -1.0
-    p = origins[idx] + t[idx, None] * d + n * np.float32(SHADOW_EPS * tracer.scene_scale)
-    return p.astype(np.float32), n.astype(np.float32), idx
-
-
-def shadow_rays(
-    light: np.ndarray, p: np.ndarray, n: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rays toward the light from points that face it: origins, unit dirs, max distances."""
-    to_light = light[None, :] - p
-    facing = np.einsum("ij,ij->i", to_light, n) > 0
-    to_light = to_light[facing]
-    dist = np.linalg.norm(to_light, axis=1)
-    dirs = to_light / dist[:, None]
-    tmax = dist * (1.0 - SHADOW_EPS)
-    f32 = np.float32
-    return (
-        np.ascontiguousarray(p[facing], f32),
-        np.ascontiguousarray(dirs, f32),
-        tmax.astype(f32),
-    )
-
-
-def ao_rays(
-    p: np.ndarray, n: np.ndarray, count: int, radius: float, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``count`` cosine-weighted rays per point around its normal (Duff et al. basis)."""
-    rng = np.random.default_rng(seed)
-    sign = np.where(n[:, 2] >= 0, 1.0, -1.0)
-    a = -1.0 / (sign + n[:, 2])
-    b = n[:, 0] * n[:, 1] * a
-    b1 = np.stack([1.0 + sign * n[:, 0] ** 2 * a, sign * b, -sign * n[:, 0]], axis=1)
-    b2 = np.stack([b, sign + n[:, 1] ** 2 * a, -n[:, 1]], axis=1)
-    r1 = rng.random((len(p), count))
-    r2 = rng.random((len(p), count))
-    r, phi = np.sqrt(r1), 2.0 * np.pi * r2
-    dirs = (
-        b1[:, None, :] * (r * np.cos(phi))[..., None]
-        + b2[:, None, :] * (r * np.sin(phi))[..., None]
-        + n[:, None, :] * np.sqrt(np.maximum(0.0, 1.0 - r1))[..., None]
-    ).reshape(-1, 3)
-    dirs /= np.linalg.norm(dirs, axis=1, keepdims=True)
-    origins = np.repeat(p, count, axis=0)
-    f32 = np.float32
-    return (
-        np.ascontiguousarray(origins, f32),
-        np.ascontiguousarray(dirs, f32),
-        np.full(len(dirs), radius, f32),
-    )
-
-
 ANY_HIT_TRACE = re.compile(r"trace\(nodes, tris, o, ([^,]+), &t, &u, &v, 1, &steps, &tests\) >= 0")
-
-
 SHADOW_PACKET_TRAVERSAL = "if (ANY8(traced)) {"
 UNTRAVERSED_PACKET = ("if (ANY8(traced) && ANY8(vload8(0, o) + vload8(1, o) + "
                       "vload8(2, o) + vload8(0, d) + vload8(1, d) + vload8(2, d) > "
@@ -172,45 +100,47 @@ def without_traversal_source() -> str:
     return source.replace(SHADOW_PACKET_TRAVERSAL, UNTRAVERSED_PACKET)
 
 
-def timed(run) -> tuple[float, float, Any]:
+def timed(run: Callable[[], Any]) -> tuple[float, float, Any]:
     """Wall seconds, process CPU seconds (all threads) and result of one ``run()``."""
     wall, cpu = time.perf_counter(), time.process_time()
     out = run()
     return time.perf_counter() - wall, time.process_time() - cpu, out
 
 
-def embree_threads(run) -> float:
+def embree_threads(run: Callable[[], Any]) -> float:
     """CPU seconds per wall second of one ``run()`` (about 1.0 means single-threaded)."""
     wall, cpu = time.perf_counter(), time.process_time()
     run()
     return (time.process_time() - cpu) / max(time.perf_counter() - wall, 1e-9)
 
 
-def bench_scene(name: str, width: int, height: int, repeats: int,
-                device: str | None) -> dict[str, Any]:
-    """All ray figures for one scene in this process (its PoCL thread count), ours and Embree
-    interleaved, best of ``repeats`` each."""
-    from embreex import rtcore_scene as rtcs
-    from embreex.mesh_construction import TriangleMesh
+def embree_scene(tris: np.ndarray) -> Any:
+    """An Embree scene of ``tris`` (embreex commits it, builds its BVH, on its first query)."""
+    from embreex import rtcore_scene as rtcs  # lazy: optional (the bench extra)
+    from embreex.mesh_construction import TriangleMesh  # lazy: optional (the bench extra)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        scene = load_scene(name)
-    tris = scene.triangles()
+    scene = rtcs.EmbreeScene()
+    TriangleMesh(scene, np.ascontiguousarray(tris, np.float32))
+    return scene
+
+
+def scene_tracers(scene: Scene, device: str | None) -> tuple[Tracer, Tracer, Tracer | None]:
+    """Our tracer on ``scene``; the same kernels without any-hit traversal; and, where the
+    device chose other kernel launches than the defaults, the same with the default ones."""
     tracer = Tracer(scene, device=device)
     untraced = Tracer(scene, tracer.bvh, device=device, source=without_traversal_source())
-    # the device's kernel launches against the default ones, where it chose others
     default = (Tracer(scene, tracer.bvh, device=device, launches=DEFAULTS)
                if tracer.launches.signature else None)
-    settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True)
-    untraced.render(scene.camera, width, height, settings)  # warm-up; its primary hits
-    tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
-    hits = tracer.hits().reshape(-1, 4)
-    t = hits[:, 0].copy()
-    prim = hits[:, 3].copy().view(np.int32)
+    return tracer, untraced, default
 
-    escene = rtcs.EmbreeScene()
-    TriangleMesh(escene, np.ascontiguousarray(tris, np.float32))
+
+def embree_batches(
+    scene: Scene, tris: np.ndarray, tracer: Tracer, width: int, height: int, t: np.ndarray,
+    prim: np.ndarray
+) -> tuple[dict[str, Callable[[], Any]], dict[str, int]]:
+    """Embree's batch of each ray kind over the rays ours traces (primary rays from the camera,
+    shadow and AO rays from our primary hits ``t``, ``prim``), and each batch's ray count."""
+    escene = embree_scene(tris)
     origins, dirs = primary_rays(scene, width, height)
     p, n, _ = hit_frames(tracer, origins, dirs, t, prim)
     so, sd, st = shadow_rays(scene.light.astype(np.float32), p, n)
@@ -220,17 +150,23 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
         "shadow": lambda: escene.run(so, sd, dists=st, query="OCCLUDED"),
         "ao": lambda: escene.run(ao_o, ao_d, dists=ao_t, query="OCCLUDED"),
     }
-    results = {kind: run() for kind, run in runs.items()}  # warm-up
+    return runs, {"primary": width * height, "shadow": len(so), "ao": len(ao_o)}
 
-    def phase(kind: str, who: Tracer = tracer) -> float:
-        return who.time_phase(kind, scene.camera, width, height, settings)
 
+def time_interleaved(
+    phase: Callable[[str, Tracer], float], runs: dict[str, Callable[[], Any]],
+    results: dict[str, Any], tracers: tuple[Tracer, Tracer, Tracer | None], repeats: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]]]:
+    """Best wall and CPU seconds per ray kind of ours, the untraced kernels and Embree's
+    batches, interleaved ``repeats`` times (``results`` keeps Embree's last answers); and,
+    with a default-launch tracer, every phase under the chosen and the default launches."""
+    tracer, untraced, default = tracers
     best = {f"{who}_{what}": dict.fromkeys(RAY_KINDS, float("inf"))
             for who in ("ours", "embree", "untraced") for what in ("wall", "cpu")}
     launch_best = {who: dict.fromkeys(PHASES, float("inf")) for who in ("chosen", "default")}
     for _ in range(repeats):  # interleaved: ours' three phases, untraced, Embree's batches
         for kind in RAY_KINDS:
-            _, cpu, sec = timed(lambda kind=kind: phase(kind))
+            _, cpu, sec = timed(lambda kind=kind: phase(kind, tracer))
             best["ours_wall"][kind] = min(best["ours_wall"][kind], sec)
             best["ours_cpu"][kind] = min(best["ours_cpu"][kind], cpu)
         for kind in ("shadow", "ao"):
@@ -245,22 +181,14 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
             for who, renderer in (("chosen", tracer), ("default", default)):
                 for p in PHASES:
                     launch_best[who][p] = min(launch_best[who][p], phase(p, renderer))
-    frame = tracer.render(scene.camera, width, height, settings)
-    threads = embree_threads(runs["primary"])
+    return best, launch_best
 
-    res = results["primary"]
-    ours_face = np.where(prim >= 0, tracer.bvh.face_ids[np.maximum(prim, 0)], -1)
-    t_agree = np.abs(res["tfar"] - t) <= 1e-3 * np.abs(res["tfar"])
-    both = (prim >= 0) & (res["primID"] >= 0)
-    # a different triangle at the same depth: a ray through a shared edge or coplanar faces
-    tie = both & (np.abs(res["tfar"] - t) <= 1e-4 * np.abs(res["tfar"]))
-    rays = {"primary": width * height, "shadow": len(so), "ao": len(ao_o)}
-    figures: dict[str, Any] = {
-        "compute_units": tracer.device.compute_units,
-        "triangles": len(tris),
-        "resolution": f"{width}x{height}",
-        "hit_share": float(np.mean(prim >= 0)),
-    }
+
+def ray_kind_figures(best: dict[str, dict[str, float]], rays: dict[str, int],
+                     results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per ray kind: Mrays/s of ours and Embree, per wall and per CPU second, and their
+    ratios; for shadow and AO rays also Embree's occluded share and ours without traversal."""
+    figures: dict[str, dict[str, Any]] = {}
     for kind in RAY_KINDS:
         n_rays = rays[kind]
         figures[kind] = {
@@ -272,11 +200,6 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
             "embree_mrays_per_cpu_s": n_rays / best["embree_cpu"][kind] / 1e6,
             "ratio_cpu_time": best["embree_cpu"][kind] / best["ours_cpu"][kind],
         }
-    figures["primary"].update({
-        "same_primary_hit_share": float(np.mean(ours_face == res["primID"])),
-        "same_hit_or_tie_share": float(np.mean((ours_face == res["primID"]) | tie)),
-        "depth_agrees_where_both_hit": float(np.mean(t_agree[both])),
-    })
     for kind in ("shadow", "ao"):
         figures[kind]["embree_occluded_share"] = float(np.mean(np.asarray(results[kind]) >= 0))
         untraced = best["untraced_cpu"][kind]
@@ -286,10 +209,32 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
             "ratio_traversal_only": best["embree_cpu"][kind] / max(best["ours_cpu"][kind]
                                                                    - untraced, 1e-12),
         })
-    figures["ours_frame_phase_ms"] = {k: v * 1e3 for k, v in frame.phase_seconds.items()}
-    figures["kernel_launches"] = {"chosen": tracer.launches.signature or "default everywhere"}
-    if default is not None:
-        figures["kernel_launches"].update({
+    return figures
+
+
+def primary_agreement(tracer: Tracer, t: np.ndarray, prim: np.ndarray,
+                      embree: dict[str, np.ndarray]) -> dict[str, float]:
+    """How often our primary hits (``t``, ``prim``) and Embree's name the same triangle (or
+    tie with it at the same depth), and agree on depth where both hit."""
+    ours_face = np.where(prim >= 0, tracer.bvh.face_ids[np.maximum(prim, 0)], -1)
+    t_agree = np.abs(embree["tfar"] - t) <= 1e-3 * np.abs(embree["tfar"])
+    both = (prim >= 0) & (embree["primID"] >= 0)
+    # a different triangle at the same depth: a ray through a shared edge or coplanar faces
+    tie = both & (np.abs(embree["tfar"] - t) <= 1e-4 * np.abs(embree["tfar"]))
+    return {
+        "same_primary_hit_share": float(np.mean(ours_face == embree["primID"])),
+        "same_hit_or_tie_share": float(np.mean((ours_face == embree["primID"]) | tie)),
+        "depth_agrees_where_both_hit": float(np.mean(t_agree[both])),
+    }
+
+
+def launch_figures(tracer: Tracer,
+                   launch_best: dict[str, dict[str, float]] | None) -> dict[str, Any]:
+    """The device's kernel launches; with ``launch_best`` (timed against the default ones)
+    each phase's ms both ways and default over chosen, per phase and per frame."""
+    figures: dict[str, Any] = {"chosen": tracer.launches.signature or "default everywhere"}
+    if launch_best is not None:
+        figures.update({
             "phase_ms": {who: {p: v * 1e3 for p, v in t.items()}
                          for who, t in launch_best.items()},
             "default_over_chosen": {p: launch_best["default"][p] / launch_best["chosen"][p]
@@ -297,6 +242,45 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
             "frame_default_over_chosen": sum(launch_best["default"].values())
             / sum(launch_best["chosen"].values()),
         })
+    return figures
+
+
+def bench_scene(name: str, width: int, height: int, repeats: int,
+                device: str | None) -> dict[str, Any]:
+    """All ray figures for one scene in this process (its PoCL thread count), ours and Embree
+    interleaved, best of ``repeats`` each."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scene = load_scene(name)
+    tris = scene.triangles()
+    tracers = scene_tracers(scene, device)
+    tracer, untraced, default = tracers
+    settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True)
+    untraced.render(scene.camera, width, height, settings)  # warm-up; its primary hits
+    tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
+    hits = tracer.hits().reshape(-1, 4)
+    t = hits[:, 0].copy()
+    prim = hits[:, 3].copy().view(np.int32)
+    runs, rays = embree_batches(scene, tris, tracer, width, height, t, prim)
+    results = {kind: run() for kind, run in runs.items()}  # warm-up
+
+    def phase(kind: str, who: Tracer) -> float:
+        return who.time_phase(kind, scene.camera, width, height, settings)
+
+    best, launch_best = time_interleaved(phase, runs, results, tracers, repeats)
+    frame = tracer.render(scene.camera, width, height, settings)
+    threads = embree_threads(runs["primary"])
+    figures: dict[str, Any] = {
+        "compute_units": tracer.device.compute_units,
+        "triangles": len(tris),
+        "resolution": f"{width}x{height}",
+        "hit_share": float(np.mean(prim >= 0)),
+        **ray_kind_figures(best, rays, results),
+    }
+    figures["primary"].update(primary_agreement(tracer, t, prim, results["primary"]))
+    figures["ours_frame_phase_ms"] = {k: v * 1e3 for k, v in frame.phase_seconds.items()}
+    figures["kernel_launches"] = launch_figures(tracer,
+                                                launch_best if default is not None else None)
     figures["embree_cpu_per_wall"] = threads
     figures["device"] = tracer.device.name
     figures["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -340,11 +324,7 @@ def embree_build_seconds(tris: np.ndarray) -> float:
     """Wall seconds of Embree's build of ``tris`` (its scene commit, on every core: embreex
     commits on a scene's first query, so this times one query of one ray on a fresh scene;
     the mesh's conversion before it is not timed)."""
-    from embreex import rtcore_scene as rtcs
-    from embreex.mesh_construction import TriangleMesh
-
-    scene = rtcs.EmbreeScene()
-    TriangleMesh(scene, tris)
+    scene = embree_scene(tris)
     origin, direction = np.zeros((1, 3), np.float32), np.array([[0, 0, 1]], np.float32)
     return timed(lambda: scene.run(origin, direction))[0]
 
@@ -421,11 +401,8 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; print a table or JSON (``--json``)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--worker"]:
-        return worker_main(argv[1:])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line of ``autotune bench throughput``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="640x360 instead of 1280x720")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -435,50 +412,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best of)")
     parser.add_argument("--save", action="store_true",
                         help="also write results/<machine>/throughput_<runtimes>.json")
-    args = parser.parse_args(argv)
-    width, height = (640, 360) if args.quick else (1280, 720)
-    repeats = args.repeats or (3 if args.quick else 5)
-    cores = os.cpu_count() or 1
-    devices = one_device_per_runtime(args.device)
-    # (label, compute units): per core first, then every core; a GPU runs once as itself
-    configs = {info.runtime: ([("one_thread", 1), ("all_cores", None)] if info.kind == "CPU"
-                              else [("device", None)]) for info in devices}
-    figures: dict[str, Any] = {"runtimes": {}}
-    steps = len(SCENES) * sum(len(c) for c in configs.values()) + 2
-    with measured_run() as run, tqdm(total=steps, file=sys.stderr, desc="throughput") as bar:
-        for info in devices:
-            per_runtime: dict[str, Any] = {"device": info.describe()}
-            for name in SCENES:
-                scene_fig: dict[str, Any] = {}
-                for label, threads in configs[info.runtime]:
-                    bar.set_postfix_str(f"{info.runtime} {name}: {label}")
-                    scene_fig[label] = run_worker(name, width, height, repeats, info.spec,
-                                                  threads)
-                    bar.update(1)
-                if "one_thread" in scene_fig and "all_cores" in scene_fig:
-                    scene_fig["all_cores_over_one_thread"] = {
-                        kind: scene_fig["all_cores"][kind]["ours_mrays_s"]
-                        / scene_fig["one_thread"][kind]["ours_mrays_s"] for kind in RAY_KINDS}
-                per_runtime[name] = scene_fig
-            last = per_runtime["dragon"][configs[info.runtime][-1][0]]
-            per_runtime["memory_dragon"] = {
-                "peak_rss_mb": last["peak_rss_mb"],
-                **{f"bvh_{k}": v for k, v in last["bvh"].items()},
-                "note": "peak RSS of the dragon worker process: ours (BVH, buffers, OpenCL "
-                "runtime) and Embree's scene together",
-            }
-            figures["runtimes"][info.runtime] = per_runtime
-        bar.set_postfix_str("BVH build")
-        figures["build_dragon"] = bench_build(load_scene("dragon").triangles(),
-                                              5 if args.quick else 10)
-        bar.update(1)
-        bar.set_postfix_str("kernel calls")
-        if any(info.is_pocl for info in devices):
-            figures["pocl_kernel_calls"] = kernel_call_figures()
-        bar.update(1)
-    figures["run"] = run.figures()
-    figures["goals"] = mark_goals(goals(figures), figures["run"])
-    figures["notes"] = {
+    return parser.parse_args(argv)
+
+
+def runtime_figures(info: Any, configs: list[tuple[str, int | None]], width: int, height: int,
+                    repeats: int, bar: tqdm) -> dict[str, Any]:
+    """Every scene on one runtime's device (``info``), one worker process per configuration
+    (label, compute units), and the dragon worker's memory."""
+    per_runtime: dict[str, Any] = {"device": info.describe()}
+    for name in SCENES:
+        scene_fig: dict[str, Any] = {}
+        for label, threads in configs:
+            bar.set_postfix_str(f"{info.runtime} {name}: {label}")
+            scene_fig[label] = run_worker(name, width, height, repeats, info.spec, threads)
+            bar.update(1)
+        if "one_thread" in scene_fig and "all_cores" in scene_fig:
+            scene_fig["all_cores_over_one_thread"] = {
+                kind: scene_fig["all_cores"][kind]["ours_mrays_s"]
+                / scene_fig["one_thread"][kind]["ours_mrays_s"] for kind in RAY_KINDS}
+        per_runtime[name] = scene_fig
+    last = per_runtime["dragon"][configs[-1][0]]
+    per_runtime["memory_dragon"] = {
+        "peak_rss_mb": last["peak_rss_mb"],
+        **{f"bvh_{k}": v for k, v in last["bvh"].items()},
+        "note": "peak RSS of the dragon worker process: ours (BVH, buffers, OpenCL "
+        "runtime) and Embree's scene together",
+    }
+    return per_runtime
+
+
+def notes(cores: int) -> dict[str, str]:
+    """The JSON's ``notes``: how rays are counted, timed and threaded."""
+    return {
         "ray_counting": "primary: every pixel (hit or miss) for both; shadow/AO: only rays "
         "traced (hit pixels facing the light; 8 per hit pixel), the same count for both",
         "timing": "each phase of ours launched alone and waited for, then Embree's batch "
@@ -490,20 +455,55 @@ def main(argv: list[str] | None = None) -> int:
         f"embree_cpu_per_wall ~ 1); all_cores: the device on {cores} cores vs the same "
         "one-thread Embree",
     }
-    figures["machine"] = {
+
+
+def machine(cores: int, quick: bool, repeats: int) -> dict[str, Any]:
+    """The JSON's ``machine``: CPU, cores, date, Python, the run's size and PoCL's method."""
+    return {
         "cpu": cpu_model(),
         "cores": cores,
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version(),
-        "quick": bool(args.quick),
+        "quick": bool(quick),
         "repeats": repeats,
         "pocl_work_group_method": os.environ.get(POCL_METHOD_ENV),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table or JSON (``--json``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
+    args = parse_args(argv)
+    width, height = (640, 360) if args.quick else (1280, 720)
+    repeats = args.repeats or (3 if args.quick else 5)
+    cores = os.cpu_count() or 1
+    devices = one_device_per_runtime(args.device)
+    # (label, compute units): per core first, then every core; a GPU runs once as itself
+    configs = {info.runtime: ([("one_thread", 1), ("all_cores", None)] if info.kind == "CPU"
+                              else [("device", None)]) for info in devices}
+    figures: dict[str, Any] = {"runtimes": {}}
+    steps = len(SCENES) * sum(len(c) for c in configs.values()) + 2
+    with measured_run() as run, tqdm(total=steps, file=sys.stderr, desc="throughput") as bar:
+        for info in devices:
+            figures["runtimes"][info.runtime] = runtime_figures(
+                info, configs[info.runtime], width, height, repeats, bar)
+        bar.set_postfix_str("BVH build")
+        figures["build_dragon"] = bench_build(load_scene("dragon").triangles(),
+                                              5 if args.quick else 10)
+        bar.update(1)
+        bar.set_postfix_str("kernel calls")
+        if any(info.is_pocl for info in devices):
+            figures["pocl_kernel_calls"] = kernel_call_figures()
+        bar.update(1)
+    figures["run"] = run.figures()
+    figures["goals"] = mark_goals(goals(figures), figures["run"])
+    figures["notes"] = notes(cores)
+    figures["machine"] = machine(cores, args.quick, repeats)
     title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"
     emit(figures, args.json, title)
     if args.save:
-        from common.atomic_files import write_json
-
         folder = machine_folder()
         folder.mkdir(parents=True, exist_ok=True)
         write_json(folder / f"throughput_{'+'.join(figures['runtimes'])}.json", plain(figures))

@@ -14,14 +14,16 @@ figures, and strong scaling of the distributed renderer over 1..8 ranks.
   wall seconds of one frame as an application sees it: ours = kernel + read-back, VTK =
   ``Render()``. Samples/s counts the lattice samples along the rays inside the volume
   (evaluated + skipped as empty), the same count for both.
-- ``compositing``: the 2-rank reference of ``benchmarks.renderers.compositing`` (memcpy, ``Sendrecv``,
-  binary swap + gather on the default transport and on messages), run through its own
-  launcher, with its goal.
-- ``scaling``: bonsai at 512² (256² quick) on 1..8 ranks (1, 2, 4 quick), radix-k, one brick
-  per rank, each rank's PoCL given cores // ranks threads; per frame the slowest rank's local
-  render, rank 0's compositing stages, the gather and rank 0's frame time. This machine has 2
-  cores: above 2 ranks they are oversubscribed, so those rows show the schedule under
-  contention, not a cluster's speed-up.
+- ``compositing``: the 2-rank reference of ``benchmarks.renderers.compositing`` (memcpy,
+  ``Sendrecv``, binary swap + gather on the default transport and on messages), run through
+  its own launcher, with its goal.
+- ``scaling``: bonsai at 512² (256² quick) on 1..8 ranks (1, 2, 4 quick), radix-k, on the
+  orbit of the cluster study (Tkachev et al., "Prediction of Distributed Volume Visualization
+  Performance to Support Render Hardware Acquisition"), one brick per rank, each rank's PoCL
+  given cores // ranks threads; per frame the slowest rank's local render, rank 0's
+  compositing stages, the gather and rank 0's frame time. This machine has 2 cores: above 2
+  ranks they are oversubscribed, so those rows show the schedule under contention, not a
+  cluster's speed-up.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
 import platform
 import subprocess
@@ -39,8 +42,30 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
+from autotune_app import options as opt
+from autotune_app.report import emit, plain, pyplot
 from benchmarks.harness.results import machine_folder
+from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.renderers import compositing as comp
+from common.atomic_files import check_output_dir, output_dir, save_figure, save_png, write_json
+from common.image_quality import psnr, ssim
+from raytracer.camera import Camera
+from raytracer.device.choice import one_device_per_runtime
+from raytracer.device.runtimes import POCL_METHOD_ENV, prepare_runtimes
+from raytracer.mpi.faults import install_excepthook, world
+from raytracer.mpi.launch import launch
+from raytracer.volume.blend import to_rgb8
+from raytracer.volume.distributed import (
+    DistributedRenderer,
+    FrameSettings,
+    load_everywhere,
+    seed_orbit,
+)
+from raytracer.volume.raycaster import Raycaster
+from raytracer.volume.transfer_function import default_for
+from raytracer.volume.volume_data import load_volume
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "VOLUME-BENCH "
@@ -53,10 +78,6 @@ VTK_REFERENCE_2T_S = 0.14  # VTK fixed-point, bonsai 256³ at 512², 2 threads, 
 
 def views(radius: float, count: int) -> list[Any]:
     """Front, 45 degrees round and an elevated diagonal view, all 2.8 radii out."""
-    import math
-
-    from raytracer.camera import Camera
-
     d = 2.8 * radius
     eyes = [(0.0, 0.0, d), (d * math.sin(math.pi / 4), 0.0, d * math.cos(math.pi / 4)),
             (0.55 * d, 0.5 * d, 0.67 * d)]
@@ -71,8 +92,8 @@ class VtkRenderer:
 
     def __init__(self, volume: Any, tf: Any, width: int, height: int, threads: int,
                  step: float = 1.0) -> None:
-        import vtk
-        from vtk.util import numpy_support
+        import vtk  # lazy: loads VTK (the bench extra), for the raycast part only
+        from vtk.util import numpy_support  # lazy: loads VTK (the bench extra)
 
         vtk.vtkObject.GlobalWarningDisplayOff()
         self.vtk, self.width, self.height = vtk, width, height
@@ -129,6 +150,7 @@ class VtkRenderer:
         self._grab.ReadFrontBufferOff()
 
     def set_camera(self, camera: Any) -> None:
+        """Look through ``camera`` (eye, target, up, vertical field of view)."""
         cam = self.renderer.GetActiveCamera()
         cam.SetPosition(*camera.eye)
         cam.SetFocalPoint(*camera.target)
@@ -138,13 +160,14 @@ class VtkRenderer:
         self.renderer.ResetCameraClippingRange()
 
     def render(self) -> float:
+        """Render one frame; its wall seconds."""
         t = time.perf_counter()
         self.window.Render()
         return time.perf_counter() - t
 
     def image(self) -> np.ndarray:
         """The last frame as (H, W, 3) uint8, top row first."""
-        from vtk.util import numpy_support
+        from vtk.util import numpy_support  # lazy: loads VTK (the bench extra)
 
         self._grab.Modified()
         self._grab.Update()
@@ -160,12 +183,6 @@ class VtkRenderer:
 def worker_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews: int,
                    images: str) -> dict[str, Any]:
     """One process, one thread count: ours and VTK alternate on each view, best of repeats."""
-    from common.image_quality import psnr, ssim
-    from raytracer.volume.blend import to_rgb8
-    from raytracer.volume.raycaster import Raycaster
-    from raytracer.volume.transfer_function import default_for
-    from raytracer.volume.volume_data import load_volume
-
     volume = load_volume(volume_name)
     tf = default_for(volume.name)
     ours = Raycaster(volume, tf)
@@ -215,8 +232,8 @@ def run_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews:
     """The raycast part for one device and thread count, in its own process (PoCL reads its
     thread count once, at start-up)."""
     env = {**os.environ, "AUTOTUNE_COMPUTE_UNITS": str(threads), "AUTOTUNE_DEVICE": device}
-    cmd = [sys.executable, "-m", "benchmarks.renderers.volume_throughput", "--worker", "raycast", volume_name,
-           str(size), str(threads), str(repeats), str(nviews), images]
+    cmd = [sys.executable, "-m", "benchmarks.renderers.volume_throughput", "--worker", "raycast",
+           volume_name, str(size), str(threads), str(repeats), str(nviews), images]
     done = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200)
     for line in done.stdout.splitlines():
         if line.startswith(MARK):
@@ -229,15 +246,8 @@ def run_raycast(volume_name: str, size: int, threads: int, repeats: int, nviews:
 
 
 def worker_scaling(volume_name: str, size: int, frames: int, algorithm: str) -> dict | None:
-    """Inside ``mpiexec -n K``: the distributed renderer on seed 000's orbit, every phase."""
-    from raytracer.mpi.faults import install_excepthook, world
-    from raytracer.volume.distributed import (
-        DistributedRenderer,
-        FrameSettings,
-        load_everywhere,
-        seed_orbit,
-    )
-
+    """Inside ``mpiexec -n K``: the distributed renderer on the cluster study's orbit, every
+    phase."""
     install_excepthook()
     comm = world()
     volume, tf = load_everywhere(volume_name, None, comm)
@@ -274,10 +284,9 @@ def worker_scaling(volume_name: str, size: int, frames: int, algorithm: str) -> 
 
 def run_scaling(volume_name: str, size: int, frames: int, ranks: int,
                 algorithm: str) -> dict[str, Any]:
-    from raytracer.mpi.launch import launch
-
-    done = launch(["benchmarks.renderers.volume_throughput", "--worker", "scaling", volume_name, str(size),
-                   str(frames), algorithm], ranks, timeout=1200, cwd=ROOT)
+    """The scaling part on ``ranks`` MPI ranks; rank 0's figures."""
+    done = launch(["benchmarks.renderers.volume_throughput", "--worker", "scaling", volume_name,
+                   str(size), str(frames), algorithm], ranks, timeout=1200, cwd=ROOT)
     for line in (done.stdout or "").splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])
@@ -286,6 +295,7 @@ def run_scaling(volume_name: str, size: int, frames: int, ranks: int,
 
 
 def worker_main(argv: list[str]) -> int:
+    """``--worker raycast ...`` or ``--worker scaling ...``: one part in this process."""
     part, rest = argv[0], argv[1:]
     if part == "raycast":
         name, size, threads, repeats, nviews, images = rest
@@ -295,8 +305,6 @@ def worker_main(argv: list[str]) -> int:
         name, size, frames, algorithm = rest
         result = worker_scaling(name, int(size), int(frames), algorithm)
     if result is not None:
-        from autotune_app.report import plain
-
         print(MARK + json.dumps(plain(result)), flush=True)
     return 0
 
@@ -351,9 +359,6 @@ def summarize_raycast(parts: list[dict[str, Any]], volume: str, size: int,
 def plot_images(images: Path, raycast: dict[str, Any], runtime: str, folder: Path) -> None:
     """Both renderers' frames of one runtime's run as PNGs and side by side with their
     difference."""
-    from autotune_app.report import pyplot
-    from common.atomic_files import save_figure, save_png
-
     plt = pyplot()
     t = max(raycast["by_threads"], key=int)
     part = raycast["by_threads"][t]
@@ -381,10 +386,8 @@ def plot_images(images: Path, raycast: dict[str, Any], runtime: str, folder: Pat
 
 
 def plot_scaling(figures: dict[str, Any], path: Path) -> None:
-    """Seed 000 style: per rank count, the frame split into local render and compositing."""
-    from autotune_app.report import pyplot
-    from common.atomic_files import save_figure
-
+    """As the cluster study plots it: per rank count, the frame split into local render and
+    compositing."""
     plt = pyplot()
     rows = figures["scaling"]["runs"]
     ranks = [r["ranks"] for r in rows]
@@ -433,8 +436,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--save", action="store_true",
                         help="also write results/<machine>/volume_<runtimes>.json "
                              "(volume.json without the raycast part)")
-    from autotune_app import options as opt
-
     opt.add_plots(parser, "PNG plots and both renderers' images")
     args = parser.parse_args(argv)
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
@@ -464,8 +465,6 @@ def raycast_part(volume: str, size: int, repeats: int, nviews: int, images: Path
 
 def compositing_part(quick: bool, repeats: int, bar: Any) -> dict[str, Any]:
     """The compositing reference (2 ranks) of ``benchmarks/renderers/compositing.py``."""
-    from benchmarks.renderers import compositing as comp
-
     bar.set_postfix_str("compositing reference (2 ranks)")
     ref = comp.run_part("reference", 2, 1024 if quick else 2048, repeats)
     comp.add_ratios(ref)
@@ -498,8 +497,6 @@ def scaling_part(volume: str, size: int, frames: int, counts: list[int],
 
 def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
     """Where and when the figures were taken."""
-    from raytracer.device.runtimes import POCL_METHOD_ENV, prepare_runtimes
-
     prepare_runtimes()  # sets the method where the user did not (done already if a device ran)
     out = {
         "cores": os.cpu_count(),
@@ -509,7 +506,7 @@ def machine(quick: bool, with_vtk: bool) -> dict[str, Any]:
         "pocl_work_group_method": os.environ.get(POCL_METHOD_ENV),
     }
     if with_vtk:
-        import vtk
+        import vtk  # lazy: loads VTK (the bench extra)
 
         out["vtk"] = vtk.vtkVersion.GetVTKVersion()
     return out
@@ -521,12 +518,6 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--worker"]:
         return worker_main(argv[1:])
     args = parse(argv)
-    from tqdm import tqdm
-
-    from autotune_app.report import emit, plain
-    from benchmarks.harness.run_record import RunRecord, stamp
-    from common.atomic_files import check_output_dir, output_dir
-
     if args.plots:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
@@ -540,8 +531,6 @@ def main(argv: list[str] | None = None) -> int:
     frames = 6 if args.quick else 12
     devices = []
     if "raycast" in parts:
-        from raytracer.device.choice import one_device_per_runtime
-
         devices = one_device_per_runtime(args.device)
     steps = (2 * len(devices) + ("compositing" in parts)
              + len(counts) * ("scaling" in parts))
@@ -567,8 +556,6 @@ def main(argv: list[str] | None = None) -> int:
     emit(stamp(figures, run), args.json,
          "Volume renderer: ours vs VTK, compositing, strong scaling")
     if args.save:
-        from common.atomic_files import write_json
-
         folder = machine_folder()
         folder.mkdir(parents=True, exist_ok=True)
         runtimes = "+".join(figures.get("raycast", {}))

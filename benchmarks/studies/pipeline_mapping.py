@@ -1,14 +1,17 @@
-"""Seed 001's mapping model against real runs of pipelines on this machine (issue 22).
+"""The pipeline-mapping model against real runs of pipelines on this machine (issue 22).
 
-Three parts:
+The model: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters" (the mapping paper below). Three parts:
 
-- ``tables``: the seed's Tables I–IV and VI (and the inverted FIFO) to the printed
-  predictions, Table V as the printed algorithm gives it (studies/pipeline_mapping/model/seed_tables.py).
+- ``tables``: the mapping paper's Tables I–IV and VI (and the inverted FIFO) to the printed
+  predictions, Table V as the printed algorithm gives it
+  (studies/pipeline_mapping/model/paper_tables.py).
 - ``alone``: this project's real modules (the ray tracer's CPU probe, the OpenCL tracer, the
-  over-operator compositor: studies/pipeline_mapping/pipeline/work.py) each run alone on one core; their
-  T_exec (wall time per iteration) and LD (CPU time over wall time) are what the model gets.
-- ``cases``: pipelines run for real (studies/pipeline_mapping/pipeline: every module instance an MPI
-  rank pinned to its node's cores, busy work for T_exec·LD of CPU time then sleep for the
+  over-operator compositor: studies/pipeline_mapping/pipeline/work.py) each run alone on one
+  core; their T_exec (wall time per iteration) and LD (CPU time over wall time) are what the
+  model gets.
+- ``cases``: pipelines run for real (studies/pipeline_mapping/pipeline: every module instance an
+  MPI rank pinned to its node's cores, busy work for T_exec·LD of CPU time then sleep for the
   rest, or real work; FIFO and greedy connections, an emulated link on non-local
   connections) and compared with the prediction (real modules predicted from their alone
   figures only, never from the case's own run): iteration time of every module; overflows
@@ -34,8 +37,22 @@ import sys
 from dataclasses import asdict
 from typing import Any
 
-from studies.pipeline_mapping.model import Connection, Mapping, Module, Network, Node, Placement
+from autotune_app.report import emit
+from benchmarks.harness.run_record import RunRecord, stamp
+from studies.pipeline_mapping.model import (
+    Connection,
+    Mapping,
+    Module,
+    Network,
+    Node,
+    Placement,
+    link_loads,
+    solve,
+)
 from studies.pipeline_mapping.model.frame import upstream_modules
+from studies.pipeline_mapping.model.paper_tables import check, table_cases
+from studies.pipeline_mapping.model.search import evaluate, search
+from studies.pipeline_mapping.pipeline import run_pipeline
 from studies.pipeline_mapping.pipeline.alone import AloneFigures, measure_alone, with_measured
 from studies.pipeline_mapping.pipeline.work import Work
 
@@ -152,9 +169,7 @@ def probe_pipeline(probe: str, controller: str, renderer: str) -> Mapping:
 
 
 def tables_part() -> list[dict[str, Any]]:
-    """Every seed table checked against its printed predictions."""
-    from studies.pipeline_mapping.model.seed_tables import check, table_cases
-
+    """Every table of the mapping paper checked against its printed predictions."""
     out = []
     for case in table_cases():
         s, diffs = check(case)
@@ -189,9 +204,6 @@ def run_case(name: str, mapping: Mapping, share: bool, seconds: float,
              alone: dict[Work, AloneFigures] | None = None) -> dict[str, Any]:
     """Predict, run, compare one mapping; its real modules (``work``) are predicted from
     their ``alone`` figures."""
-    from studies.pipeline_mapping.model import link_loads, solve
-    from studies.pipeline_mapping.pipeline import run_pipeline
-
     work = work or {}
     mapping = with_measured(mapping, {m: (alone or {})[w] for m, w in work.items()})
     s = solve(mapping)
@@ -238,8 +250,6 @@ def _error(predicted: float, measured: float | None) -> float | None:
 
 def search_part(seconds: float) -> dict[str, Any]:
     """Rank the probe pipeline's mappings, run each, compare the orders."""
-    from studies.pipeline_mapping.model.search import evaluate, search
-
     base = probe_pipeline("a", "a", "b")
     found = search(base, ["viewer"], frozenset({"viewer"}))
     rows = []
@@ -289,15 +299,15 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
         "mean_iteration_time_error": {
             "value": mean, "goal": f"<= {MISS}", "met": mean is not None and mean <= MISS
             and enough,
-            "what": f"seed's printed allocation: mean over {len(runs)} mappings (no overflow, "
-                    f"overload or oscillation predicted; {real} of them pipelines of this "
-                    "project's real renderers, predicted from their modules measured alone) of "
-                    "the mean |predicted - measured| / measured T_it of their modules (capped "
-                    "at 10); the goal asks for 12, one of them of the real renderers"},
+            "what": f"the mapping paper's printed allocation: mean over {len(runs)} mappings "
+                    f"(no overflow, overload or oscillation predicted; {real} of them pipelines "
+                    "of this project's real renderers, predicted from their modules measured "
+                    "alone) of the mean |predicted - measured| / measured T_it of their modules "
+                    "(capped at 10); the goal asks for 12, one of them of the real renderers"},
         "mean_iteration_time_error_shared": {
             "value": shared, "goal": f"<= {MISS}", "met": shared is not None and shared <= MISS
             and enough,
-            "what": "the same with fair CPU sharing (policy 'shared', not the seed's)"},
+            "what": "the same with fair CPU sharing (policy 'shared', not the paper's)"},
         "overflows_predicted_and_seen": {
             "value": f"{len(seen)} of {len(flagged)}, {len(false)} unpredicted",
             "goal": "all, none unpredicted", "met": len(seen) == len(flagged) and not false,
@@ -334,9 +344,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="1.5 s per mapping and no search part")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     args = parser.parse_args(argv)
-    from autotune_app.report import emit
-    from benchmarks.harness.run_record import RunRecord, stamp
-
     run = RunRecord()
     seconds = 1.5 if args.quick else args.seconds
     if not (seconds > 0):
@@ -357,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg()[0],
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version()}
-    emit(stamp(figures, run), args.json, "Seed 001 mapping model vs real pipeline runs")
+    emit(stamp(figures, run), args.json, "Mapping model (Jubertie, Melin) vs real pipeline "
+                                         "runs")
     return 0
 
 

@@ -13,13 +13,18 @@ The design budget is 1 ms per frame.
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
 from autotune_app.report import emit, summary_stats
 from benchmarks.harness.run_record import RunRecord, stamp
+from models.app_calibration import builtin_calibrations
+from models.device_profile import builtin_profiles
+from models.workload import Workload
 
 BUDGET_US = 1000.0
 
@@ -73,20 +78,13 @@ def time_choose(controller: str, vectorized: bool, frames: int) -> dict[str, flo
 def time_real_model(frames: int) -> dict[str, float]:
     """Tuner.choose() over the ray tracer's space with its real model, workloads cycling
     through recorded probe figures (wall and CPU time per call)."""
-    import json
-    from pathlib import Path
-
-    from governed.mesh.instruction_counts import load_kernel_counts
-    from governed.mesh.tuned_renderer import RayTraceModel, knob_space
-    from models.device_profile import builtin_profiles
-    from models.workload import Workload
+    from governed.mesh.instruction_counts import load_kernel_counts  # lazy: loads pyopencl
+    from governed.mesh.tuned_renderer import RayTraceModel, knob_space  # lazy: loads pyopencl
 
     data = Path(__file__).resolve().parents[2] / "tests" / "data" / "replay_dragon_small.json"
     fields = set(Workload.__dataclass_fields__)
     workloads = [Workload(**{k: v for k, v in w.items() if k in fields})
                  for w in json.loads(data.read_text())["meta"]["workloads"]]
-    from models.app_calibration import builtin_calibrations
-
     profile = builtin_profiles()["pocl-pthread-amd-epyc"]
     calibration = next(c for c in builtin_calibrations() if c.matches(profile))
     model = RayTraceModel(profile, load_kernel_counts(), calibration)

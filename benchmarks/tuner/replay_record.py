@@ -19,6 +19,7 @@ import argparse
 import os
 from pathlib import Path
 
+import numba
 import numpy as np
 from tqdm import tqdm
 
@@ -86,12 +87,11 @@ def record(scene_name: str, path: str, frames: int, width: int, height: int,
 
 
 def _numba_threads() -> int:
-    import numba
-
     return max(1, int(numba.get_num_threads()))
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Record the grid on a camera path; print the model's error, write it with ``--out``."""
     parser = argparse.ArgumentParser(prog="autotune bench replay-record", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scene", default="dragon-small")

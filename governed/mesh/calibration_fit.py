@@ -51,6 +51,7 @@ from governed.mesh.instruction_counts import (
     load_kernel_counts,
 )
 from governed.mesh.kernel_occupancy import kernel_occupancy
+from governed.mesh.microbench import measure_device_profile
 from governed.mesh.profile_store import (
     keep_in_memory,
     save_calibration,
@@ -455,8 +456,6 @@ def base_profile(device: DeviceInfo, quick: bool) -> DeviceProfile:
     work-item's independent instructions out of order, which hides what a kernel issues ahead
     of a traversal (the next AO ray's set-up): ``out_of_order``.
     """
-    from governed.mesh.microbench import measure_device_profile
-
     profile = measure_device_profile(device.spec, quick=quick)
     if device.kind == "CPU":
         profile = dataclasses.replace(profile, warp_size=TILE * TILE, transactions_per_uncoal=1,

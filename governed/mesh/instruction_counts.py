@@ -98,7 +98,7 @@ def kernels_fingerprint(launches: KernelLaunches, path: str | Path | None = None
 def counts_are_current(path: str | Path | None = None, source: str | None = None) -> bool:
     """Whether the counts file was generated from the current kernel source (SHA-256 match)."""
     if source is None:
-        from raytracer.mesh.tracer import kernel_source
+        from raytracer.mesh.tracer import kernel_source  # lazy: loads numba and the BVH
 
         source = kernel_source()
     data = _read_document(Path(path) if path is not None else COUNTS_PATH)

@@ -1,4 +1,7 @@
-"""OpenCL microbenchmarks that measure a device's Hong–Kim parameters (seed 002 §3, Table 4).
+"""OpenCL microbenchmarks that measure a device's Hong–Kim parameters.
+
+The parameters of Table 4 of Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an
+Analytical GPU Architecture Model" (§3).
 
 Four measurements, in the spirit of Hong & Kim (ISCA 2009), each timed with profiling
 events as the slope between two loop lengths (so launch overhead cancels):
@@ -242,7 +245,7 @@ def _progress_callback(progress: bool | Progress | None, total: int) -> tuple[Pr
     if callable(progress):
         return progress, None
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # lazy: only a progress bar needs it
 
         bar = tqdm(total=total, desc="microbenchmarks", unit="step")
 

@@ -1,4 +1,7 @@
-"""CPU probe: trace a sample of the coming view and measure its workload (seed 002 §4).
+"""CPU probe: trace a sample of the coming view and measure its workload.
+
+The probe of the ray tracer's auto-tuner (Ganestam & Doggett, "Auto-tuning Interactive Ray
+Tracing using an Analytical GPU Architecture Model", §4).
 
 It runs on the CPU through the same BVH as the OpenCL tracer, so it can run on a worker thread
 while the device renders the previous frame (numba releases the GIL).
@@ -105,7 +108,7 @@ class Probe:
     @property
     def simd_width(self) -> int:
         if self._simd_width is None:  # the default device's, as a default Tracer would pick
-            from raytracer.device.choice import choose_device
+            from raytracer.device.choice import choose_device  # lazy: loads pyopencl
 
             self._simd_width = choose_device()[0].simd_width
         return self._simd_width

@@ -1,4 +1,5 @@
-"""Timer observers: which clock defines a measured frame (DESIGN.md "What frame time means").
+"""Timer observers: which clock defines a measured frame (docs/architecture.md, "What frame
+time means").
 
 Each experiment declares the timer it measures with, and its JSON says so (``describe()``):
 

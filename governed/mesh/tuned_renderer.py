@@ -1,13 +1,15 @@
 """The ray tracer governed by the tuner: probe -> §4.3 counts -> Hong–Kim -> choose -> render.
 
-This is the wiring of seed 002 figures 1 and 2 for the OpenCL tracer; the viewer, the demo and
-the paper benchmark all drive frames through :class:`TunedRenderer`.
+This is the wiring of figures 1 and 2 of the ray tracer's auto-tuner (Ganestam & Doggett,
+"Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture Model") for the
+OpenCL tracer; the viewer, the demo and the paper benchmark all drive frames through
+:class:`TunedRenderer`.
 
-The controlled time is the frame the user waits for (DESIGN.md "What frame time means"): from
-the start of the probe to the image read back, i.e. the probe (unless it ran hidden during the
-previous frame), every kernel, the read-back and the host's launch overhead. The prediction is
-the probe time already spent + the model's kernel seconds + a running estimate of the host
-overhead; kernel time stays available as a second figure.
+The controlled time is the frame the user waits for (docs/architecture.md, "What frame time
+means"): from the start of the probe to the image read back, i.e. the probe (unless it ran
+hidden during the previous frame), every kernel, the read-back and the host's launch overhead.
+The prediction is the probe time already spent + the model's kernel seconds + a running
+estimate of the host overhead; kernel time stays available as a second figure.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from autotune import (
     PartCorrections,
     RunningOverhead,
 )
+from governed.mesh.calibration_fit import RENDERER, calibrate
 from governed.mesh.instruction_counts import kernels_fingerprint, load_kernel_counts
 from governed.mesh.probe import Probe
 from governed.mesh.profile_store import find_app_calibration, find_device_profile
@@ -115,18 +118,12 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
     """
     if profile is not None:
         return RayTraceModel(profile, load_kernel_counts(), calibration)
-    from governed.mesh.calibration_fit import RENDERER
-
     info = tracer.device_info
     profile = find_device_profile(info.name, info.driver)
     if profile is not None:
         calibration = find_app_calibration(profile, RENDERER, PHASES,
                                            kernels_fingerprint(tracer.launches))
     if profile is None or calibration is None:
-        from governed.mesh.calibration_fit import (
-            calibrate,  # deferred: only when no calibration exists
-        )
-
         what = "profile" if profile is None else "ray-tracer calibration"
         warnings.warn(f"no calibrated {what} for {info.name} (driver {info.driver}); "
                       f"running a quick calibration (run `autotune calibrate` to keep one)",
@@ -265,7 +262,8 @@ class TunedRenderer(Governed):
         """Probe the view, choose knobs (unless tuning is off), render, feed back the time.
 
         With ``next_camera`` and ``overlap_probe``, the next view is probed on a worker thread
-        while the device renders this one (seed 002 §5: free on a GPU, contended on a CPU).
+        while the device renders this one (Ganestam & Doggett §5: free on a GPU, contended on
+        a CPU).
         """
         started_frame = time.perf_counter()
         self._workload, probe_seconds = self._measure(camera)

@@ -1,6 +1,10 @@
 """What ties the volume renderer to the tuner: the per-frame workload probe
 (``workload_probe``), the knobs and their quality losses (``knobs``), the frame-time model and
-its calibration (``model_fit``), and the governed distributed renderer (``tuned_volume``).
+its calibration (``model_fit``), and the governed distributed renderer (``tuned_volume``) with
+the jobs it hands out: the frame protocol between the ranks (``frame_sharing``), the
+calibration frames (``calibration_frames``), the quality measurements (``quality_measures``)
+and the frame times found by rendering, the fixed baseline's among them
+(``measured_baselines``).
 
 Embedding it in your own distributed loop (run under ``mpiexec -n K python -m mpi4py``; every
 call is collective, rank 0 gets the frames; this example is run by the tests on 2 ranks)::

@@ -1,12 +1,13 @@
 """The volume renderer's frame-time model: calibration views, the fit, the predictor.
 
-The per-rank model (seed 004: max over ranks of the local render + Σ compositing stages +
-gather + upscale) is calibrated by least squares on frames from views and volumes that the
-governed path does not use (:func:`volume_calibration_views`); :class:`VolumeModel` prices every
-candidate setting from the per-frame workload probe. A rank's render work is fitted in the
-clock its record names (:func:`work_seconds`: CPU seconds on a CPU device, kernel
-seconds on a GPU). Ranks that share a machine's cores on a CPU device are modelled as sharing
-them (:func:`shared_cores`); on a GPU they share nothing (models.volume_cost.shares_cores).
+The per-rank model, after the per-process analytical model (HemoCell study): max over ranks
+of the local render + Σ compositing stages + gather + upscale. It is calibrated by least
+squares on frames from views and volumes that the governed path does not use
+(:func:`volume_calibration_views`); :class:`VolumeModel` prices every candidate setting from
+the per-frame workload probe. A rank's render work is fitted in the clock its record names
+(:func:`work_seconds`: CPU seconds on a CPU device, kernel seconds on a GPU). Ranks that share
+a machine's cores on a CPU device are modelled as sharing them (:func:`shared_cores`); on a GPU
+they share nothing (models.volume_cost.shares_cores).
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ CALIBRATION_VIEWS = 8
 def volume_calibration_views(radius: float, count: int = CALIBRATION_VIEWS, seed: int = 7
                              ) -> list[Camera]:
     """Views from random directions above and below the orbit plane, 2.2-3.4 radii out: the
-    governed path (seed 000's orbit in the XZ plane) shares none of them."""
+    governed path (the cluster study's orbit in the XZ plane: Tkachev et al., "Prediction of
+    Distributed Volume Visualization Performance to Support Render Hardware Acquisition")
+    shares none of them."""
     rng = np.random.default_rng(seed)
     cams = []
     for _ in range(count):

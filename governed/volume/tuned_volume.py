@@ -3,14 +3,18 @@
 Per frame (collective; the tuner lives on rank 0)::
 
     rank 0: probe the view (block grid, per-brick termination) ─► per-rank samples and rays
-            for every candidate ─► per-rank model (seed 004): max over ranks of the local
-            render + Σ compositing stages + gather + upscale ─► Tuner chooses the knobs
+            for every candidate ─► per-rank model (the per-process analytical model of the
+            HemoCell study): max over ranks of the local render + Σ compositing stages +
+            gather + upscale ─► Tuner chooses the knobs
     share the frame's state (camera, target, knobs: one FrameSync broadcast) ─► every rank
     renders its brick ─► composite ─► gather ─► rank 0 observes its frame time (probe +
     choice + render + composite + gather + upscale)
 
 The knobs and their quality losses are in ``knobs``, the model, its calibration views and
-its fit in ``model_fit``; this module is the renderer that uses them frame by frame.
+its fit in ``model_fit``; the frame protocol between the ranks in ``frame_sharing``, the
+calibration frames in ``calibration_frames``, the quality measurements in ``quality_measures``
+and the frame times found by rendering (the fixed baseline among them) in
+``measured_baselines``. This module is the renderer that uses them frame by frame.
 """
 
 from __future__ import annotations
@@ -25,18 +29,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import CONTROLLERS, FrameLoop, FramePrice, Governed, RunningOverhead
-from autotune.baselines import bisect_by_measurement, quality_order
-from common.image_quality import psnr, ssim
+from autotune import FrameLoop, FramePrice, RunningOverhead
+from governed.volume import measured_baselines
+from governed.volume.calibration_frames import calibration_samples, random_settings
+from governed.volume.frame_sharing import SharedFrames
 from governed.volume.knobs import (
-    BEST,
     ERT,
     QualityLosses,
     knob_steps,
     knobs_of,
     one_setting,
     settings_of,
-    to_display,
     volume_knob_space,
 )
 from governed.volume.model_fit import (
@@ -50,6 +53,7 @@ from governed.volume.model_fit import (
     streamed_shares,
     work_seconds,
 )
+from governed.volume.quality_measures import image_quality, knob_losses
 from governed.volume.workload_probe import (
     BlockGrid,
     RankWorkload,
@@ -67,13 +71,11 @@ from raytracer.volume.distributed import (
     FrameSettings,
     seed_orbit,
 )
-from raytracer.volume.frame_sync import DONE, FRAME, FrameState, FrameSync
 
 #: A renderer's first frames run slower (the kernel built for its voxel type, then 10-35 %
 #: over about three frames: tooth, aneurism and bonsai on 2 ranks at 256²), so a renderer is
 #: first given this many of the cheapest frames, untimed
 WARMUP_FRAMES = 3
-CONTROLLER_NAMES = tuple(CONTROLLERS)  # what a shared frame state's controller index names
 #: The feed-forward controller's bias feedback gain here (the core's default is 0.1): bench
 #: volume-tuned, bonsai, 2 ranks, three interleaved quiet runs each, validation figures:
 #: governed 3.7 / 4.1 / 3.7 % against 3.9 / 4.0 / 4.6 % at 512² and 9.9 % both at 256², and
@@ -128,24 +130,21 @@ class TunedVolumeFrame:
                 if k != "render_per_rank"}
 
 
-class TunedVolumeRenderer(Governed):
+class TunedVolumeRenderer(SharedFrames):
     """Holds a :class:`DistributedRenderer` at a target frame time (call every method on
     every rank: they are collective). Rank 0 holds the tuner and drives every frame through
     one :class:`~raytracer.volume.frame_sync.FrameSync` broadcast (camera, target, knobs,
-    size, controller, tuning); the other ranks restore what it says."""
+    size, controller, tuning); the other ranks restore what it says
+    (:class:`~governed.volume.frame_sharing.SharedFrames`)."""
 
     def __init__(self, renderer: DistributedRenderer, width: int, height: int,
                  target_seconds: float, controller: str = "feedforward",
                  pi_gains: tuple[float, float] = (0.05, 0.2)) -> None:
-        self.renderer = renderer
-        self.comm = renderer.comm
-        self.rank = renderer.rank
-        self.sync = FrameSync(self.comm, shares_core=renderer.node.oversubscribed)
-        self.width, self.height = width, height
         # target, controller, tuning switch and feedback rules: the core's one frame loop
         # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
-        self.loop = FrameLoop(target_seconds, controller, pi_gains=pi_gains,
-                              feedback_gain=FEEDBACK_GAIN)
+        super().__init__(renderer, width, height,
+                         FrameLoop(target_seconds, controller, pi_gains=pi_gains,
+                                   feedback_gain=FEEDBACK_GAIN))
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
         self.probe: WorkloadProbe | None = None
@@ -219,31 +218,6 @@ class TunedVolumeRenderer(Governed):
         self.group_fit.observe(*group_observation(self.model.workload, rec))
         self.model.use_record(rec)
 
-    # ------------------------------------------------------------- the frame protocol
-
-    def state(self, op: int, camera: Camera | None = None,
-              settings: FrameSettings | None = None, status: int = 0) -> FrameState:
-        """Rank 0: this renderer's state for one collective step (what :meth:`follow` and
-        the other ranks restore)."""
-        return FrameState(op, camera, self.target_seconds, settings or BEST, self.width,
-                          self.height, CONTROLLER_NAMES.index(self.controller), self.tuning,
-                          status)
-
-    def restore(self, state: FrameState) -> None:
-        """Ranks >= 1: take rank 0's target, size, controller and tuning switch."""
-        self.loop.target_seconds = state.target
-        if (state.width, state.height) != (self.width, self.height):
-            self.resize(state.width, state.height)
-        if CONTROLLER_NAMES[state.controller] != self.controller:
-            self.loop.use_controller(CONTROLLER_NAMES[state.controller])
-        self.loop.tuning = state.tuning
-
-    def follow(self, state: FrameState) -> FrameResult:
-        """Ranks >= 1: render the frame rank 0 shared (collective with rank 0's frame)."""
-        self.restore(state)
-        return self.renderer.render_frame(state.camera, self.width, self.height,
-                                          state.settings)
-
     def _probe(self, camera: Camera) -> tuple[RankWorkload, float]:
         """Rank 0: the view's workload and the seconds probing it took; the last frame's
         workload (0 s) when neither the camera nor the size changed (the probe is
@@ -256,22 +230,6 @@ class TunedVolumeRenderer(Governed):
         self._probed = (view, w)
         return w, time.perf_counter() - t0
 
-    def _frame(self, camera: Camera, settings: FrameSettings | None
-               ) -> tuple[FrameSettings, FrameResult]:
-        """One frame at rank 0's ``settings`` (None on the others), shared as one state."""
-        if self.rank == 0:
-            self.sync.share(self.state(FRAME, camera, settings))
-            return settings, self.renderer.render_frame(camera, self.width, self.height,
-                                                        settings)
-        state = self.sync.share(None)
-        return state.settings, self.follow(state)
-
-    def _follow_until_done(self) -> FrameState:
-        """Ranks >= 1: render the frames rank 0 drives until it shares DONE."""
-        while (state := self.sync.share(None)).op != DONE:
-            self.follow(state)
-        return state
-
     # ------------------------------------------------------------------- calibration
 
     def calibrate(self, cameras: Sequence[Camera], frames: int = 16, seed: int = 11,
@@ -283,7 +241,6 @@ class TunedVolumeRenderer(Governed):
         volume gets render models of its own; a volume swapped in later is priced by the
         models fitted on all of them."""
         rng = np.random.default_rng(seed)
-        space = volume_knob_space()
         samples: list[CalibrationSample] = []
         fits: list[RendererFit] = []
         home = self.renderer
@@ -293,83 +250,73 @@ class TunedVolumeRenderer(Governed):
             else:
                 self._warm_up()
             fits.append(self.fit)
-            self.fit.samples = []
             self.fit.correction = RankCorrection(renderer.size)  # a new fit: nothing to correct
-            for i in range(frames):
-                cam = views[i % len(views)]
-                settings = workload = None
-                if self.rank == 0:
-                    levels = [int(rng.integers(len(k))) for k in space.knobs]
-                    settings = settings_of(space.at_levels(levels))
-                    if i == 0:
-                        settings = BEST
-                    workload, _ = self._probe(cam)
-                settings, res = self._frame(cam, settings)
-                if self.rank == 0 and i > 0:  # the first frame of a volume warms it up
-                    samples.append(CalibrationSample(workload, settings, res.record,
-                                                     self.streamed))
-                    self.fit.samples.append(samples[-1])
-                    self.group_fit.observe(*group_observation(workload, res.record))
+            settings = random_settings(rng, frames) if self.rank == 0 else None
+            self.fit.samples = calibration_samples(self, self._probe, views, settings, frames,
+                                                   self.streamed)
+            for sample in self.fit.samples:
+                self.group_fit.observe(*group_observation(sample.workload, sample.record))
+            samples += self.fit.samples
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
-            self.calibration_samples = samples
-            self.joint_model, finish = fit_volume_model(samples, self.renderer.size, self.width,
-                                                        self.height, self.thresholds,
-                                                        self.sharing)
-            for fit in fits:
-                fit.render = fit_render_models(fit.samples, self.renderer.size,
-                                               self.thresholds) if also else \
-                    self.joint_model.render
-            self.model = VolumeModel(self.joint_model, finish, self.width, self.height,
-                                     self.thresholds)
-            self._price_with_fit()
-            self.model.use_record(samples[-1].record)
-            # price the candidates once here, untimed: the first call compiles the pricing
-            # (0.6 s, which the first governed frame would otherwise pay)
-            self.model.workload = samples[-1].workload
-            self.model(volume_knob_space().grid())
+            self._fit_model(samples, fits, own_render_models=bool(also))
         self.losses = self.measure_losses(cameras[0])
         if self.rank == 0:
             self._configure_loop()
 
+    def _fit_model(self, samples: list[CalibrationSample], fits: list[RendererFit],
+                   own_render_models: bool) -> None:
+        """Rank 0: the frame model fitted on every calibration frame, each calibrated
+        renderer's render models (fitted on its own frames where ``own_render_models``, else
+        the joint ones), and the model that prices the current renderer with them."""
+        self.calibration_samples = samples
+        self.joint_model, finish = fit_volume_model(samples, self.renderer.size, self.width,
+                                                    self.height, self.thresholds, self.sharing)
+        for fit in fits:
+            fit.render = fit_render_models(fit.samples, self.renderer.size,
+                                           self.thresholds) if own_render_models else \
+                self.joint_model.render
+        self.model = VolumeModel(self.joint_model, finish, self.width, self.height,
+                                 self.thresholds)
+        self._price_with_fit()
+        self.model.use_record(samples[-1].record)
+        # price the candidates once here, untimed: the first call compiles the pricing
+        # (0.6 s, which the first governed frame would otherwise pay)
+        self.model.workload = samples[-1].workload
+        self.model(volume_knob_space().grid())
+
     def measure_losses(self, camera: Camera) -> QualityLosses | None:
-        """1 − SSIM of each knob's levels against the full-quality frame (collective)."""
-        _, ref = self._frame(camera, BEST)
-        space = volume_knob_space()
-        sweeps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for knob in space.knobs:
-            values = np.unique(np.concatenate([knob.values[:: max(1, len(knob) // 5)],
-                                               knob.values[-1:]]))
-            losses = []
-            for v in values:
-                trial = settings_of(knobs_of(BEST) | {knob.name: float(v)})
-                _, res = self._frame(camera, trial if self.rank == 0 else None)
-                if self.rank == 0:
-                    losses.append(1.0 - ssim(to_display(res.image), to_display(ref.image)))
-            if self.rank == 0:
-                sweeps[knob.name] = (values, np.maximum.accumulate(np.asarray(losses)[::-1])[::-1])
-        return QualityLosses(sweeps) if self.rank == 0 else None
+        """1 − SSIM of each knob's levels against the full-quality frame (collective):
+        :func:`~governed.volume.quality_measures.knob_losses`."""
+        return knob_losses(self, camera)
+
+    # ----------------------------------------------------------- measured frame times
 
     def full_quality_seconds(self, camera: Camera, warmup: int = 2, repeats: int = 3
                              ) -> float | None:
         """Rank 0's frame time at the best settings on ``camera``: the median of ``repeats``
         frames after ``warmup`` (a volume's first frames on a device are up to 2.5x slower:
-        measured on tooth after a swap); None on the other ranks (collective)."""
-        times = self.repeated_frame_seconds(camera, BEST, warmup + repeats)
-        return float(np.median(times[warmup:])) if times is not None else None
+        measured on tooth after a swap); None on the other ranks (collective):
+        :func:`~governed.volume.measured_baselines.full_quality_seconds`."""
+        return measured_baselines.full_quality_seconds(self, camera, warmup, repeats)
 
     def repeated_frame_seconds(self, camera: Camera, settings: FrameSettings, frames: int
                                ) -> list[float] | None:
         """Rank 0's frame times of ``frames`` renders of one view at fixed ``settings`` (what
         the machine's frame-to-frame noise alone does); None on the other ranks
         (collective)."""
-        times = []
-        for _ in range(frames):
-            _, res = self._frame(camera, settings if self.rank == 0 else None)
-            if self.rank == 0:
-                times.append(res.record.frame_seconds)
-        return times if self.rank == 0 else None
+        return measured_baselines.repeated_frame_seconds(self, camera, settings, frames)
+
+    def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
+        """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
+        rendering ``camera`` until its frame time is within 1 % of the target. Rank 0 runs
+        the search and shares each trial frame; the others render them (collective)."""
+        self.fixed_settings = measured_baselines.fixed_setting_by_measurement(
+            self, camera, self.losses, iterations)
+        if self.rank == 0:
+            self._configure_loop()
+        return self.fixed_settings
 
     # -------------------------------------------------------------------- settings
 
@@ -377,7 +324,7 @@ class TunedVolumeRenderer(Governed):
         """Render at another display size from the next frame on (rank 0 decides; the others
         follow with the next frame's state); the model's per-pixel terms carry over, its
         compositing work follows from the next frame's record."""
-        self.width, self.height = width, height
+        super().resize(width, height)
         if self.model is not None:
             self.model.width, self.model.height = width, height
 
@@ -401,7 +348,7 @@ class TunedVolumeRenderer(Governed):
         view = seed_orbit(self.renderer.volume.radius, 1)[0]
         cheapest = settings_of(volume_knob_space().lowest()) if self.rank == 0 else None
         for _ in range(max(0, WARMUP_FRAMES - self.renderer.frames_rendered)):
-            self._frame(view, cheapest)
+            self.shared_frame(view, cheapest)
 
     def _configure_loop(self) -> None:
         """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
@@ -416,25 +363,6 @@ class TunedVolumeRenderer(Governed):
         scaled by the correction)."""
         return FramePrice(self.model(knobs) - self.model.spent, self.model.spent)
 
-    def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
-        """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
-        rendering ``camera`` until its frame time is within 1 % of the target. Rank 0 runs
-        the search and shares each trial frame; the others render them (collective)."""
-        if self.rank != 0:
-            self.fixed_settings = self._follow_until_done().settings
-            return self.fixed_settings
-        order = quality_order(volume_knob_space(self.losses))
-
-        def seconds_of(index: int) -> float:
-            return self._frame(camera, settings_of(order[index]))[1].record.frame_seconds
-
-        found = bisect_by_measurement(len(order), seconds_of, self.target_seconds,
-                                      iterations=iterations)
-        self.fixed_settings = settings_of(order[found.index])
-        self.sync.share(self.state(DONE, settings=self.fixed_settings))
-        self._configure_loop()
-        return self.fixed_settings
-
     # ------------------------------------------------------------------ governed frames
 
     def render(self, camera: Camera) -> TunedVolumeFrame | None:
@@ -448,7 +376,7 @@ class TunedVolumeRenderer(Governed):
             self.model.spent = spent + self.overhead.seconds
             decision = self.loop.choose()
             settings = settings_of(decision.knobs)
-        settings, res = self._frame(camera, settings)
+        settings, res = self.shared_frame(camera, settings)
         if self.rank == 0:
             rec = res.record
             framed = time.perf_counter()
@@ -471,16 +399,12 @@ class TunedVolumeRenderer(Governed):
 
     def quality_of(self, camera: Camera, settings: FrameSettings | None) -> dict[str, float]:
         """PSNR and SSIM of ``camera`` at rank 0's ``settings`` (None on the others) against
-        the full-quality frame (collective; rank 0's, empty on the others). Both are rendered
-        here, so call it after the timed frames: a full-quality render between governed frames
-        cost the next one 8-11 % more render time (a new step's colour table, the caches),
-        which the feedback then chased (bonsai 256², 2 ranks: governed error 4 -> 9 %)."""
-        _, res = self._frame(camera, settings)
-        _, ref = self._frame(camera, BEST)
-        if self.rank != 0:
-            return {}
-        a, b = to_display(res.image), to_display(ref.image)
-        return {"psnr": psnr(a, b), "ssim": ssim(a, b)}
+        the full-quality frame (collective; rank 0's, empty on the others):
+        :func:`~governed.volume.quality_measures.image_quality`. Both are rendered here, so
+        call it after the timed frames: a full-quality render between governed frames cost
+        the next one 8-11 % more render time (a new step's colour table, the caches), which
+        the feedback then chased (bonsai 256², 2 ranks: governed error 4 -> 9 %)."""
+        return image_quality(self, camera, settings)
 
     def render_predicted(self, camera: Camera, settings: FrameSettings | None
                          ) -> tuple[FrameResult, dict[str, np.ndarray] | None]:
@@ -488,10 +412,10 @@ class TunedVolumeRenderer(Governed):
         rank 0 what the model predicted for it (probe included, no time spent before the
         frame), then let the model take this frame's compositing work: a model check."""
         if self.rank != 0:
-            return self._frame(camera, None)[1], None
+            return self.shared_frame(camera, None)[1], None
         self.model.workload, _ = self._probe(camera)
         self.model.spent = 0.0
-        _, res = self._frame(camera, settings)
+        _, res = self.shared_frame(camera, settings)
         sections = self.model.sections(one_setting(settings))
         self._learn(res)
         return res, sections

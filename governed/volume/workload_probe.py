@@ -157,6 +157,11 @@ def nearest_threshold(thresholds: NDArray, ert: ArrayLike) -> NDArray[np.intp]:
                   - np.asarray(thresholds, np.float64)).argmin(axis=-1)
 
 
+# One numba hot loop, kept whole: per probe ray, per brick, a walk of the ray's samples whose
+# running state (transmittance, thresholds passed, voxels walked, non-empty voxels) stays in
+# registers and lands in the per-brick accumulators once per brick. A function per ray or per
+# brick would be a call inside the probe's ray loop, taking the accumulators and returning
+# that state each time.
 @njit(fastmath=True)
 def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, code,
            passes, bricks_lo, bricks_hi, step_vox, thresholds):  # pragma: no cover

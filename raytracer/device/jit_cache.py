@@ -20,6 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from raytracer.device.runtimes import cache_dir
+
 #: The project's packages that hold numba-compiled code or constants it reads (the governed
 #: volume renderer's workload probe is compiled too); a module of any other package is not keyed.
 PACKAGES = ("raytracer", "governed", "common")
@@ -82,8 +84,6 @@ def source_digest(path: Path) -> str:
 def cache_root() -> Path:
     """``$NUMBA_CACHE_DIR/autotune-keyed`` if the user set one, else the package's cache
     folder (:func:`raytracer.device.runtimes.cache_dir`) ``/numba``."""
-    from raytracer.device.runtimes import cache_dir
-
     user = os.environ.get("NUMBA_CACHE_DIR")
     return Path(user) / "autotune-keyed" if user else cache_dir() / "numba"
 
@@ -92,7 +92,7 @@ def njit(**options: Any) -> Callable[[Callable], Any]:
     """``numba.njit(cache=True, **options)``, cached under the digest of the function's module
     and its package imports (where the folder cannot be written, numba caches beside the
     source as usual)."""
-    import numba
+    import numba  # lazy: a heavy import; span_blend needs njit only for big spans
 
     def compile_cached(func: Callable) -> Any:
         folder = cache_root() / source_digest(Path(inspect.getfile(func)))

@@ -10,8 +10,9 @@ Three sources, each optional so that a device or driver lacking one loses only i
   NVIDIA's driver caches builds; a cached build may log nothing (run with
   ``CUDA_CACHE_DISABLE=1`` to force one), and then registers stay unknown (None);
 - the program binary: on NVIDIA it is the driver's PTX, which ``tools/ptx_analysis.count_ptx``
-  counts like the clang PTX the model's shipped counts come from (seed 002 took its counts
-  from the driver's code with cuobjdump); :func:`compare_counts` sets the two side by side.
+  counts like the clang PTX the model's shipped counts come from (Ganestam & Doggett,
+  "Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture Model", took their
+  counts from the driver's code with cuobjdump); :func:`compare_counts` sets the two side by side.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from common.cpu_info import cpuinfo
 from raytracer.device.event_time import event_seconds
 from raytracer.device.runtimes import cache_dir, prepare_runtimes, store_cache_file
 
@@ -89,21 +90,6 @@ def _first_error_line(text: str) -> str:
     return lines[0] if lines else "build failed"
 
 
-def cpuinfo() -> dict[str, str]:
-    """The first processor's fields in ``/proc/cpuinfo`` (empty where there is none)."""
-    fields: dict[str, str] = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    return fields
-
-
 def host_cpu_signature() -> str:
     """Vendor, family, model and stepping of this machine's CPU (from ``/proc/cpuinfo``)."""
     fields = cpuinfo()
@@ -140,7 +126,7 @@ def os_clock_mhz() -> tuple[float, str]:
 
 def measure_clock_mhz(iterations: int = 30_000_000) -> float:
     """This core's clock from a chain of dependent one-cycle integer operations (best of 3)."""
-    from numba import njit
+    from numba import njit  # lazy: a heavy import; only this clock measurement needs it
 
     @njit(cache=False)
     def chain(n: int, seed: int) -> int:

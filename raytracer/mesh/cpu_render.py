@@ -48,6 +48,11 @@ def _primary_dir(basis, x, y):
                       basis[1, 2] + (x + 0.5) * basis[2, 2] + (y + 0.5) * basis[3, 2])
 
 
+# One numba function, kept whole: it is the kernels' phase sequence over one block (primary
+# rays, shadow set-up, shadow rays, AO and shading), and the phases hand each other a dozen
+# per-lane arrays (eye, direction, hit, normal, shadow origin, visibility ...) that live only
+# here. Split by phase, each part would take those arrays through a numba call boundary, and
+# the per-lane shadow set-up moved out would be a call per ray; whole, each phase is one loop.
 @njit()
 def _block(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, cols, rows, width, height,
            light, scale, ao_rays, ao_radius, shadows, phong, seed, primary_packet, shadow_packet,

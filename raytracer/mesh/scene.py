@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from raytracer.camera import Camera
+from raytracer.volume.volume_data import load_volume
 
 
 class SceneError(ValueError):
@@ -208,7 +209,7 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 def read_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray, int]:
     """Like :func:`load_mesh`, also returning how many degenerate triangles were dropped (a
     cache of converted meshes repeats the warning from it)."""
-    import trimesh  # deferred: ~0.3 s import, only needed for files
+    import trimesh  # lazy: ~0.3 s import, only needed for files
 
     path = Path(path)
     kind, gz = mesh_kind(path)
@@ -293,7 +294,7 @@ def _merge(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.n
 
 
 def _spheres_scene() -> Scene:
-    import trimesh
+    import trimesh  # lazy: ~0.3 s import, only needed for this scene
 
     parts = [_ground(6.0)]
     for x, z, r in [(-2.0, 0.0, 1.0), (0.5, -1.0, 1.4), (2.6, 1.2, 0.8), (0.0, 2.2, 0.6)]:
@@ -423,8 +424,6 @@ def _aneurism_scene(stride: int = 4, level: float = 0.3) -> Scene:
     """A scanned shape that no calibration or validation scene resembles: the vessel tree of
     the shipped aneurism CT volume (rotational X-ray), the voxels above ``level`` after a max
     over ``stride``³ blocks, their surface smoothed: thin branching tubes in open space."""
-    from raytracer.volume.volume_data import load_volume  # deferred: only this scene needs it
-
     data = load_volume("aneurism").data  # (z, y, x)
     z, y, x = (n // stride for n in data.shape)
     blocks = data[: z * stride, : y * stride, : x * stride].reshape(z, stride, y, stride, x,

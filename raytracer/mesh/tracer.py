@@ -25,7 +25,8 @@ from raytracer.mesh.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
 MAX_PIXELS = 16384 * 16384
-SHARED_KERNEL_FILES = ("rtmath.cl",)  # the device layer's math macros, shared with the volume caster
+# the device layer's math macros, shared with the volume caster
+SHARED_KERNEL_FILES = ("rtmath.cl",)
 KERNEL_FILES = ("rtmath.cl", "traverse.cl", "tracer.cl", "primary_packet.cl", "shadow_packet.cl")
 KERNELS = tuple(p.kernel for p in PHASE_LIST)
 PACKET_KERNELS = {phase: f"{phase}_packet" for phase in PACKET_PHASES}
@@ -87,7 +88,8 @@ def kernel_source() -> str:
 
 def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
     """Compiler options for ``info``'s driver: ``-DINLINE_MATH`` on PoCL, whose builtins are
-    out-of-line calls on this kind of CPU (see raytracer/device/kernels/rtmath.cl); builtins elsewhere."""
+    out-of-line calls on this kind of CPU (see raytracer/device/kernels/rtmath.cl); builtins
+    elsewhere."""
     options = ["-cl-fast-relaxed-math"]
     if info.is_pocl:
         options.append("-DINLINE_MATH")

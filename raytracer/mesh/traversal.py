@@ -220,6 +220,10 @@ def brute_force(tris, origins, dirs, tmax):
     return t_out, prim_out
 
 
+# One numba hot loop, kept whole: the traversal's state (node, stack pointer, step and test
+# counts, the last node) is a handful of scalars carried from one step to the next. Moving a
+# step's child tests or leaf tests into a function would put a call in the per-step loop and
+# pass that state in and out of it on every node, where here it stays in registers.
 @njit()
 def trace_packet(nodes, ints, tris, origins, dirs, best, any_hit):
     """Rays traversed together, one per row of ``origins`` and ``dirs`` (lanes, 3), as the

@@ -31,7 +31,7 @@ SAID = b"SAID "  # what opens a rank's last words to the launcher's monitor (see
 
 def world() -> Any:
     """``MPI.COMM_WORLD`` (a one-rank world when not started by mpiexec)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     return MPI.COMM_WORLD
 
@@ -111,7 +111,7 @@ def agree(ok: bool, message: str, comm: Any = None, error: type[Exception] = Agr
     ``(rank R)`` appended in a multi-rank job. Call it where a decision precedes a
     collective, so no rank is left waiting for ranks that gave up.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     comm = comm_or_world(comm)
     size, rank = comm.Get_size(), comm.Get_rank()

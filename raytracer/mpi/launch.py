@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -70,8 +71,6 @@ class _Monitor:
     that aborts sends its message too (``SAID ...``)."""
 
     def __init__(self) -> None:
-        import socket
-
         self.name = f"autotune-mpi-{os.getpid()}-{time.monotonic_ns()}"
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind("\0" + self.name)

@@ -59,7 +59,7 @@ def share_node(comm: Any = None, cores: int | None = None, environ: Any = None,
     count instead (nothing is pinned then); ``apply=False`` only reports the share, changing
     nothing.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     comm = comm_or_world(comm)
     environ = os.environ if environ is None else environ

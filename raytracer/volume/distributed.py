@@ -35,7 +35,11 @@ from raytracer.mpi.faults import guarded, world
 from raytracer.mpi.pinning import share_node
 from raytracer.mpi.watchdog import watchdog
 from raytracer.volume import compositing
+from raytracer.volume.empty_space import cost_grid
+from raytracer.volume.partition import kd_partition
+from raytracer.volume.transfer_function import resolve_transfer_function
 from raytracer.volume.upscale import upscale
+from raytracer.volume.volume_data import load_volume
 
 DEFAULT_TIMEOUT = 120.0  # seconds a blocking phase may take before the watchdog ends the job
 
@@ -76,12 +80,14 @@ def seed_orbit(
     fov_y: float = 45.0,
     phase: float = 0.0,
 ) -> list[Camera]:
-    """Seed 000's camera path: ``frames`` views over ``orbits`` turns in the XZ plane.
+    """The cluster study's camera path: ``frames`` views over ``orbits`` turns in the XZ plane.
 
-    The eye circles the origin (where volumes are centred) at ``distance`` x ``radius``
-    (2.8 half-diagonals keep the whole volume in a 45-degree view), ``elevation`` x radius
-    above the plane, looking at the origin; ``phase`` turns every view on by that fraction of
-    the step between views (0.5: the views halfway between those of phase 0).
+    The path of Tkachev et al., "Prediction of Distributed Volume Visualization Performance to
+    Support Render Hardware Acquisition": the eye circles the origin (where volumes are
+    centred) at ``distance`` x ``radius`` (2.8 half-diagonals keep the whole volume in a
+    45-degree view), ``elevation`` x radius above the plane, looking at the origin; ``phase``
+    turns every view on by that fraction of the step between views (0.5: the views halfway
+    between those of phase 0).
     """
     if frames < 1 or not (radius > 0 and distance > 0):
         raise ValueError(
@@ -285,8 +291,6 @@ class DistributedRenderer:
         local: LocalRenderer | None = None,
         share_cores: bool = True,
     ) -> None:
-        from raytracer.volume.partition import kd_partition
-
         self.comm = world() if comm is None else comm
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         guarded(
@@ -298,8 +302,6 @@ class DistributedRenderer:
         def partition() -> Any:
             cost = None
             if balance:
-                from raytracer.volume.empty_space import cost_grid
-
                 cost = cost_grid(volume.normalized, tf.lut()[:, 3])
             return kd_partition(volume.dims, self.size, volume.spacing, cost=cost)
 
@@ -312,7 +314,7 @@ class DistributedRenderer:
         if local is None:
 
             def make() -> Any:
-                from raytracer.volume.raycaster import Raycaster
+                from raytracer.volume.raycaster import Raycaster  # lazy: loads pyopencl
 
                 return Raycaster(volume, tf, self.brick, device)
 
@@ -430,9 +432,6 @@ def load_everywhere(
     """Every rank loads the volume and transfer function; a bad file, value or name raises
     the same error on every rank (the lowest failing rank's message) before any other
     collective, so no rank is left waiting."""
-    from raytracer.volume.transfer_function import resolve_transfer_function
-    from raytracer.volume.volume_data import load_volume
-
     volume = guarded(
         lambda: load_volume(name_or_path, dims=dims, dtype=dtype, spacing=spacing),
         "volume",

@@ -34,8 +34,8 @@ from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_gr
 from raytracer.volume.errors import VolumeError
 from raytracer.volume.partition import Brick, whole_brick
 from raytracer.volume.ray_counts import count_totals
-from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction
-from raytracer.volume.volume_data import Volume
+from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction, default_for
+from raytracer.volume.volume_data import Volume, load_volume
 
 KERNEL = "raycast"
 PACKET_KERNEL = "raycast_packet"  # kernels/raycast_packet.cl, built with packet_options
@@ -175,9 +175,6 @@ def time_launches(device: str | None, candidates: list[Launch]
     :data:`LAUNCH_VOLUME` at :data:`LAUNCH_SIZE` from three sides
     (:func:`raytracer.device.launches.time_rounds`). A candidate that does not build is left
     out."""
-    from raytracer.volume.transfer_function import default_for
-    from raytracer.volume.volume_data import load_volume
-
     volume = load_volume(LAUNCH_VOLUME)
     tf = default_for(volume.name)
     r = 2.8 * volume.radius

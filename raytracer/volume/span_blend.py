@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from raytracer.device.jit_cache import njit
+
 NUMBA_MIN_PIXELS = 1 << 15
 
 
@@ -51,8 +53,6 @@ def _under_into_front_py(front: np.ndarray, back: np.ndarray) -> None:
 @functools.cache
 def kernels() -> tuple[Callable[..., None], Callable[..., None]]:
     """The numba kernels (over_into_back, under_into_front), compiled or loaded on first use."""
-    from raytracer.device.jit_cache import njit
-
     jit = njit(nogil=True, fastmath=False, boundscheck=False)
     return jit(_over_into_back_py), jit(_under_into_front_py)
 

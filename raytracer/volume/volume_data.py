@@ -145,7 +145,7 @@ def _procedural(name: str) -> Volume | None:
         raise VolumeError(f"volume {name!r}: size {size!r} is not an integer") from None
     if not 2 <= n <= MAX_PROCEDURAL:
         raise VolumeError(f"volume {name!r}: size must be in 2..{MAX_PROCEDURAL}, got {n}")
-    from raytracer.volume import procedural  # numba: imported only when a field is made
+    from raytracer.volume import procedural  # lazy: numba; imported only when a field is made
 
     if base == "marschner-lobb":
         return Volume(procedural.marschner_lobb(n), name=f"marschner-lobb:{n}",

@@ -85,7 +85,7 @@ def read_raw(path: Path, dims: tuple[int, int, int] | None,
 
 def read_nrrd(path: Path) -> tuple[np.ndarray, Spacing | None]:
     """NRRD via pynrrd; spacing from ``spacings`` or the lengths of ``space directions``."""
-    import nrrd
+    import nrrd  # lazy: only NRRD files need pynrrd
 
     try:
         data, header = nrrd.read(str(path), index_order="C")
@@ -112,7 +112,7 @@ def read_nrrd(path: Path) -> tuple[np.ndarray, Spacing | None]:
 
 def read_nifti(path: Path) -> tuple[np.ndarray, Spacing]:
     """NIfTI-1/2 (.nii, .nii.gz) via nibabel, scaled by scl_slope/inter; spacing from zooms."""
-    import nibabel
+    import nibabel  # lazy: only NIfTI files need nibabel
 
     try:
         img = nibabel.load(str(path))
@@ -134,10 +134,10 @@ def read_vtk_image(path: Path) -> tuple[np.ndarray, Spacing]:
     optional dependency, ``pip install vtk``: its readers handle every encoding and
     compression those formats allow); the first point-data scalar array."""
     try:
-        from vtkmodules.util.numpy_support import vtk_to_numpy
-        from vtkmodules.vtkCommonCore import vtkObject
-        from vtkmodules.vtkIOLegacy import vtkDataSetReader
-        from vtkmodules.vtkIOXML import vtkXMLImageDataReader
+        from vtkmodules.util.numpy_support import vtk_to_numpy  # lazy: optional, VTK files only
+        from vtkmodules.vtkCommonCore import vtkObject  # lazy: optional, VTK files only
+        from vtkmodules.vtkIOLegacy import vtkDataSetReader  # lazy: optional, VTK files only
+        from vtkmodules.vtkIOXML import vtkXMLImageDataReader  # lazy: optional, VTK files only
     except ImportError:
         raise VolumeError(f"{path}: reading VTK image data needs VTK (pip install vtk)") from None
     if not path.is_file():

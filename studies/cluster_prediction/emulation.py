@@ -1,4 +1,7 @@
-"""Emulated local rendering (seed 000 §4): sleep for a given time, return a real-sized image.
+"""Emulated local rendering: sleep for a given time, return a real-sized image.
+
+The emulation of the cluster study (Tkachev, Frey, Müller, Bruder, Ertl: "Prediction of
+Distributed Volume Visualization Performance to Support Render Hardware Acquisition", §4).
 
 An :class:`EmulatedRenderer` stands in for the OpenCL ray caster of one rank in
 :class:`~raytracer.volume.distributed.DistributedRenderer` (its ``local`` argument). Each
@@ -8,7 +11,8 @@ frame, so the compositing that follows moves and blends as many bytes as a real 
 Sleeping costs no CPU, so many more ranks than cores can be emulated on one machine.
 
 The times come from the caller, one per frame for this rank (they cycle when the path is
-longer); this library knows nothing of histograms (studies/cluster_prediction/perf_histogram.py draws them).
+longer); this library knows nothing of histograms
+(studies/cluster_prediction/perf_histogram.py draws them).
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def write_histogram(path: PathLike, hist: PathHistogram) -> Path:
 def read_model(path: PathLike | None = None) -> ClusterModel:
     """A trained cluster model (default: the one shipped, trained on this machine)."""
     path = Path(path) if path is not None else DEFAULT_MODEL
-    hint = " (train one with `autotune bench cluster-prediction --save`)" if path == DEFAULT_MODEL else ""
+    hint = (" (train one with `autotune bench cluster-prediction --save`)"
+            if path == DEFAULT_MODEL else "")
     return ClusterModel.from_dict(read_json(path, ClusterModelError, "cluster model", hint),
                                   str(path))
 

@@ -1,13 +1,15 @@
-"""Cluster-level model (seed 000 §3): mean cluster frame time from image size, ranks, histogram.
+"""Cluster-level model: mean cluster frame time from image size, ranks, histogram.
 
-A small MLP (the seed's 16+8 ReLU with L2; λ chosen on a validation set) maps
+The model of the cluster study (Tkachev, Frey, Müller, Bruder, Ertl: "Prediction of
+Distributed Volume Visualization Performance to Support Render Hardware Acquisition", §3).
+A small MLP (the paper's 16+8 ReLU with L2; λ chosen on a validation set) maps
 ``(image pixels, ranks, performance-histogram features)`` to the mean frame time over a path.
 The model averages :data:`MEMBERS` such nets trained from different random starts: on this
 project's 126 training rows one net's fit depends on its start (cross-validated MSE
 0.017-0.028 over five starts), and the average of five is below the mean single net's in every
 check made (two training sets x two fold splits, 2-7 % lower).
 
-Beyond the seed, an explicit compositing term (:class:`CompositingTerm`: latency, bandwidth and
+Beyond the paper, an explicit compositing term (:class:`CompositingTerm`: latency, bandwidth and
 blend rate from a microbenchmark) is subtracted before learning and added back after, so the
 network learns only what the render-time distribution does to the frame, and a cluster with a
 faster network is predicted by changing the term's three numbers, not by retraining.
@@ -199,7 +201,7 @@ def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ran
     """Train ``members`` MLPs (random starts ``seed``, ``seed`` + 1, ...) on what ``baseline``
     leaves of the frame time; choose λ by the mean MSE of their average over ``folds``
     cross-validation folds (one 80/20 split when ``folds`` < 2), refit on all."""
-    from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits  # lazy: only training needs it
 
     if members < 1:
         raise ClusterModelError(f"members must be >= 1, got {members}")
@@ -211,8 +213,8 @@ def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ran
 def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
          term: CompositingTerm | None, hidden: Sequence[int], lambdas: Sequence[float],
          seed: int, where: str, baseline: str, folds: int, members: int) -> ClusterModel:
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.neural_network import MLPRegressor
+    from sklearn.exceptions import ConvergenceWarning  # lazy: scikit-learn, training only
+    from sklearn.neural_network import MLPRegressor  # lazy: scikit-learn, training only
 
     x = np.asarray(x, np.float64)
     y = np.asarray(y_seconds, np.float64)

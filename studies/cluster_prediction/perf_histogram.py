@@ -1,9 +1,12 @@
-"""Performance histograms of local render time (seed 000 §3): the node half of the cluster model.
+"""Performance histograms of local render time: the node half of the cluster model.
+
+The histograms of the cluster study (Tkachev, Frey, Müller, Bruder, Ertl: "Prediction of
+Distributed Volume Visualization Performance to Support Render Hardware Acquisition", §3).
 
 A histogram summarises the local render times of every rank over every frame of a camera path:
 minimum, mean, maximum and the frequencies of 10 equal bins between minimum and maximum
 (frequencies sum to 1). Emulation draws sleep times from it; the cluster model uses its 13 numbers
-as features. Beyond the seed, a :class:`PathHistogram` keeps one histogram per frame as well (a
+as features. Beyond the paper, a :class:`PathHistogram` keeps one histogram per frame as well (a
 distribution of distributions), so "all ranks slow in some frames" is not mistaken for "some
 ranks always slow". Pure numbers; JSON in and out as dicts with a version.
 """
@@ -72,7 +75,7 @@ class PerfHistogram:
         return np.linspace(self.minimum, self.maximum, BINS + 1)
 
     def features(self) -> NDArray[np.float64]:
-        """The seed's 13 features: min, mean, max (seconds) and the bin frequencies."""
+        """The paper's 13 features: min, mean, max (seconds) and the bin frequencies."""
         return np.array([self.minimum, self.mean, self.maximum, *self.frequencies])
 
     def sample(self, rng: np.random.Generator, size: int | tuple[int, ...]) -> NDArray:
@@ -86,7 +89,8 @@ class PerfHistogram:
         return expected_max(self.minimum, self.maximum, self.frequencies, draws, self.mean)
 
     def scaled(self, factor: float) -> PerfHistogram:
-        """The same shape on a node ``factor`` times as slow (0.7 = 30 % faster), as in the seed."""
+        """The same shape on a node ``factor`` times as slow (0.7 = 30 % faster), as in the
+        paper."""
         if not (math.isfinite(factor) and factor > 0):
             raise HistogramError(f"scale factor must be finite and > 0, got {factor}")
         return PerfHistogram(self.minimum * factor, self.mean * factor, self.maximum * factor,
@@ -155,7 +159,7 @@ class PathHistogram:
     def sample_frames(self, rng: np.random.Generator, frames: int, ranks: int,
                       per_frame: bool) -> NDArray:
         """(frames, ranks) emulated render times: from each frame's histogram (cycling over the
-        path) when ``per_frame``, else every frame from the overall one (the seed's emulation)."""
+        path) when ``per_frame``, else every frame from the overall one (the paper's emulation)."""
         if not per_frame:
             return self.overall.sample(rng, (frames, ranks))
         return np.stack([self.per_frame[f % len(self.per_frame)].sample(rng, ranks)
@@ -179,7 +183,7 @@ class PathHistogram:
 
     def perturbed(self, rng: np.random.Generator, amount: float = 0.2) -> PathHistogram:
         """A generated path histogram: the overall one perturbed, each frame's one perturbed and
-        moved by the same factor as the overall mean (the seed's generated histograms)."""
+        moved by the same factor as the overall mean (the paper's generated histograms)."""
         overall = self.overall.perturbed(rng, amount)
         factor = overall.mean / self.overall.mean if self.overall.mean > 0 else 1.0
         frames = tuple(h.scaled(factor).perturbed(rng, amount) if factor > 0 else h

@@ -1,15 +1,19 @@
-"""Data for the cluster model (seed 000): histograms from real runs, emulation runs, training rows.
+"""Data for the cluster model: histograms from real runs, emulation runs, training rows.
+
+The cluster study: Tkachev, Frey, Müller, Bruder, Ertl, "Prediction of Distributed Volume
+Visualization Performance to Support Render Hardware Acquisition".
 
 - :func:`run_real` renders a camera path on a communicator and returns every rank's local
   render seconds per frame (the (frames, ranks) table a
-  :class:`~studies.cluster_prediction.perf_histogram.PathHistogram` is made of) and rank 0's frame times.
+  :class:`~studies.cluster_prediction.perf_histogram.PathHistogram` is made of) and rank 0's
+  frame times.
 - :func:`run_node` is the cheap measurement of a node on its own: one process renders every
   brick of a P-rank partition in turn, frame by frame, on a camera path of the caller's
   choice (the same table, without compositing or any other rank).
 - :func:`emulation_times` draws the (frames, ranks) sleep times of an emulation run from a
-  histogram: from the one histogram of the whole path (the seed), from each frame's own
+  histogram: from the one histogram of the whole path (the paper), from each frame's own
   histogram (``per-frame``: a distribution of distributions), or each rank's average time in
-  every frame (``vector``, the seed's Fig. 5a baseline).
+  every frame (``vector``, the paper's Fig. 5a baseline).
 - :func:`run_emulation` runs one configuration (image size x ranks x histogram x mode) with
   :class:`~studies.cluster_prediction.emulation.EmulatedRenderer` and returns its training row;
   :func:`run_plan` runs a list of them in one MPI job, each on a sub-communicator of its
@@ -17,8 +21,8 @@
 - :class:`TrainingData`: the versioned rows (resumable: a plan skips the keys already there),
   with one clear error naming the file for a missing field, a NaN, or another version.
 
-Nothing here writes files: the caller's sink does (benchmarks/studies/cluster_prediction.py writes each row
-atomically through common.atomic_files).
+Nothing here writes files: the caller's sink does (benchmarks/studies/cluster_prediction.py
+writes each row atomically through common.atomic_files).
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from raytracer.volume.distributed import (
     FrameSettings,
     seed_orbit,
 )
+from raytracer.volume.partition import kd_partition
+from raytracer.volume.span_blend import kernels
 from studies.cluster_prediction.emulation import EmulatedRenderer, SlowLinks
 from studies.cluster_prediction.model import features
 from studies.cluster_prediction.perf_histogram import HistogramError, PathHistogram
@@ -47,7 +53,7 @@ from studies.cluster_prediction.perf_histogram import HistogramError, PathHistog
 DATA_VERSION = 1
 DATA_KIND = "autotune-cluster-training-data"
 MODES = ("histogram", "per-frame", "vector")
-ALGORITHM = "2-3-swap"  # seed 000's compositing scheme
+ALGORITHM = "2-3-swap"  # the cluster study's compositing scheme
 #: networks an emulation run can composite over: this machine's shared memory, or the same
 #: with every message delayed by an emulated link (latency s, bandwidth B/s), a slow network
 LINKS: dict[str, tuple[float, float] | None] = {"shm": None, "slow": (2e-3, 100e6)}
@@ -78,7 +84,7 @@ def path_times(records: Sequence[DistributedFrameRecord]) -> NDArray[np.float64]
 
 def first_ranks(comm: Any, ranks: int) -> Any:
     """The sub-communicator of the first ``ranks`` ranks (None on the others); collective."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     if ranks == comm.Get_size():
         return comm
@@ -101,8 +107,6 @@ def warm_blend() -> None:
     """Load both numba blend kernels in this process now: each costs ~1 s (3 s on the loaded
     machine) on its first call, which otherwise lands in whichever timed frame first needs it
     (a 2-3 swap group can need the second kernel only at some views)."""
-    from raytracer.volume.span_blend import kernels
-
     over, under = kernels()
     a, b = np.zeros(64, np.float32), np.zeros(64, np.float32)
     over(a, b)
@@ -120,7 +124,7 @@ class RealRun:
 
 def run_real(comm: Any, volume: Any, tf: Any, width: int, height: int, frames: int,
              step: float, algorithm: str = ALGORITHM, warmup: int = 1) -> RealRun | None:
-    """Render the seed's orbit (``frames`` views, two turns) with the ray caster on ``comm``
+    """Render the paper's orbit (``frames`` views, two turns) with the ray caster on ``comm``
     (collective); rank 0 gets the :class:`RealRun`, the others None."""
     renderer = DistributedRenderer(volume, tf, comm, algorithm, share_cores=False)
     warm_blend()
@@ -142,8 +146,7 @@ def run_node(volume: Any, tf: Any, ranks: int, sizes: Sequence[int], steps: Sequ
     :class:`~raytracer.volume.distributed.DistributedRenderer` of that many ranks splits it)
     in turn, for every camera: the (frames, ranks) local render wall seconds for each
     (step, square image size), with ``warmup`` untimed frames first."""
-    from raytracer.volume.partition import kd_partition
-    from raytracer.volume.raycaster import Raycaster
+    from raytracer.volume.raycaster import Raycaster  # lazy: loads pyopencl (emulation does not)
 
     bricks = kd_partition(volume.dims, ranks, volume.spacing).bricks
     casters = [Raycaster(volume, tf, brick) for brick in bricks]
@@ -365,8 +368,9 @@ def _check_row(row: Any, where: str) -> None:
 
 def training_arrays(rows: Sequence[Mapping[str, Any]], spread: bool = False
                     ) -> tuple[NDArray, NDArray, NDArray, NDArray]:
-    """(x, y seconds, pixels, ranks) of rows for :func:`studies.cluster_prediction.model.fit_cluster_model`;
-    ``spread`` adds the per-frame features (the distribution of distributions)."""
+    """(x, y seconds, pixels, ranks) of rows for
+    :func:`studies.cluster_prediction.model.fit_cluster_model`; ``spread`` adds the per-frame
+    features (the distribution of distributions)."""
     px = np.array([r["width"] * r["height"] for r in rows], np.float64)
     rk = np.array([r["ranks"] for r in rows], np.float64)
     hf = np.array([r["features"] for r in rows], np.float64)

@@ -1,16 +1,19 @@
-"""Seed 003's BSP-based GPU model (Amarís et al., after Eqs. 3-5): a kernel's time from counts.
+"""The BSP-based GPU model (Amarís et al., after Eqs. 3-5): a kernel's time from counts.
+
+The paper: Amarís, de Camargo, Dyab, Goldman, Trystram, "A Comparison of GPU Execution Time
+Prediction using Machine Learning and Analytical Modeling".
 
 ``T_k = t * (Comp + CommGM + CommSM) / (R * P * lambda)`` (Eq. 3) with
 ``CommSM = (ld0 + st0) * g_SM`` (Eq. 4) and
 ``CommGM = (ld1 + st1 - L1 - L2) * g_GM + L1 * g_L1 + L2 * g_L2`` (Eq. 5; the minus signs are
-lost in the seed's printing, the authors' own code has them). ``t`` threads, per-thread cycles
+lost in the paper's printing, the authors' own code has them). ``t`` threads, per-thread cycles
 of computation ``Comp``, per-thread loads/stores to global (``ld1``, ``st1``) and shared
-(``ld0``, ``st0``) memory, cache hits ``L1``, ``L2`` (0 in the seed), clock ``R`` (Hz), cores
+(``ld0``, ``st0``) memory, cache hits ``L1``, ``L2`` (0 in the paper), clock ``R`` (Hz), cores
 ``P``. ``lambda`` is fitted from one measured run per kernel and device
 (:func:`fit_lambda`: ``T_k(lambda=1) / T_measured``).
 
 Because lambda is fitted per kernel, a constant factor in a kernel's counts cancels: only how
-the counts grow with the size ``n`` and the thread count matters. That is why the seed's
+the counts grow with the size ``n`` and the thread count matters. That is why the paper's
 garbled ``st1`` row (printed ``1 2 1 N`` for five column groups) is read here as one store per
 thread for every kernel but MSA (``n``, its printed last entry): the ``2`` would only scale one
 kernel's constant, which lambda absorbs. :func:`seed_counts` says what it reads for each row.
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# Seed 003's constants (cycles): FMA, add and mul as measured by its micro-benchmarks, and the
+# The paper's constants (cycles): FMA, add and mul as measured by its micro-benchmarks, and the
 # shared- and global-memory latencies.
 FMA_CYCLES, ADD_CYCLES, MUL_CYCLES = 1.0, 24.0, 96.0
 G_SM, G_GM, G_L1, G_L2 = 5.0, 500.0, 0.0, 0.0
@@ -31,7 +34,7 @@ SEED_KERNELS = ("MMGU", "MMGC", "MMSU", "MMSC", "MAU", "MAC", "vAdd", "dotP", "M
 
 @dataclass(frozen=True)
 class ThreadCounts:
-    """Per-thread work of one kernel launch (seed 003 Table III's parameters)."""
+    """Per-thread work of one kernel launch (the paper's Table III parameters)."""
 
     comp: float  # cycles of computation
     ld1: float  # global loads

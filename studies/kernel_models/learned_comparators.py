@@ -1,13 +1,16 @@
-"""Seed 003's learned comparators: LR, linear SVR and a random forest on log2 features.
+"""The learned comparators: LR, linear SVR and a random forest on log2 features.
 
-As the seed: every feature and the time are taken in log2 (a feature must be > 0), a model is
+The comparators of Amarís, de Camargo, Dyab, Goldman, Trystram, "A Comparison of GPU
+Execution Time Prediction using Machine Learning and Analytical Modeling".
+
+As the paper: every feature and the time are taken in log2 (a feature must be > 0), a model is
 fitted on the log2 time and predicts ``2 ** prediction`` (``log2=False`` fits raw features and
 seconds instead, so that a benchmark can choose between the two on validation data); SVR
-with a linear kernel; the forest with 50 trees and 5 features tried per split (the seed's mtry,
+with a linear kernel; the forest with 50 trees and 5 features tried per split (the paper's mtry,
 all features where there are fewer; R's default would be 500 and p / 3). scikit-learn is
-imported when a model is made, so ``import models`` stays light.
+imported when a model is made, so importing this module stays light.
 
-Metrics: accuracy is ``predicted / measured`` per sample (the seed's). The seed gives no
+Metrics: accuracy is ``predicted / measured`` per sample (the paper's). The paper gives no
 formula for NMSE; here it is the normalized mean squared error of Cox et al.,
 ``mean((predicted - measured) ** 2) / (mean(predicted) * mean(measured))``: 0 for a perfect
 prediction, about 0.5 for predictions twice the measured time, scale-free.
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-# Seed 003's 13 features, in its order.
+# The paper's 13 features, in its order.
 SEED_FEATURES = (
     "num_of_cores", "max_clock_rate", "bandwidth", "input_size", "total_load_gm",
     "total_store_gm", "total_load_sm", "total_store_sm", "flops_sp", "block_size",
@@ -40,11 +43,11 @@ def log2_features(x: Any) -> np.ndarray:
 
 def make_regressor(approach: str, seed: int = 0) -> Any:
     """An unfitted scikit-learn model for one of :data:`APPROACHES`."""
-    from sklearn.ensemble import RandomForestRegressor
-    from sklearn.linear_model import LinearRegression
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.svm import SVR
+    from sklearn.ensemble import RandomForestRegressor  # lazy: scikit-learn
+    from sklearn.linear_model import LinearRegression  # lazy: scikit-learn
+    from sklearn.pipeline import make_pipeline  # lazy: scikit-learn
+    from sklearn.preprocessing import StandardScaler  # lazy: scikit-learn
+    from sklearn.svm import SVR  # lazy: scikit-learn
 
     if approach == "LR":
         return LinearRegression()
@@ -106,7 +109,7 @@ class LogRegressor:
 
 
 def accuracy(predicted: Any, measured: Any) -> np.ndarray:
-    """Seed 003's accuracy per sample: predicted / measured (1 is perfect)."""
+    """The paper's accuracy per sample: predicted / measured (1 is perfect)."""
     return np.asarray(predicted, dtype=float) / np.asarray(measured, dtype=float)
 
 

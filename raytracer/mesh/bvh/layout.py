@@ -1,5 +1,5 @@
-"""The BVH's memory layout: what ``kernels/traverse.cl``, ``raytracer/mesh/traversal.py`` and the CPU
-code read, the constants they share with the build, and the :class:`BVH` that holds it.
+"""The BVH's memory layout: what ``kernels/traverse.cl``, ``raytracer/mesh/traversal.py`` and
+the CPU code read, the constants they share with the build, and the :class:`BVH` that holds it.
 
 Flat layout: one node per 256 bytes = eight float8, the eight children's boxes stored
 structure-of-arrays so that one float8 operation tests one slab of all eight children:

@@ -8,8 +8,9 @@ Three algorithms, one module each behind one interface (:class:`~.base.Schedule`
 function of (P, pixels, k) giving stages of groups in virtual ranks, identical on every rank):
 
 - ``"binary-swap"`` (``binary_swap``; Ma et al. 1994): pairs swap halves, log2 P rounds;
-- ``"2-3-swap"`` (``two_three_swap``; Yu, Wang, Ma, SC08; the compositing of seed 000):
-  groups of 2 or 3, any P, floor(log2 P) stages;
+- ``"2-3-swap"`` (``two_three_swap``; Yu, Wang, Ma, SC08; the compositing of the cluster
+  study, Tkachev et al., "Prediction of Distributed Volume Visualization Performance to Support
+  Render Hardware Acquisition"): groups of 2 or 3, any P, floor(log2 P) stages;
 - ``"radix-k"`` (``radix_k``; Peterka et al. 2009; IceT's default, k = 8): rounds of at most
   k ranks by direct send.
 

@@ -174,7 +174,7 @@ def composite_buffer(
     the same memory on every call, valid until a call with a bigger image on the same
     communicator. Else a new array.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm
     shared = shared_images(comm, transport)
@@ -206,7 +206,7 @@ def composite(
     or "auto" (shared where it can run, else messages). Returns the final image on ``root``
     (None elsewhere) and this rank's per-stage timings.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     comm = MPI.COMM_WORLD if comm is None else comm
     size, rank = comm.Get_size(), comm.Get_rank()
@@ -254,7 +254,7 @@ def _message_stage(
     comm: Any, flat: np.ndarray, plan: StagePlan, order: list[int], tag: int, timing: StageTiming
 ) -> None:
     """One stage by Isend/Irecv: receive every span into scratch, blend each on arrival."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     total = sum(4 * (s[1] - s[0]) for _, _, s in plan.recvs)
     scratch = _SCRATCH.get(total)
@@ -302,7 +302,7 @@ def _gather(
     comm: Any, flat: np.ndarray, spans: Sequence[Span], order: list[int], rank: int, root: int
 ) -> StageTiming:
     """Gatherv every rank's final piece into the root's buffer, in place on the root."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     t0 = time.perf_counter()
     timing = StageTiming("gather")

@@ -69,7 +69,7 @@ class SharedImages:
         return self.slots[self.rank][:floats]
 
     def _allocate(self, floats: int) -> None:
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: importing it initialises MPI
 
         self.free()
         self.win = MPI.Win.Allocate_shared(4 * floats, 4, comm=self.node)
@@ -90,7 +90,7 @@ class SharedImages:
 
     def all_hold(self, flat: np.ndarray) -> bool:
         """Whether every rank's image is (the start of) its slot: the window can be used."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: importing it initialises MPI
 
         flags = np.array([self.holds(flat)], np.int32)
         every = np.empty_like(flags)
@@ -153,7 +153,7 @@ def _delete(comm: Any, keyval: int, shared: SharedImages | bool) -> None:
 
 def _free_all() -> None:
     """At exit, before mpi4py's ``MPI_Finalize`` (registered after it): free every window left."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     if not MPI.Is_finalized():
         for shared in list(_LIVE):
@@ -173,7 +173,7 @@ def shared_images(comm: Any, transport: str = "auto") -> SharedImages | None:
         raise ValueError(f"unknown compositing transport {transport!r}; choose from {TRANSPORTS}")
     if transport == "messages" or comm.Get_size() == 1:
         return None
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing it initialises MPI
 
     shared: SharedImages | bool = False
     if isinstance(comm, MPI.Intracomm):

@@ -1,4 +1,7 @@
-"""2-3 swap (Yu, Wang, Ma, SC08; the compositing of seed 000).
+"""2-3 swap (Yu, Wang, Ma, SC08), the compositing of the cluster study.
+
+The cluster study: Tkachev et al., "Prediction of Distributed Volume Visualization Performance
+to Support Render Hardware Acquisition".
 
 At each stage sets of ranks are merged in groups of 2 or 3 (any P, floor(log2 P) stages); a
 merged set of M ranks splits the image into M equal pieces, each rank taking the piece that

@@ -1,9 +1,10 @@
-"""Performance of a distributed pipeline from its mapping (seed 001, Jubertie & Melin, FlowVR).
+"""Performance of a distributed (FlowVR) pipeline from its mapping onto a PC cluster.
 
-Describe modules (T_exec, LD), FIFO and greedy connections, nodes with CPUs and networks
-(:mod:`studies.pipeline_mapping.model.description`); :func:`solve` predicts every module's concurrent
-execution time, CPU share and iteration time, finds cycles and buffer overflows;
-:func:`link_loads` and :func:`path_latency` give network load and path latency.
+The model of Jubertie, Melin: "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters". Describe modules (T_exec, LD), FIFO and greedy connections, nodes with CPUs and
+networks (:mod:`studies.pipeline_mapping.model.description`); :func:`solve` predicts every
+module's concurrent execution time, CPU share and iteration time, finds cycles and buffer
+overflows; :func:`link_loads` and :func:`path_latency` give network load and path latency.
 """
 
 from studies.pipeline_mapping.model.description import (

@@ -1,4 +1,7 @@
-"""CPU allocation on one node (seed 001 §IV-B, the printed algorithm).
+"""CPU allocation on one node (Jubertie & Melin §IV-B, the printed algorithm).
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 Modules are taken in priority order (descending T_I/O). Each goes to the least-loaded CPU
 (the first among ties), or to its own CPU when pinned, and gets LD_c = (1 − CPULD)·LD of it;
@@ -9,7 +12,7 @@ Two readings where the printed loop is silent:
 - When every CPU is fully loaded the printed loop leaves ``p`` undefined; here the module
   goes to the first least-loaded CPU, gets LD_c = 0 and is *starved* (T_cexec = ∞).
 - Co-located modules of one synchronous cycle never run at the same time (each waits for
-  the previous one; seed §V-A, Table IV), so they do not load each other's CPU: the load a
+  the previous one; the paper's §V-A, Table IV), so they do not load each other's CPU: the load a
   module sees on a CPU leaves out its own cycle, and a cycle counts on a CPU by its largest
   LD_c there.
 """

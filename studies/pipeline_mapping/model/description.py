@@ -1,14 +1,17 @@
-"""What a mapping is (seed 001 §IV-A): networks, nodes with CPUs, modules, connections.
+"""What a mapping is (Jubertie & Melin §IV-A): networks, nodes with CPUs, modules, connections.
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 Units: times in ms, loads as fractions of one CPU in (0, 1], volumes in MB (10⁶ bytes) sent
 per iteration of the source, bandwidths in MB/s, latencies in ms.
 
-A module placed on several nodes is a *parallel module* (the seed's MPI modules): each
+A module placed on several nodes is a *parallel module* (the paper's MPI modules): each
 placement is one instance, named ``name[i]``; a single placement keeps the module's name.
 A connection between two modules becomes one edge per instance pair: one-to-one when both
 have as many instances, otherwise every source instance to every destination instance; its
 volume is what one source instance sends to one destination instance per iteration.
-``exchange_MB`` adds the seed's MPI edges (each instance to every other one, every iteration),
+``exchange_MB`` adds the paper's MPI edges (each instance to every other one, every iteration),
 which load the networks but do not synchronise (they are outside the FlowVR graph).
 """
 

@@ -1,5 +1,9 @@
-"""The graph structure of a mapping (seed 001 §IV-B): G_sync's components and cycles, and the
-mixed cycles of G_dep (synchronisation edges plus bidirected edges between co-located modules).
+"""The graph structure of a mapping: G_sync's components and cycles, G_dep's mixed cycles.
+
+G_dep holds the synchronisation edges plus bidirected edges between co-located modules.
+
+§IV-B of Jubertie, Melin: "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""Network load and path latency of a solved mapping (seed 001 §IV-B3, Eqs. 9–11).
+"""Network load and path latency of a solved mapping (Jubertie & Melin §IV-B3, Eqs. 9–11).
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 Message rates: a FIFO edge and an MPI edge carry F(src) messages per second; a greedy filter
-sends the newest message each time its consumer asks, the seed's F(f_greedy) = F(m_dest),
+sends the newest message each time its consumer asks, the paper's F(f_greedy) = F(m_dest),
 but (our reading) never one it already sent: a greedy edge carries min(F(src), F(dest)).
 The filter sits on the producer's node. A broadcast filter passes on every message of its
 source: F(src) per destination.

@@ -1,5 +1,8 @@
-"""CPU sharing as a fair scheduler does it (Linux CFS): an alternative to the seed's printed
-allocation (``solve(..., policy="shared")``), not part of the seed.
+"""CPU sharing as a fair scheduler does it (Linux CFS): an alternative to the paper's printed
+allocation (``solve(..., policy="shared")``), not part of the paper.
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 The printed allocation gives the CPU to modules in a fixed priority order and counts each
 one's full load on its CPU even while it waits for its inputs, so a module that computes for

@@ -1,18 +1,21 @@
-"""Iteration times of every module of a mapping (seed 001 §IV-B, Eqs. 1–8).
+"""Iteration times of every module of a mapping (Jubertie & Melin §IV-B, Eqs. 1–8).
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 One pass: iteration times from the current T_cexec (Eq. 3 for predecessors, Eq. 4 along FIFO
 edges, Eq. 5 around synchronous cycles), then on every node the modules sorted by descending
 T_I/O (Eq. 6 for predecessors, Eq. 7 otherwise), then the CPU allocation, which gives new
 T_cexec. The first pass starts from T_cexec = T_exec. Passes repeat until the order on every
-node stays the same. Without interdependencies (no mixed cycle) this is the seed's
+node stays the same. Without interdependencies (no mixed cycle) this is the paper's
 "predecessor parts first, then merge outwards" and ends after as many passes as the graph is
-deep; with a mixed cycle it is the seed's iteration. An order that comes back after changing
+deep; with a mixed cycle it is the paper's iteration. An order that comes back after changing
 is an oscillation: the modules whose rank changes are reported, with their range of T_it.
 
 On a node whose modules all belong to one synchronous component and none is a predecessor
-(the seed's first mixed configuration) the order is Eq. 8's: ascending T_exec·LD.
+(the paper's first mixed configuration) the order is Eq. 8's: ascending T_exec·LD.
 
-Modules that cannot be ordered (our reading of the seed's first bad FluidParticle mapping,
+Modules that cannot be ordered (our reading of the paper's first bad FluidParticle mapping,
 "both have a load of 97 %, we can not order these two modules"): in a mixed cycle, two
 co-located modules that Eq. 8 cannot compare (different components, or a predecessor) wait
 for the same share of their iteration, and swapping them changes the allocation. The Linux
@@ -45,7 +48,7 @@ class UnorderableCycle(MappingError):
 @dataclass(frozen=True)
 class ModulePrediction:
     """One instance's prediction. ``cpu_load`` is its average use of its CPU, T_exec·LD/T_it
-    (the LD_c column of the seed's Table VI); ``ld_c`` is the allocation's share while it runs."""
+    (the LD_c column of the paper's Table VI); ``ld_c`` is the allocation's share while it runs."""
 
     name: str
     module: str
@@ -102,7 +105,8 @@ class Solution:
 
 def solve(mapping: Mapping, policy: str = "seed") -> Solution:
     """Predict T_cexec, LD_c and T_it of every instance of ``mapping``. ``policy``: "seed"
-    (the printed allocation) or "shared" (fair sharing, :mod:`studies.pipeline_mapping.model.sharing`)."""
+    (the paper's printed allocation) or "shared" (fair sharing,
+    :mod:`studies.pipeline_mapping.model.sharing`)."""
     if policy not in POLICIES:
         raise MappingError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     mapping.validate()
@@ -144,7 +148,7 @@ Schedule = tuple[dict[str, Share], dict[str, float], dict[str, float], list[str]
 def _seed_schedule(sync: SyncStructure, mixed: list[list[str]],
                    per_node: dict[str, list[Instance]], cpus: dict[str, int],
                    groups: dict[str, str], inside: dict[tuple[str, str], float]) -> Schedule:
-    """The seed's passes: order by T_I/O, allocate, until the orders repeat."""
+    """The paper's passes: order by T_I/O, allocate, until the orders repeat."""
     by_name = {i.name: i for ms in per_node.values() for i in ms}
     in_mixed = {m for c in mixed for m in c}
     eq8 = {n for n, ms in per_node.items()

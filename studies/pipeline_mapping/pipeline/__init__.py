@@ -2,9 +2,9 @@
 an MPI process (mpi4py; ``mpiexec`` spans machines when a user has them) pinned to its
 node's cores, with FIFO and greedy (latest-only) connections, busy-work modules of a set
 execution time and load or modules doing this project's real work
-(:mod:`studies.pipeline_mapping.pipeline.work`), and an emulated link on every non-local connection
-(:mod:`studies.pipeline_mapping.pipeline.shaper`). On one machine each node of the mapping gets its own
-cores (one per CPU).
+(:mod:`studies.pipeline_mapping.pipeline.work`), and an emulated link on every non-local
+connection (:mod:`studies.pipeline_mapping.pipeline.shaper`). On one machine each node of the
+mapping gets its own cores (one per CPU).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from raytracer.mpi.launch import launch
 from studies.pipeline_mapping.model import Mapping
 from studies.pipeline_mapping.pipeline.spec import run_spec
 from studies.pipeline_mapping.pipeline.work import ONE_THREAD_ENV, Work
@@ -29,10 +30,9 @@ def run_pipeline(mapping: Mapping, seconds: float, cores: list[int] | None = Non
     """Run ``mapping`` for ``seconds`` and return what every instance measured (by name):
     mean iteration time, compute time and CPU time (its process's) per iteration in ms,
     per-window iteration times, and per input edge the messages received, consumed and left
-    over. ``share`` lets nodes share cores (see :func:`studies.pipeline_mapping.pipeline.spec.node_cores`);
-    the modules named in ``work`` do that real work, each on one thread."""
-    from raytracer.mpi.launch import launch
-
+    over. ``share`` lets nodes share cores (see
+    :func:`studies.pipeline_mapping.pipeline.spec.node_cores`); the modules named in ``work`` do
+    that real work, each on one thread."""
     spec = run_spec(mapping, seconds, cores, share, work)
     with tempfile.TemporaryDirectory(prefix="autotune-pipeline-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"

@@ -1,7 +1,10 @@
-"""Real modules measured alone, as seed 001 measures its modules before predicting a mapping:
-each runs by itself on one core in this runtime for a while; its T_exec is the wall time of
+"""Real modules measured alone, as Jubertie & Melin measure theirs before predicting a mapping.
+
+Each runs by itself on one core in this runtime for a while; its T_exec is the wall time of
 one iteration and its LD the CPU time it used (its process's, every thread) over that wall
-time. The model then predicts pipelines of these modules from these two figures only.
+time. The model then predicts pipelines of these modules from these two figures only (the
+method of Jubertie, Melin: "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters").
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from studies.pipeline_mapping.model import Mapping, Module, Node, Placement
+from studies.pipeline_mapping.pipeline import run_pipeline
 from studies.pipeline_mapping.pipeline.work import Work
 
 AloneFigures = tuple[float, float]  # T_exec ms, LD
@@ -32,8 +36,6 @@ def alone_figures(measured: dict[str, Any]) -> AloneFigures:
 
 def measure_alone(work: Work, seconds: float) -> AloneFigures:
     """Run ``work`` alone on this machine's first core for ``seconds``; its (T_exec, LD)."""
-    from studies.pipeline_mapping.pipeline import run_pipeline
-
     got = run_pipeline(alone_mapping(work.kind), seconds, work={work.kind: work})
     return alone_figures(got[work.kind])
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from raytracer.mesh.scene import load_scene
+
 REAL_KINDS = ("probe", "render", "composite")
 ONE_THREAD_ENV = {"NUMBA_NUM_THREADS": "1", "AUTOTUNE_COMPUTE_UNITS": "1"}
 
@@ -69,18 +71,17 @@ def real_step(work: Work) -> Callable[[], None]:
 
 def _traced(work: Work) -> Callable[[], None]:
     """The probe or the tracer on the shipped scene's own camera."""
-    from raytracer.mesh.bvh import build_bvh
-    from raytracer.mesh.scene import load_scene
+    from raytracer.mesh.bvh import build_bvh  # lazy: numba; the launcher imports this module
 
     scene = load_scene(work.scene)
     bvh = build_bvh(scene.triangles())
     camera = scene.camera
     if work.kind == "probe":
-        from governed.mesh.probe import Probe
+        from governed.mesh.probe import Probe  # lazy: loads numba
 
         probe = Probe(scene, bvh, simd_width=1)  # set: no OpenCL device query in this rank
         return lambda: probe.measure(camera, work.width, work.height)
-    from raytracer.mesh.tracer import RenderSettings, Tracer
+    from raytracer.mesh.tracer import RenderSettings, Tracer  # lazy: loads pyopencl, numba
 
     tracer, settings = Tracer(scene, bvh), RenderSettings(0, 0.1, True, True)
     return lambda: tracer.render(camera, work.width, work.height, settings)

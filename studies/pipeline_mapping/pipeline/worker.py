@@ -22,7 +22,10 @@ import time
 from typing import Any
 
 import numpy as np
+from mpi4py import MPI
 
+from common.atomic_files import write_json
+from raytracer.mpi.faults import install_excepthook
 from studies.pipeline_mapping.pipeline.shaper import Link
 from studies.pipeline_mapping.pipeline.work import Work, busy_step, real_step
 
@@ -59,8 +62,6 @@ class Rank:
 
     def poll(self) -> None:
         """Receive every message that has arrived; note when the emulated link shows it."""
-        from mpi4py import MPI
-
         status = MPI.Status()
         for k in self.ins:
             while self.comm.Iprobe(source=self.src[k], tag=k, status=status):
@@ -93,8 +94,6 @@ class Rank:
 
     def put(self) -> None:
         """One message on every output, stamped with the time it leaves."""
-        from mpi4py import MPI
-
         for k in self.outs:
             buf = self.payload[k]
             buf[:8].view(np.float64)[0] = time.monotonic()
@@ -106,8 +105,6 @@ class Rank:
 
     def finish(self) -> None:
         """Tell consumers how many messages were sent; read what is still on the way."""
-        from mpi4py import MPI
-
         for k in self.outs:
             self.requests.append(self.comm.isend(self.sent[k], dest=self.dst[k], tag=FIN + k))
         expected: dict[int, int] = {}
@@ -171,11 +168,6 @@ def run(comm: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     """Entry point of every rank."""
-    from mpi4py import MPI
-
-    from common.atomic_files import write_json
-    from raytracer.mpi.faults import install_excepthook
-
     comm = MPI.COMM_WORLD
     install_excepthook(comm)
     with open(argv[0]) as f:

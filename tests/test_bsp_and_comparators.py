@@ -1,4 +1,5 @@
-"""Seed 003's BSP model (Eqs. 3-5) and its learned comparators on synthetic data."""
+"""The BSP model (Eqs. 3-5) of Amarís et al. ("A Comparison of GPU Execution Time Prediction
+using Machine Learning and Analytical Modeling") and its learned comparators on synthetic data."""
 
 from __future__ import annotations
 

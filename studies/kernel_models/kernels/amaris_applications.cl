@@ -1,4 +1,6 @@
-// Seed 003's nine applications (Amaris et al.), written in OpenCL C for `autotune bench models`.
+// The nine applications of Amarís et al. ("A Comparison of GPU Execution Time Prediction using
+// Machine Learning and Analytical Modeling"), written in OpenCL C for `autotune bench
+// kernel-models`.
 //
 // "Coalesced" and "uncoalesced" are about dimension 0: the work-items that run in lockstep
 // (a warp; Intel's CPU runtime vectorizes along dimension 0). In a coalesced kernel neighbouring

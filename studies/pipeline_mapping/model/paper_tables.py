@@ -1,5 +1,9 @@
-"""The seed's test cases (Jubertie & Melin, Tables I–VI) as mappings with their printed
-predictions, so the benchmark and the tests can say whether the model reproduces them.
+"""The paper's test cases (Tables I–VI) as mappings with their printed predictions.
+
+The benchmark and the tests check with them whether the model reproduces the tables.
+
+The paper: Jubertie, Melin, "Performance Prediction for Mappings of Distributed Applications
+on PC Clusters".
 
 Times in ms. Tables I–IV and VI are the printed predictions. Table V lists what the printed
 algorithm gives (``expected``) beside the printed table (``printed``): Eq. 6 orders the
@@ -23,7 +27,7 @@ from studies.pipeline_mapping.model.description import (
 )
 from studies.pipeline_mapping.model.solve import Solution, solve
 
-GIGE = (Network("gige", 100.0, 0.0),)  # the seed's gigabit Ethernet taken as 100 MB/s
+GIGE = (Network("gige", 100.0, 0.0),)  # the paper's gigabit Ethernet taken as 100 MB/s
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,50 @@
+"""The tuner holding the distributed volume renderer at a target: model error and governed runs.
+
+One ``mpiexec -n R python -m mpi4py -m benchmarks.governed.volume_tuned --worker`` job, one rank per
+core by default (2 here; each rank's OpenCL device on its share of the cores). A run with more
+ranks than cores is labelled *oversubscribed* and judged against its own, looser goal. Rank 0
+prints its figures as one JSON line; this launcher adds the goals block and plots.
+
+Data sets, fixed before the model work (a model is judged on frames it was not fitted on):
+
+* **calibration**: random knobs at calibration views (random directions off the orbit plane,
+  :func:`volume_calibration_views`) of bonsai and of ironprot (68³: a working set that fits
+  a core's cache, where bonsai's does not), on the cell-count partition (imbalanced: bonsai's
+  bricks hold very different amounts of non-empty data) and on the cost-balanced one (each
+  calibrated on its own); ``--calibrate-on bonsai`` calibrates on bonsai alone;
+* **validation** (used to design the model and the controller): the orbit of bonsai from the
+  cluster study (Tkachev et al., "Prediction of Distributed Volume Visualization Performance
+  to Support Render Hardware Acquisition"; held-out cameras) with random knobs, close-up views
+  that put most samples on one rank, and the volumes aneurism, neghip (8-bit) and field:96
+  (procedural float data: the ray caster's float kernel variant) under the model fitted on
+  bonsai;
+* **test** (touched only to report): the volumes tooth and headsq, an orbit each with random
+  knobs on both partitions, and a governed orbit of tooth.
+
+Each validation and test volume's orbit is priced twice: by the models fitted on bonsai
+(what a model carries to a volume it never saw) and by a model calibrated on that volume's
+own calibration views, as many frames as ``autotune volume`` takes by default (what the command
+and the viewer do with the volume they are given: they calibrate on it before the first
+governed frame).
+
+Governed runs: the cluster study's 72-frame double orbit of bonsai at a target of half the first
+view's full-quality time, for the feed-forward tuner and both baselines (fixed knobs tuned by
+measurement on the first frame to within 1 %; PI over the same quality-ranked settings with
+gains tuned on a training orbit, elevated, not the evaluated one), quality (PSNR/SSIM
+against the full-quality frame) every few frames; the same for feed-forward on the first
+test volume; recovery (frames) after the target drops to 70 % mid-run and after the volume
+is swapped mid-run; the noise floor: one view rendered 24 times at the fixed baseline's knobs.
+
+Controlled time: rank 0's frame, from the probe to the final upscaled image (probe + choice +
+knob broadcast + local render + compositing + gather + upscale).
+
+This module is the launcher; the job's model error is
+:mod:`~benchmarks.governed.volume_tuned.model_error`, its governed runs and entry
+:mod:`~benchmarks.governed.volume_tuned.runs`, the goals and plot
+:mod:`~benchmarks.governed.volume_tuned.report`, the data sets
+:mod:`~benchmarks.governed.volume_tuned.volume_sets`.
+"""
+
+from benchmarks.governed.volume_tuned.command import main
+
+__all__ = ["main"]

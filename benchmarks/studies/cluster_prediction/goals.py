@@ -1,0 +1,56 @@
+"""The benchmark's goals: accuracy on the real runs with one rank per core, with no leak.
+
+The limits quoted beside the goals are the cluster study's (Tkachev et al., "Prediction of
+Distributed Volume Visualization Performance to Support Render Hardware Acquisition").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def goals(fig: dict[str, Any]) -> dict[str, Any]:
+    """The goals block: accuracy on real runs with one rank per core, no leak."""
+    up = fig["upgrade"]["scores"]["one_rank_per_core"]
+    emu = fig["emulation_vs_real"]["scores"].get("one_rank_per_core", {})
+    net = fig["faster_network"]["scores"]["faster_node"]["one_rank_per_core"]
+    out: dict[str, Any] = {}
+
+    def goal(name: str, value: float, text: str, met: bool, what: str) -> None:
+        out[name] = {"value": value, "goal": text, "met": bool(met), "what": what}
+
+    experiments = (
+        ("upgrade", up, 0.97, "trained on the current node only, against real runs of the "
+         "faster node with one rank per core, features from node runs (no leak; the cluster "
+         "study: 0.95)",
+         (("nn_term", "the cluster study's MLP (+ compositing term)"),
+          ("nn_analytic", "the MLP on E[max over ranks] + term"),
+          ("analytic_term", "E[max over ranks] + term, no training"))),
+        ("faster_network", net, 0.95, "trained on the slow network only, against real runs on "
+         "shared memory (faster node, one rank per core, features from node runs; the "
+         "cluster study across clusters: 0.93)",
+         (("nn_term_swapped", "the cluster study's MLP (+ term), term swapped"),
+          ("nn_analytic_swapped", "the MLP on E[max] + term, term swapped"),
+          ("analytic_term", "E[max] + shared memory's term, no training"))),
+    )
+    for name, scores, limit, protocol, models in experiments:
+        for key, what in models:
+            r2 = scores[key]["r2"]
+            goal(f"{name}_r2_{key}", r2, f">= {limit}", r2 >= limit,
+                 f"R² of {what}, {protocol}")
+    if "histogram" in emu and "vector" in emu:
+        h, v = emu["histogram"]["mean_rel_error"], emu["vector"]["mean_rel_error"]
+        goal("histogram_emulation_error", h, "<= 0.10", h <= 0.10, "mean |emulated − real| / "
+             "real frame time, one histogram per path, one rank per core")
+        goal("histograms_beat_vectors", h, f"< {v:.4f} (vector emulation)", h < v,
+             "histogram emulation closer to the real runs than per-rank mean vectors (the "
+             "cluster study's Fig. 5)")
+    if "per-frame" in emu and "histogram" in emu:
+        h, p = emu["histogram"]["mean_rel_error"], emu["per-frame"]["mean_rel_error"]
+        goal("per_frame_beats_one_histogram", p, f"< {h:.4f} (one histogram)", p < h,
+             "emulation from per-frame histograms closer to the real runs")
+    bs, bn = (abs(net[k]["mean_signed_rel_error"]) for k in ("nn_term_swapped",
+                                                             "nn_no_term (seed)"))
+    goal("faster_network_bias", bs, f"< {bn:.4f} (no term)", bs < bn, "|mean signed relative "
+         "error| with the swapped term below the cluster study's term-less network's")
+    return out

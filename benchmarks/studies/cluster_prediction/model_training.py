@@ -1,0 +1,80 @@
+"""The cluster models trained on emulation rows, and the two predictions without a network."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from studies.cluster_prediction.model import ClusterModel, CompositingTerm, fit_cluster_model
+from studies.cluster_prediction.perf_histogram import PerfHistogram
+from studies.cluster_prediction.training_data import TrainingData, training_arrays
+
+
+def compositing_term(d: dict[str, Any]) -> CompositingTerm:
+    """The compositing term of a calibrated network (latency, bandwidth, blend rate)."""
+    return CompositingTerm(d["latency"], d["bandwidth"], d["blend_rate"])
+
+
+def train(rows: list[dict[str, Any]], term: CompositingTerm | None, spread: bool = False,
+          seed: int = 0, baseline: str = "term", hidden: tuple[int, ...] = (16, 8),
+          lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)) -> ClusterModel:
+    """The cluster MLP on ``rows`` (the average of ``studies.cluster_prediction.model.MEMBERS``
+    nets from random starts ``seed``, ``seed`` + 1, ...; λ by cross-validation over
+    ``lambdas``)."""
+    x, y, px, rk = training_arrays(rows, spread)
+    model = fit_cluster_model(x, y, px, rk, term=term, hidden=hidden, seed=seed,
+                              baseline=baseline, lambdas=lambdas)
+    model.meta.update({"spread_features": spread, "trained_on": len(rows),
+                       "ranks": [int(rk.min()), int(rk.max())],
+                       "image_pixels": [int(px.min()), int(px.max())]})
+    return model
+
+
+def predict_rows(model: ClusterModel, rows: list[dict[str, Any]],
+                 term: CompositingTerm | None = None) -> np.ndarray:
+    """Frame seconds ``model`` predicts for ``rows`` (with ``term`` swapped in if given)."""
+    x, _, px, rk = training_arrays(rows, bool(model.meta.get("spread_features")))
+    return model.predict(x, px, rk, term=term)
+
+
+def analytic(rows: list[dict[str, Any]], term: CompositingTerm) -> np.ndarray:
+    """No network: E[max of P draws] from the histogram + the compositing term."""
+    out = []
+    for r in rows:
+        f = r["features"]
+        h = PerfHistogram(f[0], f[1], f[2], tuple(f[3:]), 1)
+        out.append(h.expected_max(r["ranks"]) + float(term.seconds(r["width"] * r["height"],
+                                                                   r["ranks"])))
+    return np.array(out)
+
+
+def train_models(cfg: dict[str, Any], data: TrainingData, shm: CompositingTerm,
+                 slow: CompositingTerm) -> tuple[dict[str, Any], dict[str, Any], list]:
+    """Every variant of the cluster MLP, the training figures, and the shared-memory
+    histogram rows (the learning curve and the sweep retrain on them)."""
+    f = cfg["frames"]
+    train_src = {"measured", "generated"}
+    rows = data.select(network="shm", mode="histogram", frames=f,
+                       source=lambda s: s in train_src)
+    pf_rows = data.select(network="shm", mode="per-frame", frames=f,
+                          source=lambda s: s in train_src)
+    slow_rows = data.select(network="slow", mode="histogram", frames=f,
+                            source=lambda s: s in train_src)
+    t0 = time.perf_counter()
+    models = {"nn_term": train(rows, shm), "nn_no_term": train(rows, None),
+              "nn_analytic": train(rows, shm, baseline="expected_max"),
+              "nn_term_per_frame": train(pf_rows, shm, spread=True),
+              "nn_analytic_per_frame": train(pf_rows, shm, spread=True,
+                                             baseline="expected_max"),
+              "slow_nn_term": train(slow_rows, slow), "slow_nn_no_term": train(slow_rows, None),
+              "slow_nn_analytic": train(slow_rows, slow, baseline="expected_max")}
+    training = {
+        "rows": {"histogram": len(rows), "per_frame": len(pf_rows),
+                 "slow_network": len(slow_rows)},
+        "lambda": {k: m.lam for k, m in models.items()},
+        "validation_mse": {k: m.meta["validation_mse"] for k, m in models.items()},
+        "unconverged_fits": {k: m.meta["unconverged_fits"] for k, m in models.items()},
+        "seconds": time.perf_counter() - t0}
+    return models, training, rows
