@@ -94,3 +94,60 @@ def test_an_import_that_climbs_a_layer_breaks_the_contract(clean_copy, tmp_path,
     assert result.returncode != 0, f"{module}: `{line}` did not break a contract"
     broken = result.stdout.split("Broken contracts")[-1]
     assert LAYERS in broken and line.split()[-1] in broken, result.stdout
+
+
+def import_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of an import graph ``{module: modules it imports}``: its strongly connected
+    components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+    for root in sorted(modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(modules[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(modules.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_module_imports_itself_through_others():
+    """No import cycle at any scale, lazy imports included (grimp reads them all)."""
+    import grimp
+
+    graph = grimp.build_graph(*PACKAGES, cache_dir=None)
+    modules = {m: graph.find_modules_directly_imported_by(m) for m in graph.modules}
+    assert import_cycles(modules) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(graph) == [["a", "b", "c"]]
