@@ -1,5 +1,8 @@
 """In-application auto-tuning runtime: predict a frame's cost, choose knobs, learn from the measurement.
 
+Floor 1 of the layers (docs/architecture.md): the tuner core imports only ``common``; it knows
+nothing about rendering.
+
 Embedding it in a render loop (this example is run by the tests)::
 
     from autotune import BoolKnob, IntKnob, KnobSpace, Tuner

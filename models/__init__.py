@@ -1,6 +1,7 @@
 """Performance models as pure functions of numbers: no OpenCL, no MPI, no I/O but JSON.
 
-Imports nothing else of this project. The ray tracer's model::
+Floor 1 of the layers (docs/architecture.md): imports only ``common``, beside the tuner and
+the renderers, which it never imports. The ray tracer's model::
 
     from models import builtin_profiles, predict_frame_seconds, Workload
 """

@@ -1,7 +1,9 @@
-"""BVH ray tracer: scenes, cameras, SAH BVH, CPU probe/reference and the OpenCL tracer.
+"""The rendering libraries: the BVH mesh ray tracer (``mesh``), the distributed volume renderer
+(``volume``), and what both use: the OpenCL device layer (``device``), the MPI runtime (``mpi``)
+and the camera.
 
-The rendering library; it imports neither the tuner nor the models (``governed.mesh`` ties
-it to them). What a user imports::
+Floor 1 of the layers (docs/architecture.md): imports only ``common``; neither the tuner nor
+the models (``governed`` ties them together). The mesh tracer's public names are here::
 
     from raytracer import load_scene, Tracer, RenderSettings
     scene = load_scene("dragon")

@@ -3,4 +3,6 @@
 (mapping a module pipeline onto a cluster) and ``kernel_models`` (analytical and learned
 kernel-time models compared). Libraries only: their commands live in ``autotune_app`` and
 their experiments in ``benchmarks.studies``.
+
+Floor 3 of the layers (docs/architecture.md): may import ``governed`` and what is below it.
 """
