@@ -32,6 +32,7 @@ from autotune.controllers import (
     Decision,
     FeedForwardController,
     FixedController,
+    GovernorController,
     PIController,
 )
 from autotune.feedback import BiasCorrection, PartCorrections, RunningOverhead
@@ -62,6 +63,7 @@ __all__ = [
     "Decision",
     "FeedForwardController",
     "FixedController",
+    "GovernorController",
     "FloatKnob",
     "FrameLoop",
     "FramePrice",

@@ -134,6 +134,12 @@ class FrameLoop:
         self._start()
 
     @property
+    def needs_price(self) -> bool:
+        """Whether the next :meth:`choose` prices candidates (a renderer that knows it does not
+        need not measure the frame's workload: a baseline pays only its own work)."""
+        return self.tuner is not None and self.tuner.controller.needs_price
+
+    @property
     def correction(self) -> float:
         """The controller's slow correction of the modelled seconds (1 before any frame)."""
         return 1.0 if self.tuner is None else self.tuner.correction

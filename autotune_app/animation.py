@@ -17,20 +17,17 @@ from raytracer.camera import Camera, orbit_path, turn_path
 from raytracer.mesh.scene import Scene
 from raytracer.mesh.tracer import RenderSettings, Tracer
 
+REVERSAL_WINDOW = 10  # frames within which a raised knob lowered again is a reversal
 REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
 
 
 def frame_times(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
                 frames: int) -> list[float]:
-    """Controlled times (the frame the user waits for: probe + kernels + read-back) of
-    ``frames`` frames of one view with fixed knobs, each probed as a frame of a moving path
-    would be (a still view would reuse its first probe); leaves the renderer's tuning off."""
+    """Times of ``frames`` frames of one view at fixed knobs, as a user without the tuner
+    waits for them (tuning off prices nothing, so nothing is probed: kernels + read-back +
+    host); leaves the renderer's tuning off."""
     renderer.tuning, renderer.settings = False, settings
-    reuse, renderer.reuse_probe = renderer.reuse_probe, False
-    try:
-        return [renderer.render(camera).measured for _ in range(frames)]
-    finally:
-        renderer.reuse_probe = reuse
+    return [renderer.render(camera).measured for _ in range(frames)]
 
 
 def measure_settings(renderer: TunedRenderer, camera: Camera, settings: RenderSettings,
@@ -41,7 +38,8 @@ def measure_settings(renderer: TunedRenderer, camera: Camera, settings: RenderSe
 
 def reference_frame_target(renderer: TunedRenderer, camera: Camera, repeats: int = 5) -> float:
     """A target the scene can meet with a mid setting (8 AO rays + shadows + Phong): the median
-    frame the user waits for on ``camera``, probe included, so target and frames match."""
+    frame of that setting on ``camera`` without the tuner (its work comes out of the same
+    budget, so a tuner that costs more than it buys falls short of the setting)."""
     target = measure_settings(renderer, camera, REFERENCE_SETTINGS, repeats)
     renderer.tuning = True
     return target
@@ -82,6 +80,7 @@ class FrameLog:
     probe_seconds: float
     over_budget: bool
     kernel_seconds: float = 0.0  # the kernels' event time (the second figure)
+    tuner_seconds: float = 0.0  # the tuner's work in the frame: probe + choice + bookkeeping
 
 
 def orbit_camera_path(scene: Scene, frames: int) -> list[Camera]:
@@ -130,7 +129,8 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
         f = renderer.render(cam, cameras[i + 1] if i + 1 < len(cameras) else None)
         logs.append(FrameLog(i, renderer.target_seconds, f.measured, f.predicted, f.corrected,
                              f.settings.ao_rays, f.settings.shadows, f.settings.phong,
-                             f.probe_seconds, f.over_budget, f.kernel_seconds))
+                             f.probe_seconds, f.over_budget, f.kernel_seconds,
+                             f.tuner_seconds))
         if keep is not None and i in keep:
             keep[i] = f.image
         if frames_dir is not None:
@@ -143,7 +143,24 @@ def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, flo
     return {**tracking_figures(logs, turn_at),
             "mean_ao_rays": float(np.mean([x.ao_rays for x in logs])),
             "mean_frame_ms": float(np.mean([x.measured for x in logs]) * 1e3),
-            "mean_kernel_ms": float(np.mean([x.kernel_seconds for x in logs]) * 1e3)}
+            "mean_kernel_ms": float(np.mean([x.kernel_seconds for x in logs]) * 1e3),
+            "mean_tuner_ms": float(np.mean([x.tuner_seconds for x in logs]) * 1e3),
+            "tuner_share_of_frame": float(sum(x.tuner_seconds for x in logs)
+                                          / sum(x.measured for x in logs)),
+            "probed_frames": sum(x.probe_seconds > 0 for x in logs),
+            "quality_reversals": quality_reversals(logs)}
+
+
+def quality_reversals(logs: list[FrameLog], window: int = REVERSAL_WINDOW) -> int:
+    """Knob raises undone within ``window`` frames: for each knob (AO rays, shadows, Phong),
+    each frame that raises it and is followed by a frame that lowers it within the window."""
+    count = 0
+    for knob in ("ao_rays", "shadows", "phong"):
+        v = np.array([float(getattr(x, knob)) for x in logs])
+        step = np.diff(v)
+        for i in np.flatnonzero(step > 0):
+            count += bool((step[i + 1:i + 1 + window] < 0).any())
+    return count
 
 
 def logs_to_dicts(logs: list[FrameLog]) -> list[dict]:

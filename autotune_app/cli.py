@@ -231,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_size(p, 640, 360)
     opt.add_target(p, None, "the scene's time at 8 AO rays + shadows on the first frame")
     opt.add_controller(p)
+    opt.add_probe_policy(p)
     opt.add_device(p)
     p.add_argument("--volume", default="bonsai",
                    help="volume for the governed distributed part (autotune volumes lists them)")

@@ -61,12 +61,13 @@ def run_demo(args: argparse.Namespace) -> int:
     check_device_memory(tracer, args.width, args.height)
     cameras = orbit_camera_path(scene, args.frames)
     given = opt.target_seconds(args)
-    if not given:  # the frame the user waits for at a mid setting, probe included
+    if not given:  # the frame the user waits for at a mid setting, without the tuner
         reference = TunedRenderer(scene, args.width, args.height, 1.0, tracer=tracer)
         given = reference_frame_target(reference, cameras[0])
     target = given
     renderer = TunedRenderer(scene, args.width, args.height, target,
-                             controller=args.controller, tracer=tracer)
+                             controller=args.controller, tracer=tracer,
+                             probe_policy=args.probe_policy)
     n = len(cameras)
     kept: dict = dict.fromkeys(sorted({0, n // 3, (2 * n) // 3, n - 1}))
     with output_dir(out, args.force) as work:

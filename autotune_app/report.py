@@ -82,14 +82,21 @@ def tracking_figures(logs: Sequence[Any], turn_at: int | None = None) -> dict[st
         "mean_abs_error_vs_target": float(track.mean()),
         "p95_abs_error_vs_target": float(np.percentile(track, 95)),
         "frames_over_budget": int((m > t * 1.05).sum()),
-        "mean_model_error": float(np.nanmean(np.abs(p - m) / m)),
-        "mean_model_feedback_error": float(np.nanmean(np.abs(c - m) / m)),
+        "mean_model_error": mean_where_priced(np.abs(p - m) / m),
+        "mean_model_feedback_error": mean_where_priced(np.abs(c - m) / m),
         "mean_probe_ms": float(np.mean([x.probe_seconds for x in logs]) * 1e3),
         "error_first_frame": float(track[0]),  # a fresh renderer's: the scene's first frame
     }
     if turn_at is not None and turn_at < len(logs):
         out["error_first_frame_after_turn"] = float(track[turn_at])
     return out
+
+
+def mean_where_priced(errors: np.ndarray) -> float | None:
+    """Mean of the frames that had a prediction (NaN: a model-free controller priced none);
+    None where no frame had one."""
+    priced = errors[np.isfinite(errors)]
+    return float(priced.mean()) if priced.size else None
 
 
 TRACKING = (  # (figure, label, format): a line for each figure present, in this order

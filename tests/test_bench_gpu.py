@@ -9,6 +9,7 @@ import json
 import pytest
 
 from benchmarks.governed import gpu
+from benchmarks.harness import run_record
 from raytracer.device.choice import DeviceInfo
 
 
@@ -42,8 +43,8 @@ def test_every_step_runs_on_a_cpu_device(results):
 def test_the_results_name_the_commit_that_ran(results, monkeypatch):
     figures, _ = results
     assert figures["run"]["commit"] and "unknown" not in figures["run"]["commit"]
-    monkeypatch.setenv(gpu.COMMIT_ENV, "abc123")
-    assert gpu.checkout_commit() == "abc123"
+    monkeypatch.setenv(run_record.COMMIT_ENV, "abc123")
+    assert run_record.checkout_commit() == "abc123"
 
 
 def test_goals_are_not_run_on_a_cpu(results):

@@ -90,7 +90,7 @@ def test_demo_into_an_empty_working_folder(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("bench, measures", [
-    ("paper", "benchmarks.governed.tracer_tuned.run_scene"),
+    ("paper", "benchmarks.governed.tracer_tuned.command.run_scene"),
     ("model", "benchmarks.governed.tracer_model.measure"),
 ])
 def test_bench_plots_refuses_a_non_empty_folder_before_running(bench, measures, tmp_path,

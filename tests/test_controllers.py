@@ -111,15 +111,23 @@ def test_feedforward_uses_bisection_for_scalar_predictors() -> None:
     assert decision.search_seconds >= 0
 
 
-def test_fixed_controller_never_changes_its_first_choice() -> None:
+def test_fixed_controller_never_changes_its_first_choice_and_prices_only_that() -> None:
+    """The model picks the first frame's knobs; after that the baseline asks no price (a
+    renderer need not probe for it) and predicts nothing."""
     ctrl = FixedController(SPACE, 0.010)
+    assert ctrl.needs_price
     first = ctrl.choose(model)
-    assert first.knobs == brute_force(SPACE, model, 0.010)
-    for scale in (1.0, 3.0, 0.5):
-        d = ctrl.choose(lambda c, s=scale: s * model(c))
+    assert first.knobs == brute_force(SPACE, model, 0.010) and first.predicted <= 0.010
+    assert not ctrl.needs_price
+
+    def refused(c):
+        raise AssertionError("a held setting was priced")
+
+    for _ in range(3):
+        d = ctrl.choose(refused)
         ctrl.observe(0.02)
         assert d.knobs == first.knobs
-        assert d.over_budget == (scale * first.predicted > 0.010)
+        assert np.isnan(d.predicted) and not d.over_budget and d.evaluations == 0
 
 
 def test_pi_level_walks_the_quality_ranked_order_and_reaches_every_setting() -> None:
@@ -197,13 +205,16 @@ def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> 
     parser = argparse.ArgumentParser()
     options.add_controller(parser)
     (action,) = [a for a in parser._actions if a.dest == "controller"]
-    assert action.choices == ("feedforward", "fixed", "pi") and action.default == "feedforward"
+    assert (action.choices == ("feedforward", "fixed", "pi", "governor")
+            and action.default == "feedforward")
     assert action.help == ("controller: feedforward (model + feedback), fixed (chosen on the "
-                           "first frame), pi (feedback only)")
-    assert CONTROLLER_NAMES == {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI"}
+                           "first frame), pi (feedback only), governor (dynamic resolution as "
+                           "engines ship it)")
+    assert CONTROLLER_NAMES == {"feedforward": "feed-forward", "fixed": "fixed", "pi": "PI",
+                                "governor": "governor"}
     glfw = pytest.importorskip("glfw")
     from autotune_app.viewer import main_loop
 
     assert main_loop.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
-                                   glfw.KEY_3: "pi"}
-    assert "1 / 2 / 3      feed-forward/fixed/PI" in main_loop.HELP_TOP
+                                         glfw.KEY_3: "pi", glfw.KEY_4: "governor"}
+    assert "1 / 2 / 3 / 4  feed-forward/fixed/PI/governor" in main_loop.HELP_TOP

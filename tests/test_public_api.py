@@ -36,7 +36,7 @@ def test_the_readme_imports():
         load_scene,
     )
 
-    assert list(CONTROLLERS) == ["feedforward", "fixed", "pi"]
+    assert list(CONTROLLERS) == ["feedforward", "fixed", "pi", "governor"]
     assert all(map(callable, (KnobSpace, Tuner, Probe, TunedRenderer, calibrate, DeviceProfile,
                               Workload, predict_frame_seconds, Camera, RenderSettings, Tracer,
                               build_bvh, load_scene)))

@@ -11,11 +11,12 @@ import pytest
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
-from autotune_app.animation import REFERENCE_SETTINGS, frame_times
+from autotune_app.animation import REFERENCE_SETTINGS, frame_times, orbit_camera_path
 from governed.mesh.calibration_fit import fit_profile, model_errors
 from governed.mesh.calibration_frames import Sample, calibration_views, collect_samples
 from governed.mesh.instruction_counts import load_kernel_counts
 from governed.mesh.probe import Probe
+from governed.mesh.probe_policy import PROBE_POLICIES
 from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
 from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
 from models.app_calibration import AppCalibration
@@ -235,14 +236,44 @@ def test_an_unchanged_view_is_not_probed_again(tracers, fitted, monkeypatch):
     assert len(probed) == 5
 
 
-def test_measured_frames_of_one_view_are_each_probed(tracers, fitted, monkeypatch):
-    """A target or baseline measured on one view stands for frames of a moving path, which
-    all pay the probe: the still view's reuse is off while it is measured, and back after."""
+def test_frames_at_fixed_knobs_pay_no_probe(tracers, fitted, monkeypatch):
+    """A target or a fixed setting measured on one view is the frame a user without the tuner
+    waits for: tuning off prices nothing, so nothing is probed."""
     tracer = tracers("dragon-small")
     r, probed = counted_probes(tracer, fitted, monkeypatch)
     times = frame_times(r, tracer.scene.camera, REFERENCE_SETTINGS, 3)
-    assert len(times) == 3 and len(probed) == 3
-    assert r.reuse_probe and not r.tuning
+    assert len(times) == 3 and probed == [] and not r.tuning
+
+
+@pytest.mark.parametrize("controller", ["pi", "governor"])
+def test_a_model_free_baseline_pays_for_no_probe(tracers, fitted, monkeypatch, controller):
+    tracer = tracers("dragon-small")
+    r, probed = counted_probes(tracer, fitted, monkeypatch)
+    r.use_controller(controller)
+    frames = [r.render(c) for c in orbit_camera_path(tracer.scene, 4)]
+    assert probed == [] and all(f.workload is None and np.isnan(f.predicted) for f in frames)
+    assert all(0 < f.tuner_seconds < f.measured for f in frames)
+    r.use_controller("feedforward")  # pricing again: the next frame is probed
+    assert r.render(tracer.scene.camera).workload is not None and len(probed) == 1
+
+
+def test_probe_policies_on_an_orbit(tracers, fitted, monkeypatch):
+    """always: every frame; never: the first; on-change: fewer than every frame on a slow
+    orbit, and again at once after a cut."""
+    tracer = tracers("dragon-small")
+    orbit = orbit_camera_path(tracer.scene, 24)  # half a turn: 7.5 degrees a frame
+    counts = {}
+    for policy in PROBE_POLICIES:
+        r, probed = counted_probes(tracer, fitted, monkeypatch)
+        r.probe_policy = policy
+        for camera in orbit:
+            r.render(camera)
+        counts[policy] = len(probed)
+        if policy == "on-change":
+            r.render(orbit[0])  # a cut: back to the start, half a turn away
+            assert len(probed) == counts[policy] + 1
+    assert counts["always"] == len(orbit) and counts["never"] == 1
+    assert 1 < counts["on-change"] < len(orbit)
 
 
 def test_interrupted_calibration_leaves_no_profile(tracers, monkeypatch):

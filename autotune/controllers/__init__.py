@@ -5,7 +5,9 @@
   Interactive Ray Tracing using an Analytical GPU Architecture Model").
 * :class:`FixedController` - baseline: tuned with the model on the first frame, then frozen.
 * :class:`PIController` - baseline: no model; a PI law on the previous frame's measured time
-  drives a quality level in [0, 1] (what dynamic resolution in game engines does).
+  drives a quality level in [0, 1].
+* :class:`GovernorController` - baseline: no model; a dynamic-resolution governor's rules as
+  game engines ship them (drop at once after 2 frames over budget, raise slowly with headroom).
 
 A new controller is one file here (a :class:`Controller` with its ``label`` and ``summary``,
 and :meth:`Controller.from_loop` if the frame loop's options concern it) plus one line in
@@ -22,6 +24,7 @@ from autotune.controllers.base import (
 )
 from autotune.controllers.feedforward import FeedForwardController
 from autotune.controllers.fixed import FixedController
+from autotune.controllers.governor import GovernorController
 from autotune.controllers.pi import PIController
 
 # The one registry of controllers: the name a caller passes (Tuner, TunedRenderer, the CLI and
@@ -30,6 +33,7 @@ CONTROLLERS: dict[str, type[Controller]] = {
     "feedforward": FeedForwardController,
     "fixed": FixedController,
     "pi": PIController,
+    "governor": GovernorController,
 }
 CONTROLLER_NAMES: dict[str, str] = {name: c.label for name, c in CONTROLLERS.items()}
 DEFAULT_CONTROLLER = next(iter(CONTROLLERS))
@@ -42,6 +46,7 @@ __all__ = [
     "Decision",
     "FeedForwardController",
     "FixedController",
+    "GovernorController",
     "LoopOptions",
     "PIController",
     "check_target",

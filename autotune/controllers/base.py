@@ -90,6 +90,12 @@ class Controller(ABC):
         """Multiplicative correction applied to predictions (1.0 when the controller has none)."""
         return 1.0
 
+    @property
+    def needs_price(self) -> bool:
+        """Whether the next :meth:`choose` asks its predictor. A renderer need not price (nor
+        probe) a frame for a controller that does not: a baseline pays only its own work."""
+        return True
+
     @abstractmethod
     def choose(self, predictor: Predictor | Callable[..., Any]) -> Decision:
         """Pick this frame's knobs."""

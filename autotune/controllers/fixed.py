@@ -7,8 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from autotune.controllers.base import Controller, Decision, LoopOptions, timed_decision
 from autotune.knobs import KnobSpace
 from autotune.search import MAX_GRID, Choice, Predictor, as_predictor, make_search
@@ -37,18 +35,22 @@ class FixedController(Controller):
                   options: LoopOptions) -> FixedController:
         return cls(space, target_seconds, knobs=options.held)
 
+    @property
+    def needs_price(self) -> bool:
+        """Only to choose the knobs by the model (the first frame, when none were given)."""
+        return self.knobs is None
+
     def choose(self, predictor: Predictor | Callable[..., Any]) -> Decision:
+        """The held knobs (no prediction: NaN), or on the first frame the model's choice."""
         started = time.perf_counter()
-        predictor = as_predictor(predictor)
         if self.knobs is None:
+            predictor = as_predictor(predictor)
             search = make_search(self.space, predictor.vectorized, 0.0, self.max_grid)
             choice = search.run(predictor, 1.0, self.target_seconds)
             self.knobs = choice.knobs
             return timed_decision(choice, started)
-        one = {k: np.array([v]) for k, v in self.knobs.items()}
-        predicted = float(predictor(one)[0])
-        over = predicted > self.target_seconds
-        return timed_decision(Choice(dict(self.knobs), predicted, predicted, over, 1), started)
+        nan = float("nan")
+        return timed_decision(Choice(dict(self.knobs), nan, nan, False, 0), started)
 
     def observe(self, measured_seconds: float) -> None:
         """A fixed setting learns nothing."""

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from autotune.controllers.base import Controller, Decision, LoopOptions, timed_decision
+from autotune.controllers.ladder import QualityLadder
 from autotune.knobs import KnobSpace
 from autotune.search import Choice, Predictor
 
@@ -44,7 +42,7 @@ class PIController(Controller):
         self.level = float(initial)
         self._error = 0.0
         self._measured: float | None = None
-        self._order: np.ndarray | None = None
+        self.ladder = QualityLadder(space)
 
     @classmethod
     def from_loop(cls, space: KnobSpace, target_seconds: float,
@@ -54,10 +52,11 @@ class PIController(Controller):
 
     def knobs_at(self, level: float) -> dict[str, Any]:
         """Settings for a quality level in [0, 1]: that share along the quality-ranked order."""
-        if self._order is None:
-            self._order = self.space.quality_order()
-        index = int(math.floor(level * (len(self._order) - 1) + 0.5))
-        return self.space.at_index(int(self._order[index]))
+        return self.ladder.knobs_at(level)
+
+    @property
+    def needs_price(self) -> bool:
+        return False
 
     def choose(self, predictor: Predictor | Callable[..., Any]) -> Decision:
         """Ignores the predictor: this controller only reacts to measured times."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from autotune import CONTROLLERS
 from autotune_app import options as opt
 from autotune_app.viewer.errors import ViewerError
 from autotune_app.volume_command import rank0_errors
@@ -65,7 +66,8 @@ def add_view_parser(subparsers: argparse._SubParsersAction) -> argparse.Argument
         help="deprecated spelling of --width W --height H",
     )
     opt.add_target(p, 50.0)
-    opt.add_controller(p, "controller at start (keys 1-3 switch it)")
+    opt.add_controller(p, f"controller at start (keys 1-{len(CONTROLLERS)} switch it)")
+    opt.add_probe_policy(p)
     opt.add_device(p)
     p.add_argument(
         "--record",

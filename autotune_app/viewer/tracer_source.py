@@ -99,7 +99,8 @@ def load_tracer_source(args: argparse.Namespace, width: int, height: int,
     try:
         scene = load_scene(args.scene, up=getattr(args, "up", "y"))
         renderer = TunedRenderer(
-            scene, width, height, target, controller=args.controller, device=args.device
+            scene, width, height, target, controller=args.controller, device=args.device,
+            probe_policy=args.probe_policy,
         )
         check_device_memory(renderer.tracer, width, height)
     except (SceneError, TracerError, DeviceError, LimitError) as exc:

@@ -58,7 +58,14 @@ from autotune_app.animation import (
 )
 from benchmarks.governed.tracer_model import errors, eval_settings, measure
 from benchmarks.harness.checkout_tools import load_tool
-from benchmarks.harness.run_record import QUIET_LIMIT, RunRecord, at_most, cpu_model, mark_goals
+from benchmarks.harness.run_record import (
+    QUIET_LIMIT,
+    RunRecord,
+    at_most,
+    checkout_commit,
+    cpu_model,
+    mark_goals,
+)
 from common.atomic_files import check_output_dir, save_png, write_json
 from governed.mesh.calibration_fit import calibrate, fit_report
 from governed.mesh.instruction_counts import load_kernel_counts
@@ -75,7 +82,6 @@ from raytracer.mesh.scene import load_scene
 from raytracer.mesh.tracer import RenderSettings, Tracer, build_options
 
 BUDGET_S = 480.0  # the issue's limit for the whole check on a GPU
-COMMIT_ENV = "AUTOTUNE_COMMIT"  # the commit a GPU machine's copy of the checkout holds
 RESULTS_ROOT = Path("results")
 VALIDATION_SCENES = ("dragon", "sibenik")  # held-out frames: never calibrated on
 TUNED_SCENE = "dragon"
@@ -159,20 +165,6 @@ class Check:
         self.results["run"] = {**self.machine, "others_share": round(share, 4),
                                "quiet": share <= QUIET_LIMIT}
         write_json(self.out / "results.json", self.results, indent=1)
-
-
-def checkout_commit() -> str:
-    """The commit that ran: ``$AUTOTUNE_COMMIT`` (a GPU machine's copy of the checkout has
-    no git history, so the call names it), else git's HEAD (``-dirty`` with changes)."""
-    if os.environ.get(COMMIT_ENV):
-        return os.environ[COMMIT_ENV]
-    root = Path(__file__).resolve().parents[2]
-    try:
-        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
-                              cwd=root, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown (no git here and no $AUTOTUNE_COMMIT)"
 
 
 def platforms_step() -> dict:

@@ -13,14 +13,30 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from benchmarks.harness.results import CHECKOUT, this_machine
 from common.cpu_info import cpuinfo
 
 QUIET_LIMIT = 0.10
+COMMIT_ENV = "AUTOTUNE_COMMIT"  # the commit a copy of the checkout without git history holds
+
+
+def checkout_commit() -> str:
+    """The commit that ran: ``$AUTOTUNE_COMMIT`` (a GPU machine's copy of the checkout has
+    no git history, so the call names it), else git's HEAD (``-dirty`` with changes)."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
+                              cwd=CHECKOUT, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return f"unknown (no git here and no ${COMMIT_ENV})"
 
 
 def cpu_model() -> str:
@@ -80,7 +96,8 @@ class RunRecord:
     def figures(self) -> dict:
         """The ``"run"`` block of a benchmark's JSON."""
         share = self.others_share()
-        return {"cpu": cpu_model(), "opencl": opencl_runtimes(),
+        return {"cpu": cpu_model(), "machine": this_machine(), "commit": checkout_commit(),
+                "python": platform.python_version(), "opencl": opencl_runtimes(),
                 "others_share": round(share, 4), "quiet": share <= QUIET_LIMIT,
                 "wall_s": round(time.perf_counter() - self.wall0, 2),
                 "load_average": {"start": self.load0, "end": os.getloadavg()[0]},

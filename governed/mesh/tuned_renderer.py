@@ -35,6 +35,7 @@ from autotune import (
 from governed.mesh.calibration_fit import RENDERER, calibrate
 from governed.mesh.instruction_counts import kernels_fingerprint, load_kernel_counts
 from governed.mesh.probe import Probe
+from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from governed.mesh.profile_store import find_app_calibration, find_device_profile
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
@@ -50,6 +51,10 @@ from raytracer.mesh.phases import TILE
 from raytracer.mesh.scene import Scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
 
+# The run-time probe's rays at least (1/16 of the frame per axis above 1280x720): a quarter of the
+# calibration's probe (160x90), at a quarter of its cost; on the validation scenes its
+# predictions moved 0.6-1.6 % (mean) from a probe 64x finer (bench probe-cost, factor 16)
+PROBE_PIXELS = 80 * 45
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
 MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
@@ -147,10 +152,13 @@ class TunedFrame:
     corrected: float  # model kernels x slow-feedback correction + the measured parts
     phase_seconds: dict[str, float]
     probe_seconds: float
-    workload: Workload
+    workload: Workload | None  # None: the controller priced no frame, nothing was probed
     over_budget: bool = False
     predicted_phases: dict[str, float] = field(default_factory=dict)
     kernel_seconds: float = 0.0  # sum of the kernels' event times (the second figure)
+    # the tuner's own work in this frame: probe + choice + bookkeeping (the frame less the
+    # tracer's render call)
+    tuner_seconds: float = 0.0
 
 
 class TunedRenderer(Governed):
@@ -159,8 +167,10 @@ class TunedRenderer(Governed):
     def __init__(self, scene: Scene, width: int, height: int, target_seconds: float,
                  controller: str = DEFAULT_CONTROLLER, device: str | None = None,
                  profile: DeviceProfile | None = None, tracer: Tracer | None = None,
-                 ao_radius: float = 0.1, probe_factor: int = 8, probe_ao_samples: int = 2,
-                 calibration: AppCalibration | None = None, feedback: str = "phase") -> None:
+                 ao_radius: float = 0.1, probe_factor: int = 16, probe_ao_samples: int = 2,
+                 probe_pixels: int = PROBE_PIXELS,
+                 calibration: AppCalibration | None = None, feedback: str = "phase",
+                 probe_policy: str = DEFAULT_PROBE_POLICY) -> None:
         if feedback not in FEEDBACK:
             raise ValueError(f"feedback must be one of {', '.join(FEEDBACK)}, got {feedback!r}")
         self.scene = scene
@@ -171,7 +181,8 @@ class TunedRenderer(Governed):
         self.tracer = tracer or Tracer(scene, device=device)
         self.model = device_model(self.tracer, profile, calibration)
         self.probe = Probe.for_tracer(self.tracer, factor=probe_factor,
-                                      ao_samples=probe_ao_samples, ao_radius=ao_radius)
+                                      ao_samples=probe_ao_samples, ao_radius=ao_radius,
+                                      min_pixels=probe_pixels)
         self.width, self.height = width, height
         self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
         self.space = knob_space()
@@ -182,9 +193,9 @@ class TunedRenderer(Governed):
         # probing the next view during this frame only pays where the device is not the CPU
         self.overlap_probe = self.tracer.device_info.kind != "CPU"
         self._pending_probe: tuple[tuple, Future, float] | None = None
-        # a still view keeps its workload: the probe is deterministic (False: probe every frame)
-        self.reuse_probe = True
-        self._probed: tuple[tuple, Workload] | None = None  # the last view probed, its workload
+        self.schedule = ProbeSchedule(probe_policy)  # which frames are probed
+        self._probed_key: tuple | None = None  # what the last probe's workload depends on
+        self._priced = False  # whether the last frame's controller priced it
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase")
@@ -235,28 +246,55 @@ class TunedRenderer(Governed):
         """Seconds of this frame that are measured, not modelled: probe spent + overhead."""
         return self._spent + self.overhead.seconds
 
-    def _view(self, camera: Camera) -> tuple:
-        """Everything a probe's workload depends on besides the scene's geometry."""
-        p = self.probe
-        return (camera, self.width, self.height, p.ao_radius, p.ao_samples, p.factor,
-                p.min_pixels, p.simd_width, tuple(map(float, self.scene.light)))
+    @property
+    def probe_policy(self) -> str:
+        """Which frames are probed (:data:`~governed.mesh.probe_policy.PROBE_POLICIES`);
+        setting it starts the schedule afresh."""
+        return self.schedule.policy
 
-    def _measure(self, camera: Camera) -> tuple[Workload, float]:
-        """The view's workload: the last frame's when the view has not changed (the probe is
-        deterministic, and a still camera is a viewer's common case: 7-8 ms of a 1280x720
-        frame saved), else from the probe started during the last frame, else probed now."""
-        view = self._view(camera)
+    @probe_policy.setter
+    def probe_policy(self, policy: str) -> None:
+        self.schedule = ProbeSchedule(policy)
+
+    def _probe_key(self) -> tuple:
+        """Everything a probe's workload depends on besides the camera and the geometry."""
+        p = self.probe
+        return (self.width, self.height, p.ao_radius, p.ao_samples, p.factor, p.min_pixels,
+                p.simd_width, tuple(map(float, self.scene.light)))
+
+    def _measure(self, camera: Camera) -> tuple[Workload | None, float]:
+        """The view's workload and the seconds this frame spent measuring it: none for a
+        controller that does not price frames; the last probe's where the probe policy lets it
+        stand in; else from the probe started during the last frame (a device that is not the
+        CPU), else probed now."""
         pending, self._pending_probe = self._pending_probe, None
+        priced, self._priced = self._priced, self.loop.needs_price
+        if not self._priced:
+            if pending is not None:
+                pending[1].result()  # dropped, never left running
+            return None, 0.0
+        key = self._probe_key()
+        if key != self._probed_key or not priced:
+            self.schedule.restart()
         if pending is not None:
-            workload = pending[1].result()  # used or dropped, never left running
-            if pending[0] == view:
-                self._probed = (view, workload)
-                return workload, pending[2]
-        if self.reuse_probe and self._probed is not None and self._probed[0] == view:
-            return self._probed[1], 0.0
+            workload = pending[1].result()
+            if pending[0] == (camera, key):
+                return self._probed(camera, key, workload), pending[2]
+        if self._workload is not None and not self.schedule.due(camera, self.scene.diagonal):
+            return self._workload, 0.0
         workload = self.probe.measure(camera, self.width, self.height)
-        self._probed = (view, workload)
-        return workload, self.probe.last_seconds
+        return self._probed(camera, key, workload), self.probe.last_seconds
+
+    def _probed(self, camera: Camera, key: tuple, workload: Workload) -> Workload:
+        """Tell the schedule how far the new probe's frame moved from the last one's."""
+        change = None
+        if self._workload is not None and key == self._probed_key:
+            before = sum(self.model.phase_seconds(self._workload, self._settings).values())
+            after = sum(self.model.phase_seconds(workload, self._settings).values())
+            change = abs(after - before) / max(before, 1e-12)
+        self.schedule.probed(camera, change)
+        self._probed_key = key
+        return workload
 
     def render(self, camera: Camera, next_camera: Camera | None = None) -> TunedFrame:
         """Probe the view, choose knobs (unless tuning is off), render, feed back the time.
@@ -267,7 +305,8 @@ class TunedRenderer(Governed):
         """
         started_frame = time.perf_counter()
         self._workload, probe_seconds = self._measure(camera)
-        if self.feedback == "phase":  # a phase far from where its correction was learnt
+        if self._workload is not None and self.feedback == "phase":
+            # a phase far from where its correction was learnt
             self.phase_corrections.rescope(self.model.phase_seconds(self._workload,
                                                                     self._settings))
         self._spent = time.perf_counter() - started_frame
@@ -275,21 +314,16 @@ class TunedRenderer(Governed):
         k = decision.knobs
         self._settings = RenderSettings(float(k["ao_rays"]), self.ao_radius,
                                         bool(k["shadows"]), bool(k["phong"]))
-        over_budget = decision.over_budget
         settings = self._settings
-        predicted_phases = self.model.phase_seconds(self._workload, settings)
-        kernels = float(sum(predicted_phases.values()))
-        factors = self._phase_factors() or {}
-        phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
-        known = self._known()
-        predicted = kernels + known
-        corrected = self.loop.expected(phase_corrected, known)
-        if next_camera is not None and self.overlap_probe:
+        prices = self._prices(settings)
+        if next_camera is not None and self.overlap_probe and self._priced:
             started = time.perf_counter()
             future = self.probe.measure_async(next_camera, self.width, self.height)
-            self._pending_probe = (self._view(next_camera), future, 0.0)
+            self._pending_probe = ((next_camera, self._probe_key()), future, 0.0)
+        rendering = time.perf_counter()
         frame: Frame = self.tracer.render(camera, self.width, self.height, settings,
                                           seed=self.frame_index)
+        rendered = time.perf_counter()
         if self._pending_probe is not None:  # the probe's time not hidden behind the frame
             key, future, _ = self._pending_probe
             future.result()
@@ -297,14 +331,30 @@ class TunedRenderer(Governed):
             self._pending_probe = (key, future, hidden)
         wall = time.perf_counter() - started_frame
         self.overhead.update(wall - self._spent - frame.seconds)  # a per-size constant
-        # a frame whose modelled kernels are a small part of it (an empty sky: probe and
-        # overhead dominate) says little about the model's bias (autotune.frame_loop's rules)
-        teaches = kernels >= MIN_KERNEL_SHARE * predicted
+        predicted_phases, predicted, corrected, teaches = prices
         if teaches and self.feedback == "phase":
             self.phase_corrections.update(predicted_phases, frame.phase_seconds)
         self.loop.observe(wall, corrected, teaches)
+        self.schedule.observed(corrected, wall)
         self.frame_index += 1
+        tuner = wall - (rendered - rendering)
         return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
-                          probe_seconds, self._workload, over_budget, predicted_phases,
-                          frame.seconds)
+                          probe_seconds, self._workload, decision.over_budget, predicted_phases,
+                          frame.seconds, tuner)
+
+    def _prices(self, settings: RenderSettings) -> tuple[dict[str, float], float, float, bool]:
+        """The chosen setting's predicted phases, frame, corrected frame, and whether the
+        frame can teach the model (NaN and nothing where the controller priced no frame)."""
+        if self._workload is None:
+            return {}, float("nan"), float("nan"), False
+        predicted_phases = self.model.phase_seconds(self._workload, settings)
+        kernels = float(sum(predicted_phases.values()))
+        factors = self._phase_factors() or {}
+        phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
+        known = self._known()
+        predicted = kernels + known
+        # a frame whose modelled kernels are a small part of it (an empty sky: probe and
+        # overhead dominate) says little about the model's bias (autotune.frame_loop's rules)
+        teaches = kernels >= MIN_KERNEL_SHARE * predicted
+        return predicted_phases, predicted, self.loop.expected(phase_corrected, known), teaches
 

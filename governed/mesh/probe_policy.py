@@ -1,0 +1,104 @@
+"""When the governed ray tracer probes the coming view, and when the last probe stands in.
+
+The probe measures a view's workload on the CPU; on a CPU device it runs on the cores that
+render, so every probe is time the frame does not spend on rays. Three policies:
+
+- ``always``: every frame is probed (the design of Ganestam & Doggett, "Auto-tuning
+  Interactive Ray Tracing using an Analytical GPU Architecture Model", where the probe hides
+  behind the GPU's previous frame);
+- ``on-change``: a view is probed when the last probe cannot stand in for it: the first view,
+  a jump of the camera (a cut or a fast turn), a frame the model mispriced, or a probe that
+  has grown old. How old it may grow adapts to how fast the workload drifts: successive
+  probes give the drift of the predicted frame per frame, and the next probe comes when the
+  drift since the last one would reach ``drift``;
+- ``never``: only the first view is probed (and again after a resize); feedback does the rest.
+
+This module decides; it measures nothing (the renderer probes and reports what it saw).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from raytracer.camera import Camera
+
+PROBE_POLICIES = ("always", "on-change", "never")
+DEFAULT_PROBE_POLICY = "on-change"
+
+
+@dataclass
+class ProbeSchedule:
+    """Which frames a policy probes.
+
+    ``jump_degrees`` / ``jump_move``: a camera that turned or moved more than this since the
+    last probe (its view direction, its eye as a share of the scene's diagonal) is a new view.
+    ``drift``: the change of the predicted frame allowed between probes (the slow feedback
+    takes what is left); the interval is at most ``max_interval`` frames. ``mispriced``: a
+    frame whose corrected prediction missed its measured time by more than this share makes
+    the next new view probe.
+    """
+
+    policy: str = DEFAULT_PROBE_POLICY
+    jump_degrees: float = 20.0
+    jump_move: float = 0.1
+    drift: float = 0.03
+    max_interval: int = 16
+    mispriced: float = 0.10
+    interval: int = field(default=1, init=False)
+    _since: int = field(default=0, init=False)
+    _camera: Camera | None = field(default=None, init=False)
+    _restart: bool = field(default=True, init=False)
+    _mispriced: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if self.policy not in PROBE_POLICIES:
+            raise ValueError(f"probe policy must be one of {', '.join(PROBE_POLICIES)}, "
+                             f"got {self.policy!r}")
+
+    def due(self, camera: Camera, diagonal: float) -> bool:
+        """Whether the frame of ``camera`` must be probed (call once per frame)."""
+        if self._restart or self._camera is None or self.policy == "always":
+            return True
+        if self.policy == "never" or camera == self._camera:  # the probe is deterministic
+            return False
+        self._since += 1
+        return (self._mispriced or self._since >= self.interval
+                or view_change(self._camera, camera, diagonal, self.jump_degrees,
+                               self.jump_move) > 1.0)
+
+    def probed(self, camera: Camera, change: float | None) -> None:
+        """A probe of ``camera`` was taken; ``change`` is how much its predicted frame differs
+        from the last probe's (relative; None for the first)."""
+        if change is None:
+            self.interval = 1
+        else:
+            per_frame = change / max(self._since, 1)
+            self.interval = max(1, min(self.max_interval,
+                                       int(self.drift / max(per_frame, 1e-12))))
+        self._camera, self._since = camera, 0
+        self._restart = self._mispriced = False
+
+    def observed(self, corrected: float, measured: float) -> None:
+        """A rendered frame's corrected prediction against its measured time: a frame the
+        model mispriced makes the next new view probe (``on-change`` only)."""
+        if (self.policy == "on-change" and measured > 0 and math.isfinite(corrected)
+                and abs(corrected - measured) / measured > self.mispriced):
+            self._mispriced = True
+
+    def restart(self) -> None:
+        """Probe the next frame whatever the policy (the first after a resize, a new AO radius,
+        or a controller that starts pricing frames again)."""
+        self._restart, self.interval = True, 1
+
+
+def view_change(a: Camera, b: Camera, diagonal: float, degrees: float, move: float) -> float:
+    """How far camera ``b`` is from ``a``, as a multiple of the larger allowance: its view
+    direction turned by ``degrees``, or its eye moved by ``move`` of ``diagonal``."""
+    da = [t - e for t, e in zip(a.target, a.eye, strict=True)]
+    db = [t - e for t, e in zip(b.target, b.eye, strict=True)]
+    na, nb = math.hypot(*da), math.hypot(*db)
+    cos = sum(x * y for x, y in zip(da, db, strict=True)) / max(na * nb, 1e-30)
+    turned = math.degrees(math.acos(max(-1.0, min(1.0, cos))))
+    moved = math.dist(a.eye, b.eye) / max(diagonal, 1e-30)
+    return max(turned / degrees, moved / move)
