@@ -289,7 +289,24 @@ def predict_frame_seconds(
     return sum(phases.values())
 
 
-def predict_frame_seconds_batch(
+@dataclass(frozen=True)
+class CandidatePhases:
+    """Each candidate's seconds per phase before per-phase factors: what a frame's search
+    prices, and what stays the same while the workload does (only the factors move)."""
+
+    primary: float
+    shade: NDArray[np.float64]
+    shadow: NDArray[np.float64]
+    ao: NDArray[np.float64]
+
+    def total(self, phase_factors: Mapping[str, float] | None = None) -> NDArray[np.float64]:
+        """Each candidate's frame seconds, each phase scaled by its factor (absent: 1)."""
+        factor = dict.fromkeys(PHASES, 1.0) | dict(phase_factors or {})
+        return (factor["primary"] * self.primary + factor["shade"] * self.shade
+                + factor["shadow"] * self.shadow + factor["ao"] * self.ao)
+
+
+def candidate_phase_seconds(
     profile: DeviceProfile,
     counts: KernelCounts,
     workload: Workload,
@@ -298,14 +315,12 @@ def predict_frame_seconds_batch(
     phong: ArrayLike,
     threads_per_block: int = 64,
     calibration: AppCalibration | None = None,
-    phase_factors: Mapping[str, float] | None = None,
     active_blocks: ActiveBlocks | None = None,
-) -> NDArray[np.float64]:
-    """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays).
+) -> CandidatePhases:
+    """The phases of many knob candidates at once (broadcast arrays).
 
     One Hong–Kim evaluation for everything: the knob-independent launches (primary, both
     shade variants, shadow) and AO once per distinct ray count (the controller's hot path).
-    ``phase_factors`` multiplies each phase's seconds (per-phase feedback; absent phases: 1);
     ``active_blocks``: work-groups resident per core of the phases it names.
     """
     a_r, shadow_on, phong_on = np.broadcast_arrays(
@@ -346,18 +361,32 @@ def predict_frame_seconds_batch(
                             * rays.size, np.float64)
     secs = predict_seconds(profile, compute, coal, uncoal, 0.0, threads_per_block, blocks,
                            resident)
-    factor = dict.fromkeys(PHASES, 1.0) | dict(phase_factors or {})
-    one = {key: factor[phase_of[key]] * float(_calibrated(calibration, phase_of[key],
-                                                          float(secs[i]), w))
+    one = {key: float(_calibrated(calibration, phase_of[key], float(secs[i]), w))
            for i, key in enumerate(fixed)}
-    total = np.full(a_r.shape, one["primary"])
-    if "phong" in one:
-        total += np.where(phong_on, one["phong"], 0.0)
-    if "flat" in one:
-        total += np.where(phong_on, 0.0, one["flat"])
-    if "shadow" in one:
-        total += np.where(shadow_on, one["shadow"], 0.0)
+    shade = np.where(phong_on, one.get("phong", 0.0), one.get("flat", 0.0))
+    shadow = np.where(shadow_on, one.get("shadow", 0.0), 0.0)
+    ao = np.zeros(a_r.shape)
     if ao_on.any():
-        ao_s = factor["ao"] * np.asarray(_calibrated(calibration, "ao", secs[k:], w))
-        total += np.where(ao_on, np.asarray(ao_s)[where.reshape(a_r.shape)], 0.0)
-    return total
+        ao_s = np.asarray(_calibrated(calibration, "ao", secs[k:], w))
+        ao = np.where(ao_on, ao_s[where.reshape(a_r.shape)], 0.0)
+    return CandidatePhases(one["primary"], shade, shadow, ao)
+
+
+def predict_frame_seconds_batch(
+    profile: DeviceProfile,
+    counts: KernelCounts,
+    workload: Workload,
+    ao_rays: ArrayLike,
+    shadows: ArrayLike,
+    phong: ArrayLike,
+    threads_per_block: int = 64,
+    calibration: AppCalibration | None = None,
+    phase_factors: Mapping[str, float] | None = None,
+    active_blocks: ActiveBlocks | None = None,
+) -> NDArray[np.float64]:
+    """``predict_frame_seconds`` for many knob candidates at once (broadcast arrays):
+    :func:`candidate_phase_seconds`, each phase scaled by ``phase_factors`` (per-phase
+    feedback; absent phases: 1)."""
+    return candidate_phase_seconds(profile, counts, workload, ao_rays, shadows, phong,
+                                   threads_per_block, calibration, active_blocks
+                                   ).total(phase_factors)

@@ -43,8 +43,10 @@ def test_on_change_spaces_its_probes_by_how_fast_the_workload_drifts():
     s.probed(path[0], None)
     for cam in path[1:5]:
         s.due(cam, DIAGONAL)
-    s.probed(path[4], 0.02)  # 2 % in 4 frames: 0.5 % a frame, 3 % in 6
+    s.probed(path[4], 0.04)  # 2 % beyond the scatter in 4 frames: 0.5 % a frame, 3 % in 6
     assert s.interval == 6
+    s.probed(path[5], 0.015)  # within the probe's own scatter: no drift
+    assert s.interval == s.max_interval
 
 
 def test_on_change_probes_a_jump_at_once_and_never_a_view_it_already_probed():

@@ -41,7 +41,7 @@ def still_view(tracer: Tracer, frames: int = STILL_FRAMES) -> dict:
     target = float(np.median(full))
     ways = {"reused": TunedRenderer(scene, width, height, target, tracer=tracer),
             "probed_every_frame": TunedRenderer(scene, width, height, target, tracer=tracer)}
-    ways["probed_every_frame"].reuse_probe = False
+    ways["probed_every_frame"].probe_policy = "always"
     logs: dict[str, list] = {name: [] for name in ways}
     for _ in range(frames):
         for name, renderer in ways.items():

@@ -9,8 +9,8 @@ render, so every probe is time the frame does not spend on rays. Three policies:
 - ``on-change``: a view is probed when the last probe cannot stand in for it: the first view,
   a jump of the camera (a cut or a fast turn), a frame the model mispriced, or a probe that
   has grown old. How old it may grow adapts to how fast the workload drifts: successive
-  probes give the drift of the predicted frame per frame, and the next probe comes when the
-  drift since the last one would reach ``drift``;
+  probes give the drift of the predicted frame per frame (beyond the probe's own scatter),
+  and the next probe comes when the drift since the last one would reach ``drift``;
 - ``never``: only the first view is probed (and again after a resize); feedback does the rest.
 
 This module decides; it measures nothing (the renderer probes and reports what it saw).
@@ -31,23 +31,27 @@ DEFAULT_PROBE_POLICY = "on-change"
 class ProbeSchedule:
     """Which frames a policy probes.
 
-    ``jump_degrees`` / ``jump_move``: a camera that turned or moved more than this since the
-    last probe (its view direction, its eye as a share of the scene's diagonal) is a new view.
+    ``jump_degrees`` / ``jump_move``: a camera that turned or moved more than this from one
+    frame to the next (its view direction, its eye as a share of the scene's diagonal) is a
+    cut: a new view. A slow path's change accumulates in the drift instead.
     ``drift``: the change of the predicted frame allowed between probes (the slow feedback
-    takes what is left); the interval is at most ``max_interval`` frames. ``mispriced``: a
-    frame whose corrected prediction missed its measured time by more than this share makes
-    the next new view probe.
+    takes what is left); ``scatter``: how far two probes of one view may differ by sampling
+    alone (a change within it is no drift); the interval is at most ``max_interval`` frames.
+    ``mispriced``: a frame whose corrected prediction missed its measured time by more than
+    this share makes the next new view probe.
     """
 
     policy: str = DEFAULT_PROBE_POLICY
     jump_degrees: float = 20.0
     jump_move: float = 0.1
     drift: float = 0.03
+    scatter: float = 0.02
     max_interval: int = 16
     mispriced: float = 0.10
     interval: int = field(default=1, init=False)
     _since: int = field(default=0, init=False)
-    _camera: Camera | None = field(default=None, init=False)
+    _camera: Camera | None = field(default=None, init=False)  # the last probed view
+    _last: Camera | None = field(default=None, init=False)  # the last frame's view
     _restart: bool = field(default=True, init=False)
     _mispriced: bool = field(default=False, init=False)
 
@@ -58,13 +62,14 @@ class ProbeSchedule:
 
     def due(self, camera: Camera, diagonal: float) -> bool:
         """Whether the frame of ``camera`` must be probed (call once per frame)."""
+        last, self._last = self._last, camera
         if self._restart or self._camera is None or self.policy == "always":
             return True
         if self.policy == "never" or camera == self._camera:  # the probe is deterministic
             return False
         self._since += 1
         return (self._mispriced or self._since >= self.interval
-                or view_change(self._camera, camera, diagonal, self.jump_degrees,
+                or view_change(last or self._camera, camera, diagonal, self.jump_degrees,
                                self.jump_move) > 1.0)
 
     def probed(self, camera: Camera, change: float | None) -> None:
@@ -73,7 +78,7 @@ class ProbeSchedule:
         if change is None:
             self.interval = 1
         else:
-            per_frame = change / max(self._since, 1)
+            per_frame = max(0.0, change - self.scatter) / max(self._since, 1)
             self.interval = max(1, min(self.max_interval,
                                        int(self.drift / max(per_frame, 1e-12))))
         self._camera, self._since = camera, 0

@@ -41,8 +41,9 @@ from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import (
     PHASES,
+    CandidatePhases,
     KernelCounts,
-    predict_frame_seconds_batch,
+    candidate_phase_seconds,
     predict_phase_seconds,
 )
 from models.workload import Workload
@@ -55,6 +56,7 @@ from raytracer.mesh.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
 # calibration's probe (160x90), at a quarter of its cost; on the validation scenes its
 # predictions moved 0.6-1.6 % (mean) from a probe 64x finer (bench probe-cost, factor 16)
 PROBE_PIXELS = 80 * 45
+PHASE_MEMO = 4  # (workload, setting) pairs whose phase seconds the model remembers
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
 MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
@@ -88,7 +90,9 @@ class RayTraceModel:
 
     ``calibration`` is the ray tracer's fit on this device (per-phase scale and offset, and
     where it was measured each phase's occupancy, which the predictions then use); None gives
-    the bare analytical model.
+    the bare analytical model. It remembers what it priced for the last workload: without a new
+    probe a frame asks for the same candidates and settings again, and only the per-phase
+    factors move.
     """
 
     def __init__(self, profile: DeviceProfile, counts: KernelCounts,
@@ -99,18 +103,30 @@ class RayTraceModel:
         self.profile, self.counts, self.calibration = profile, counts, calibration
         # work-groups resident per core of each phase the fit measured (None: the profile's)
         self.active_blocks = (calibration.occupancy or None) if calibration is not None else None
+        self._candidates: tuple[tuple, CandidatePhases] | None = None
+        self._phases: dict[tuple, dict[str, float]] = {}
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
                       phase_factors: dict[str, float] | None = None) -> np.ndarray:
         """Vectorized over candidate knob arrays; ``phase_factors`` scale single phases."""
-        return predict_frame_seconds_batch(self.profile, self.counts, workload, ao_rays, shadows,
-                                           phong, TILE * TILE, self.calibration, phase_factors,
-                                           self.active_blocks)
+        arrays = [np.asarray(a) for a in (ao_rays, shadows, phong)]
+        key = (workload, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
+        if self._candidates is None or self._candidates[0] != key:
+            self._candidates = (key, candidate_phase_seconds(
+                self.profile, self.counts, workload, *arrays, TILE * TILE, self.calibration,
+                self.active_blocks))
+        return self._candidates[1].total(phase_factors)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
-        return predict_phase_seconds(self.profile, self.counts, workload, settings.ao_rays,
-                                     settings.shadows, settings.phong, TILE * TILE,
-                                     self.calibration, self.active_blocks)
+        """Each phase's seconds of ``settings`` on ``workload`` (the last few remembered)."""
+        key = (workload, settings)
+        if key not in self._phases:
+            if len(self._phases) >= PHASE_MEMO:
+                del self._phases[next(iter(self._phases))]
+            self._phases[key] = predict_phase_seconds(
+                self.profile, self.counts, workload, settings.ao_rays, settings.shadows,
+                settings.phong, TILE * TILE, self.calibration, self.active_blocks)
+        return self._phases[key]
 
 
 def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
@@ -307,8 +323,7 @@ class TunedRenderer(Governed):
         self._workload, probe_seconds = self._measure(camera)
         if self._workload is not None and self.feedback == "phase":
             # a phase far from where its correction was learnt
-            self.phase_corrections.rescope(self.model.phase_seconds(self._workload,
-                                                                    self._settings))
+            self.phase_corrections.rescope(self.model.phase_seconds(self._workload, self._settings))
         self._spent = time.perf_counter() - started_frame
         decision = self.loop.choose()
         k = decision.knobs

@@ -361,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_scene(name, controllers, frames, width, height, args.target_ms,
                           args.device, plots, gains, max(frames // 6, 1), args.probe_pixels)
             tracer, orbit, target = r.pop("_tracer"), r.pop("_orbit"), r.pop("_target")
+            r["device"] = tracer.device_info.describe()
             if step is None and not args.no_step and "feedforward" in controllers:
                 step = step_run(load_scene(name), tracer, orbit[: max(frames // 2, 16)],
                                 width, height, target, step_at=max(frames // 6, 5))
@@ -377,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                "OpenCL event time",
                "pi_gains": {"kp": gains[0], "ki": gains[1], "tuned_on": trained_on},
                "sets": sets_record(args.set, scenes), "paper": results, "cost_step": step,
-               "changing_load": load, "goals": goals(results, step, load)}
+               "probe_policy_default": DEFAULT_PROBE_POLICY, "changing_load": load,
+               "goals": goals(results, step, load)}
     emit(stamp(figures, run), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     return 0
