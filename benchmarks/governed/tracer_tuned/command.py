@@ -26,12 +26,13 @@ from autotune_app.animation import (
     run_path,
     summarize,
 )
-from autotune_app.report import emit
+from autotune_app.report import emit, plain
 from benchmarks.governed.tracer_tuned.goals import goals
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
+from benchmarks.harness.results import machine_folder
 from benchmarks.harness.run_record import RunRecord, stamp
-from common.atomic_files import check_output_dir, output_dir
+from common.atomic_files import check_output_dir, output_dir, write_json
 from common.image_quality import psnr, ssim
 from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -342,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     opt.add_plots(parser)
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", action="store_true", help="also write results/<machine>/"
+                        "tracer_tuned[_test]_<runtime>.json")
     args = parser.parse_args(argv)
     scenes = args.scene or list(evaluation_scenes(args.set, args.quick))
     refused = refusal(scenes, args.set)
@@ -362,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                           args.device, plots, gains, max(frames // 6, 1), args.probe_pixels)
             tracer, orbit, target = r.pop("_tracer"), r.pop("_orbit"), r.pop("_target")
             r["device"] = tracer.device_info.describe()
+            runtime = tracer.device_info.runtime
             if step is None and not args.no_step and "feedforward" in controllers:
                 step = step_run(load_scene(name), tracer, orbit[: max(frames // 2, 16)],
                                 width, height, target, step_at=max(frames // 6, 5))
@@ -382,5 +386,10 @@ def main(argv: list[str] | None = None) -> int:
                "goals": goals(results, step, load)}
     emit(stamp(figures, run), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
+    if args.save:
+        folder = machine_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        suffix = "_test" if args.set == "test" else ""
+        write_json(folder / f"tracer_tuned{suffix}_{runtime}.json", plain(figures))
     return 0
 
