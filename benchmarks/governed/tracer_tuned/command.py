@@ -28,6 +28,7 @@ from autotune_app.animation import (
 )
 from autotune_app.report import emit, plain
 from benchmarks.governed.tracer_tuned.goals import goals
+from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import machine_folder
@@ -286,6 +287,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
             plot_run(logs_all[path_name], f"{scene_name}: {path_name}, target "
                      f"{target * 1e3:.1f} ms (frame incl. the tuner's work)",
                      plots / f"paper_{scene_name}_{path_name}.png", mark)
+        quality_plot(result, plots / f"quality_{scene_name}.png")
     result["per_frame"] = {p: {c: logs_to_dicts(v) for c, v in d.items()}
                            for p, d in logs_all.items()}
     result["_tracer"], result["_orbit"], result["_target"] = tracer, orbit, target
