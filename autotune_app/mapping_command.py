@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--policy", choices=("seed", "shared"), default="seed",
                    help="CPU allocation: the paper's printed one (waiting modules first, each "
                         "keeps its load on its CPU), or fair sharing as Linux does it "
-                        "(closer to measurements on this machine; see README)")
+                        "(closer to measurements on this machine; see docs/studies.md)")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 

@@ -245,7 +245,7 @@ def test_a_calibration_fitted_for_other_kernels_is_skipped_with_a_warning():
 def test_shipped_calibrations_name_their_kernels():
     """Each names the counts' source digest it was fitted with, then the launches that were not
     the default, so the tuned renderer can ignore it for other kernels (both shipped ones were
-    fitted on Zen 5 for earlier kernels: see README, "Measured on this project's machines")."""
+    fitted on Zen 5 for earlier kernels)."""
     for calibration in builtin_calibrations():
         digest, *launches = calibration.kernels.split()
         assert re.fullmatch(r"[0-9a-f]{64}", digest)

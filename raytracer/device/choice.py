@@ -26,7 +26,7 @@ INSTALL_HINT = ("install a CPU OpenCL runtime with `pip install intel-opencl-rt 
                 "or a GPU vendor's OpenCL driver")
 # Default choice among CPU runtimes that build, first preferred. Intel's runtime runs the
 # kernels in SIMD lanes and builds on every x86-64 CPU it supports; PoCL 3.0 fails on CPUs
-# newer than its LLVM (README "CPU OpenCL runtimes").
+# newer than its LLVM (docs/opencl-runtimes.md).
 CPU_RUNTIME_PREFERENCE = ("intel-cpu", "pocl")
 
 

@@ -357,7 +357,8 @@ class DistributedRenderer:
         clock = work_clock(self.device_kind, cpu_seconds)
         rgba = np.ascontiguousarray(local.rgba, np.float32)
         # by messages: a new image each frame is never in the shared window, and "auto"
-        # would spend a collective each frame finding that out (README: why not the window)
+        # would spend a collective each frame finding that out (docs/volume-renderer.md says
+        # why not the window)
         with watchdog("compositing", self.timeout, self.comm):
             result = compositing.composite(rgba, order, self.algorithm, self.comm, self.k,
                                            transport="messages")

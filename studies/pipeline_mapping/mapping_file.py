@@ -1,5 +1,5 @@
 """Mapping description files (TOML) for ``autotune mapping``: networks, nodes, modules,
-connections, latency paths. The format is documented in README "Mapping a pipeline" and by
+connections, latency paths. The format is documented in docs/studies.md and by
 the files in ``assets/mappings/``; every error names the file and the entry.
 """
 

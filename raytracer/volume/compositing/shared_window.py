@@ -5,7 +5,7 @@ out into the receive buffer) before it is blended, and ``Gatherv`` copies twice 
 When every rank's working image lies in one shared window, a stage blends a peer's span
 straight from the peer's memory into its own, and the gather is each rank writing its final
 span into the root's image: a byte that crosses ranks is read once, and no receive buffer
-is needed. Measured at 2048² on 2 ranks (``autotune bench compositing``): see the README.
+is needed. ``autotune bench compositing`` measures it against the messages' transport.
 
 What: :class:`SharedImages` is one communicator's window (``MPI.Win.Allocate_shared`` on
 its ranks, which must share a node): one slot per rank, big enough for a full image,
