@@ -41,6 +41,8 @@ BENCHMARK_MODULES = (
 )
 # `autotune bench NAME` runs the module NAME (dashes for underscores).
 BENCHMARKS = {module.rsplit(".", 1)[1].replace("_", "-"): module for module in BENCHMARK_MODULES}
+# `autotune report`: the performance pages from the benchmarks' results (run by name, as they)
+REPORT_MODULE = "benchmarks.performance_pages"
 # The names the benchmarks had before they were named after their modules, still accepted.
 FORMER_BENCHMARK_NAMES = {
     "paper": "tracer-tuned",
@@ -188,6 +190,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return int(module.main(args.rest) or 0)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    argv = [*(["--check"] if args.check else []),
+            *(["--results", str(args.results)] if args.results else []),
+            *(["--out", str(args.out)] if args.out else [])]
+    return int(importlib.import_module(REPORT_MODULE).main(argv) or 0)
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from autotune_app.demo import run_demo  # lazy: loads pyopencl and numba
 
@@ -219,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
                    f"(autotune bench NAME --help lists its options; the former names "
                    f"{', '.join(sorted(FORMER_BENCHMARK_NAMES))} still work)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own options")
+    p = _parser(sub, "report", "regenerate docs/performance.md from the committed results/")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; exit 1 if the page differs from the results")
+    p.add_argument("--results", type=Path, help="the results folder (default: results/)")
+    p.add_argument("--out", type=Path, help="the page (default: docs/performance.md)")
     p = _parser(sub, "demo", "the tuned animation, headless: frames, plots, report")
     opt.add_scene(p)
     opt.add_camera(p)
@@ -279,7 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     handlers = {"render": _cmd_render, "scenes": _cmd_scenes, "devices": _cmd_devices,
-                "calibrate": _cmd_calibrate, "bench": _cmd_bench, "demo": _cmd_demo,
+                "calibrate": _cmd_calibrate, "bench": _cmd_bench, "report": _cmd_report,
+                "demo": _cmd_demo,
                 "predict": predict_command.cmd_predict, "mapping": mapping_command.cmd_mapping,
                 "view": run_view}
     if args.command in ("volume", "volumes"):

@@ -127,3 +127,8 @@ def test_the_import_check_tells_a_lazy_load_from_a_hidden_one(tmp_path, source, 
     path = tmp_path / "m.py"
     path.write_text(source)
     assert all("# lazy:" in text for _, text in local_project_imports(path)) == ok
+
+
+def test_the_readme_is_a_users_guide_of_at_most_300_lines():
+    """The rest lives in docs/ (design notes, runtimes, studies, the generated results)."""
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 300
