@@ -103,7 +103,8 @@ class RayTraceModel:
         self.profile, self.counts, self.calibration = profile, counts, calibration
         # work-groups resident per core of each phase the fit measured (None: the profile's)
         self.active_blocks = (calibration.occupancy or None) if calibration is not None else None
-        self._candidates: tuple[tuple, CandidatePhases] | None = None
+        # the last workload's candidates (their arrays) and their phases before factors
+        self._candidates: tuple[tuple, list[np.ndarray], CandidatePhases] | None = None
         self._phases: dict[tuple, dict[str, float]] = {}
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
@@ -112,13 +113,23 @@ class RayTraceModel:
         arrays = [np.asarray(a) for a in (ao_rays, shadows, phong)]
         key = (workload, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
         if self._candidates is None or self._candidates[0] != key:
-            self._candidates = (key, candidate_phase_seconds(
+            self._candidates = (key, arrays, candidate_phase_seconds(
                 self.profile, self.counts, workload, *arrays, TILE * TILE, self.calibration,
                 self.active_blocks))
-        return self._candidates[1].total(phase_factors)
+        return self._candidates[2].total(phase_factors)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
-        """Each phase's seconds of ``settings`` on ``workload`` (the last few remembered)."""
+        """Each phase's seconds of ``settings`` on ``workload``: read from the candidates last
+        priced where they hold it (the same numbers), else computed (the last few
+        remembered)."""
+        if self._candidates is not None and self._candidates[0][0] == workload:
+            ao, shadows, phong = self._candidates[1]
+            at = np.flatnonzero((ao == settings.ao_rays) & (shadows == settings.shadows)
+                                & (phong == settings.phong))
+            if at.size:
+                c, i = self._candidates[2], int(at[0])
+                return {"primary": float(c.primary), "shadow": float(c.shadow[i]),
+                        "ao": float(c.ao[i]), "shade": float(c.shade[i])}
         key = (workload, settings)
         if key not in self._phases:
             if len(self._phases) >= PHASE_MEMO:
