@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from studies.pipeline_mapping.model.graph import strongly_connected
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("common", "autotune", "models", "raytracer", "governed", "studies", "autotune_app",
             "benchmarks")
@@ -98,45 +100,10 @@ def test_an_import_that_climbs_a_layer_breaks_the_contract(clean_copy, tmp_path,
 
 def import_cycles(modules: dict[str, set[str]]) -> list[list[str]]:
     """The cycles of an import graph ``{module: modules it imports}``: its strongly connected
-    components of more than one module (Tarjan, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    cycles = []
-    for root in sorted(modules):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(modules[root])))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(modules.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    cycles.append(sorted(component))
-    return cycles
+    components of more than one module (the mapping study's Tarjan, written once)."""
+    vertices = sorted(modules)
+    edges = [(m, i) for m in vertices for i in sorted(modules[m]) if i in modules]
+    return [sorted(c) for c in strongly_connected(vertices, edges) if len(c) > 1]
 
 
 def test_no_module_imports_itself_through_others():
