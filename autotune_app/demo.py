@@ -27,7 +27,7 @@ from raytracer.mpi.launch import launch
 
 REPORT = """autotune demo: {scene} ({triangles} triangles) on {device}
 {frames} frames at {width}x{height}, target {target_ms:.1f} ms per frame (the frame the \
-user waits for: probe + kernels + read-back), controller {controller}
+user waits for: the tuner's work + kernels + read-back), controller {controller}
 
 {tracking}{quality}
 frames/      every frame as PNG

@@ -18,7 +18,7 @@ Each experiment declares the timer it measures with, and its JSON says so (``des
   none of the previous phase's. Read at once instead, the same frames measured twice on
   Intel's runtime differed by 11 % mean (shade phase 29 %); settled, by 4.8 % (8 %).
 
-The frame the user waits for (probe + kernels + read-back) is timed by
+The frame the user waits for (the tuner's work + kernels + read-back) is timed by
 :class:`~governed.mesh.tuned_renderer.TunedRenderer` with the wall clock.
 """
 

@@ -174,7 +174,7 @@ class TunedFrame:
 
     image: np.ndarray
     settings: RenderSettings
-    measured: float  # frame seconds the user waits for: probe + kernels + read-back
+    measured: float  # frame seconds the user waits for: tuner's work + kernels + read-back
     predicted: float  # model seconds for the same span (probe spent + kernels + overhead)
     corrected: float  # model kernels x slow-feedback correction + the measured parts
     phase_seconds: dict[str, float]
