@@ -58,6 +58,7 @@ from autotune_app.animation import (
 )
 from benchmarks.governed.tracer_model import errors, eval_settings, measure
 from benchmarks.harness.checkout_tools import load_tool
+from benchmarks.harness.results import results_root
 from benchmarks.harness.run_record import (
     QUIET_LIMIT,
     RunRecord,
@@ -82,7 +83,6 @@ from raytracer.mesh.scene import load_scene
 from raytracer.mesh.tracer import RenderSettings, Tracer, build_options
 
 BUDGET_S = 480.0  # the issue's limit for the whole check on a GPU
-RESULTS_ROOT = Path("results")
 VALIDATION_SCENES = ("dragon", "sibenik")  # held-out frames: never calibrated on
 TUNED_SCENE = "dragon"
 IMAGE_SETTINGS = RenderSettings(ao_rays=4, ao_radius=0.1, shadows=True, phong=True)
@@ -391,7 +391,7 @@ def run_check(args: argparse.Namespace) -> dict:
     """Every step in order within the budget; returns the results (also in results.json)."""
     platforms = platforms_step()
     info, device = choose_device(args.device)
-    out = args.out or RESULTS_ROOT / machine_key(info) / "gpu"
+    out = args.out or results_root() / machine_key(info) / "gpu"
     check_output_dir(out, args.force)
     out.mkdir(parents=True, exist_ok=True)
     sizes = Sizes(args.quick)

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from autotune_app.report import plain
+from common.atomic_files import write_json
 from common.cpu_info import cpuinfo
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -42,3 +46,10 @@ def this_machine() -> str:
 def machine_folder() -> Path:
     """``results/<this machine>/``: where ``--save`` writes this machine's figures."""
     return results_root() / this_machine()
+
+
+def save_result(name: str, figures: Mapping[str, Any]) -> Path:
+    """A benchmark's figures as ``results/<this machine>/<name>`` (what ``--save`` writes)."""
+    folder = machine_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_json(folder / name, plain(figures))

@@ -46,10 +46,10 @@ import numpy as np
 from tqdm import tqdm
 
 from autotune_app import options as opt
-from autotune_app.report import emit, plain, pyplot
-from benchmarks.harness.results import machine_folder
+from autotune_app.report import emit, pyplot
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
-from common.atomic_files import check_output_dir, output_dir, save_figure, write_json
+from common.atomic_files import check_output_dir, output_dir, save_figure
 from raytracer.mpi.faults import install_excepthook
 from raytracer.mpi.launch import launch
 from raytracer.volume.compositing import ALGORITHMS, composite, composite_buffer
@@ -379,9 +379,7 @@ def main(argv: list[str] | None = None) -> int:
             plot(figures, folder / "compositing_ranks.png")
     emit(figures, args.json, "Sort-last compositing over mpi4py")
     if args.save:
-        folder = machine_folder()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / RESULTS_NAME, plain(figures))
+        save_result(RESULTS_NAME, figures)
     return 0
 
 

@@ -59,10 +59,9 @@ from tqdm import tqdm
 
 from autotune_app.report import emit, plain
 from benchmarks.harness.checkout_tools import load_tool
-from benchmarks.harness.results import machine_folder
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import cpu_model, mark_goals, measured_run
 from benchmarks.renderers.throughput_rays import ao_rays, hit_frames, primary_rays, shadow_rays
-from common.atomic_files import write_json
 from raytracer.device.choice import one_device_per_runtime
 from raytracer.device.launches import DEFAULTS
 from raytracer.device.runtimes import COMPUTE_UNITS_ENV, POCL_METHOD_ENV
@@ -504,9 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"
     emit(figures, args.json, title)
     if args.save:
-        folder = machine_folder()
-        folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / f"throughput_{'+'.join(figures['runtimes'])}.json", plain(figures))
+        save_result(f"throughput_{'+'.join(figures['runtimes'])}.json", figures)
     return 0
 
 

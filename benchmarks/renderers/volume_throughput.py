@@ -46,10 +46,10 @@ from tqdm import tqdm
 
 from autotune_app import options as opt
 from autotune_app.report import emit, plain, pyplot
-from benchmarks.harness.results import machine_folder
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.renderers import compositing as comp
-from common.atomic_files import check_output_dir, output_dir, save_figure, save_png, write_json
+from common.atomic_files import check_output_dir, output_dir, save_figure, save_png
 from common.image_quality import psnr, ssim
 from raytracer.camera import Camera
 from raytracer.device.choice import one_device_per_runtime
@@ -556,11 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     emit(stamp(figures, run), args.json,
          "Volume renderer: ours vs VTK, compositing, strong scaling")
     if args.save:
-        folder = machine_folder()
-        folder.mkdir(parents=True, exist_ok=True)
         runtimes = "+".join(figures.get("raycast", {}))
-        write_json(folder / (f"volume_{runtimes}.json" if runtimes else "volume.json"),
-                   plain(figures))
+        save_result(f"volume_{runtimes}.json" if runtimes else "volume.json", figures)
     return 0
 
 

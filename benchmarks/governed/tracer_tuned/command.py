@@ -26,14 +26,14 @@ from autotune_app.animation import (
     run_path,
     summarize,
 )
-from autotune_app.report import emit, plain
+from autotune_app.report import emit
 from benchmarks.governed.tracer_tuned.goals import goals
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
-from benchmarks.harness.results import machine_folder
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
-from common.atomic_files import check_output_dir, output_dir, write_json
+from common.atomic_files import check_output_dir, output_dir
 from common.image_quality import psnr, ssim
 from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -389,9 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(stamp(figures, run), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     if args.save:
-        folder = machine_folder()
-        folder.mkdir(parents=True, exist_ok=True)
         suffix = "_test" if args.set == "test" else ""
-        write_json(folder / f"tracer_tuned{suffix}_{runtime}.json", plain(figures))
+        save_result(f"tracer_tuned{suffix}_{runtime}.json", figures)
     return 0
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune_app import options as opt
-from autotune_app.report import emit, plain
-from benchmarks.harness.results import machine_folder
+from autotune_app.report import emit
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, cpu_model, stamp
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     STALL_CV,
@@ -40,7 +40,7 @@ from benchmarks.studies.cluster_prediction.mpi_runs import (
 )
 from benchmarks.studies.cluster_prediction.mpi_workers import worker_main
 from benchmarks.studies.cluster_prediction.plots import plot
-from common.atomic_files import check_output_dir, output_dir, write_json
+from common.atomic_files import check_output_dir, output_dir
 from studies.cluster_prediction.files import DEFAULT_MODEL, write_model
 from studies.cluster_prediction.training_data import TrainingData
 
@@ -149,9 +149,7 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
 def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
          quick: bool) -> None:
     """The figures into results/<machine>/; after a full run also the trained model."""
-    folder = machine_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / (RESULTS_QUICK_NAME if quick else RESULTS_NAME), plain(figures))
+    save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
     if not quick:
         model = plots["models"]["nn_term"]
         model.meta.update({"volume": cfg["volume"], "machine": cpu_model(),
