@@ -139,7 +139,8 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
 
 
 def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, float]:
-    """The experiment's figures: :func:`tracking_figures` and the mean AO ray count."""
+    """The experiment's figures: :func:`tracking_figures`, the mean AO rays, frame and kernel
+    times, the tuner's work and share, the probed frames and the quality reversals."""
     return {**tracking_figures(logs, turn_at),
             "mean_ao_rays": float(np.mean([x.ao_rays for x in logs])),
             "mean_frame_ms": float(np.mean([x.measured for x in logs]) * 1e3),

@@ -305,6 +305,11 @@ class CandidatePhases:
         return (factor["primary"] * self.primary + factor["shade"] * self.shade
                 + factor["shadow"] * self.shadow + factor["ao"] * self.ao)
 
+    def at(self, index: int) -> dict[str, float]:
+        """Candidate ``index``'s seconds per phase (what :func:`predict_phase_seconds` gives)."""
+        return {"primary": float(self.primary), "shadow": float(self.shadow[index]),
+                "ao": float(self.ao[index]), "shade": float(self.shade[index])}
+
 
 def candidate_phase_seconds(
     profile: DeviceProfile,

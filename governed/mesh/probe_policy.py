@@ -63,7 +63,7 @@ class ProbeSchedule:
     def due(self, camera: Camera, diagonal: float) -> bool:
         """Whether the frame of ``camera`` must be probed (call once per frame)."""
         last, self._last = self._last, camera
-        if self._restart or self._camera is None or self.policy == "always":
+        if self._restart or self.policy == "always":
             return True
         if self.policy == "never" or camera == self._camera:  # the probe is deterministic
             return False

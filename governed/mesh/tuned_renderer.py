@@ -127,9 +127,7 @@ class RayTraceModel:
             at = np.flatnonzero((ao == settings.ao_rays) & (shadows == settings.shadows)
                                 & (phong == settings.phong))
             if at.size:
-                c, i = self._candidates[2], int(at[0])
-                return {"primary": float(c.primary), "shadow": float(c.shadow[i]),
-                        "ao": float(c.ao[i]), "shade": float(c.shade[i])}
+                return self._candidates[2].at(int(at[0]))
         key = (workload, settings)
         if key not in self._phases:
             if len(self._phases) >= PHASE_MEMO:
