@@ -71,6 +71,20 @@ def test_a_mispriced_frame_makes_the_next_new_view_probe():
     assert not s.due(camera(0.4), DIAGONAL)
 
 
+def test_a_frame_mispriced_on_its_own_probe_does_not_probe_again():
+    s = ProbeSchedule("on-change")
+    probes(s, [camera(0), camera(0.1)], change=0.0)
+    s.interval = 16
+    assert s.due(camera(5.0), DIAGONAL) is False
+    s.restart()
+    assert s.due(camera(5.1), DIAGONAL)
+    s.probed(camera(5.1), 0.0)
+    s.observed(corrected=0.05, measured=0.06)  # 17 % off, on a fresh probe: the model's miss
+    assert not s.due(camera(5.2), DIAGONAL)
+    s.observed(corrected=0.05, measured=0.06)  # again, now on the probe of the frame before
+    assert s.due(camera(5.3), DIAGONAL)
+
+
 def test_restart_probes_whatever_the_policy():
     s = ProbeSchedule("never")
     probes(s, [camera(0)])

@@ -7,10 +7,11 @@ render, so every probe is time the frame does not spend on rays. Three policies:
   Interactive Ray Tracing using an Analytical GPU Architecture Model", where the probe hides
   behind the GPU's previous frame);
 - ``on-change``: a view is probed when the last probe cannot stand in for it: the first view,
-  a jump of the camera (a cut or a fast turn), a frame the model mispriced, or a probe that
-  has grown old. How old it may grow adapts to how fast the workload drifts: successive
-  probes give the drift of the predicted frame per frame (beyond the probe's own scatter),
-  and the next probe comes when the drift since the last one would reach ``drift``;
+  a jump of the camera (a cut or a fast turn), a frame the model mispriced on an older probe's
+  workload, or a probe that has grown old. How old it may grow adapts to how fast the workload
+  drifts: successive probes give the drift of the predicted frame per frame (beyond the
+  probe's own scatter), and the next probe comes when the drift since the last one would reach
+  ``drift``;
 - ``never``: only the first view is probed (and again after a resize); feedback does the rest.
 
 This module decides; it measures nothing (the renderer probes and reports what it saw).
@@ -38,7 +39,8 @@ class ProbeSchedule:
     takes what is left); ``scatter``: how far two probes of one view may differ by sampling
     alone (a change within it is no drift); the interval is at most ``max_interval`` frames.
     ``mispriced``: a frame whose corrected prediction missed its measured time by more than
-    this share makes the next new view probe.
+    this share makes the next new view probe, unless that frame was itself probed: then the
+    workload was fresh, the miss is the model's (or noise), and the feedback takes it.
     """
 
     policy: str = DEFAULT_PROBE_POLICY
@@ -86,8 +88,11 @@ class ProbeSchedule:
 
     def observed(self, corrected: float, measured: float) -> None:
         """A rendered frame's corrected prediction against its measured time: a frame the
-        model mispriced makes the next new view probe (``on-change`` only)."""
-        if (self.policy == "on-change" and measured > 0 and math.isfinite(corrected)
+        model mispriced on an older probe's workload makes the next new view probe
+        (``on-change`` only)."""
+        fresh = self._camera is not None and self._camera == self._last
+        if (self.policy == "on-change" and not fresh and measured > 0
+                and math.isfinite(corrected)
                 and abs(corrected - measured) / measured > self.mispriced):
             self._mispriced = True
 
