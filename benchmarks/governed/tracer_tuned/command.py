@@ -28,6 +28,7 @@ from autotune_app.animation import (
 )
 from autotune_app.report import emit
 from benchmarks.governed.tracer_tuned.goals import goals
+from benchmarks.governed.tracer_tuned.oracle import oracle_path
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
@@ -227,9 +228,9 @@ def noise_floor(renderer: TunedRenderer, camera: Camera, frames: int = 24) -> di
 def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width: int,
               height: int, target_ms: float | None, device: str | None, plots: Path | None,
               gains: tuple[float, float], quality_every: int,
-              probe_pixels: int = PROBE_PIXELS) -> dict:
-    """Both paths under every controller (the run-time probe at least ``probe_pixels`` rays);
-    figures and per-frame logs."""
+              probe_pixels: int = PROBE_PIXELS, oracle: bool = True) -> dict:
+    """Both paths under every controller (the run-time probe at least ``probe_pixels`` rays)
+    and, with ``oracle``, the oracle on sampled views of each; figures and per-frame logs."""
     scene = load_scene(scene_name)
     tracer = Tracer(scene, device=device)
     orbit = orbit_camera_path(scene, frames)
@@ -243,7 +244,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                     "target_is": "median frame time of 8 AO rays + shadows + Phong on the "
                                  "orbit's first view, without the tuner" if not target_ms
                                  else "given",
-                    "controllers": {}, "fixed_tuning": {},
+                    "controllers": {}, "fixed_tuning": {}, "oracle": {},
                     "noise_floor": noise_floor(probe_renderer, orbit[0])}
     paths = {"orbit": (orbit, None, 0), "turn": (turn, turn_at, turn_at)}
     keep_at = {p: sorted({*range(0, len(c), quality_every), *([m] if m else [])})
@@ -282,6 +283,14 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                                           "mean_model_feedback_error")}
             logs_all[path_name][name] = logs
         result["controllers"][name] = figures
+    if oracle:
+        for path_name, (cameras, _, _) in paths.items():
+            result["oracle"][path_name] = oracle_path(probe_renderer, cameras, target)
+            floor = result["oracle"][path_name]["mean_abs_error_vs_target"]
+            for figures in result["controllers"].values():  # each one's error over the floor
+                figures[path_name]["mean_error_over_oracle"] = (
+                    figures[path_name]["mean_abs_error_top_on_target"] / floor if floor > 0
+                    else None)
     if plots is not None:
         for path_name, mark in (("orbit", None), ("turn", turn_at)):
             plot_run(logs_all[path_name], f"{scene_name}: {path_name}, target "
@@ -339,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-step", action="store_true", help="skip the 2x cost-step run")
     parser.add_argument("--no-load", action="store_true",
                         help="skip the runs under a CPU load that starts and stops mid-path")
+    parser.add_argument("--no-oracle", action="store_true",
+                        help="skip the oracle (each setting's cost measured on sampled views); "
+                             "the error goals are then judged absolutely")
     parser.add_argument("--device")
     parser.add_argument("--probe-pixels", type=int, default=PROBE_PIXELS,
                         help=f"the run-time probe's rays at least (default {PROBE_PIXELS})")
@@ -364,7 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     with (output_dir(args.plots, args.force) if args.plots else nullcontext()) as plots:
         for name in scenes:
             r = run_scene(name, controllers, frames, width, height, args.target_ms,
-                          args.device, plots, gains, max(frames // 6, 1), args.probe_pixels)
+                          args.device, plots, gains, max(frames // 6, 1), args.probe_pixels,
+                          not args.no_oracle)
             tracer, orbit, target = r.pop("_tracer"), r.pop("_orbit"), r.pop("_target")
             r["device"] = tracer.device_info.describe()
             runtime = tracer.device_info.runtime
