@@ -53,10 +53,11 @@ from raytracer.mesh.phases import TILE
 from raytracer.mesh.scene import Scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, Frame, RenderSettings, Tracer
 
-# The run-time probe's rays at least (1/16 of the frame per axis above 1280x720): a quarter of the
-# calibration's probe (160x90), at a quarter of its cost; on the validation scenes its
-# predictions moved 0.6-1.6 % (mean) from a probe 64x finer (bench probe-cost, factor 16)
-PROBE_PIXELS = 80 * 45
+# The run-time probe's rays at least: an eighth of the calibration's probe (160x90). Chosen on
+# the validation scenes (bench tracer-tuned, two quiet runs each): against 80x45 the tuner's
+# share fell (dragon's orbit 3.5-4.1 % from 3.9-5.1 %, sibenik's 1.5-1.7 % from 2.7 %) with no
+# larger tracking errors; 30x30 cut it further but worsened p95 errors and first frames
+PROBE_PIXELS = 60 * 30
 PHASE_MEMO = 4  # (workload, setting) pairs whose phase seconds the model remembers
 AO_LEVELS_PER_RAY = 4  # the AO knob moves in quarter rays: whole rays are too coarse a step
 EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (forced knobs)
