@@ -210,6 +210,14 @@ def test_counts_are_current_compares_source_hash(tmp_path: Path) -> None:
     assert not counts_are_current(path, source="kernel v2")
 
 
+def test_the_source_hash_ignores_comments_and_layout_but_not_code() -> None:
+    code = "float f(float x) {\n  return x * 2.0f; // twice\n}\n"
+    assert source_sha256(code) == source_sha256(
+        "/* a new comment\n over lines */ float f(float x)\n{ return x * 2.0f;   }")
+    assert source_sha256(code) != source_sha256(code.replace("2.0f", "3.0f"))
+    assert source_sha256(code) != source_sha256(code.replace("x * 2", "x*2"))
+
+
 def test_shipped_counts_are_current_without_a_compiler() -> None:
     """The shipped file's source hash is that of the kernels the tracer builds: no clang
     needed, so this runs everywhere (an edit of raytracer/mesh/kernels/*.cl without

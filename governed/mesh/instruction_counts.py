@@ -6,12 +6,14 @@ once) and outside the loops (``i_cco, i_mco``). They come from the compiled kern
 counted at build time by ``tools/ptx_analysis.py`` (rules there) and shipped as
 ``governed/mesh/data/kernel_counts.json``; this module loads and validates that file.
 Regenerate it after editing any kernel: ``python tools/count_ptx.py`` (the file records the
-SHA-256 of the kernel source; :func:`counts_are_current` checks it).
+SHA-256 of the kernel code, comments and layout left out; :func:`counts_are_current` checks
+it).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,17 @@ class KernelCountsError(ValueError):
     """Kernel counts could not be read or derived: corrupt JSON or unexpected PTX structure."""
 
 
+# a comment (block or line) and a run of white space: what a kernel's fingerprint leaves out
+_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.DOTALL)
+_SPACE = re.compile(r"\s+")
+
+
 def source_sha256(source: str) -> str:
-    """SHA-256 of the kernel source text, stored with the counts to detect stale files."""
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    """SHA-256 of the kernel code, stored with the counts (and through them in every
+    calibration) to detect stale ones: comments are left out and white space runs count as one
+    space, so editing a comment or the layout voids neither the counts nor a calibration."""
+    code = _SPACE.sub(" ", _COMMENT.sub(" ", source)).strip()
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
 
 
 # --------------------------------------------------------------------------- loading

@@ -4,11 +4,11 @@
  * for a CPU with more features than the LLVM CPU name it compiles the kernel for (AVX-512
  * library, znver3 kernel here), so its inliner refuses every OpenCL builtin ("conflicting
  * attributes") and fmin/dot/cross/normalize become out-of-line calls: 16 calls per node visit,
- * 2.2x the traversal time (see README, "Design notes"). Under INLINE_MATH the hot path uses
+ * 2.2x the traversal time (see docs/design-notes.md). Under INLINE_MATH the hot path uses
  * plain expressions and clang builtins that compile to instructions; everywhere else (NVIDIA
  * and other GPU drivers, and the PTX that tools/count_ptx.py counts) the OpenCL builtins stay,
  * but for dot products and normalize, written out on every driver (below).
- * tests/test_tracer.py checks the compiled PoCL kernels for calls. */
+ * tests/test_kernel_calls.py checks the compiled PoCL kernels for calls. */
 
 /* every helper is inlined, trace() included (PoCL's and clang's cost models would keep the
  * 8-wide traversal out of line) */
