@@ -1,24 +1,44 @@
 """Predictors that learn a frame's cost from the frames the :class:`~autotune.Tuner` observes.
 
 For a renderer with no cost model: ``Tuner(space, LearnedPredictor(space), target)``. The
-predictor fits log seconds on a constant, each knob's normalized level (and its square root,
-for knobs of more than two levels: cost often grows less than linearly in log space) and the
-log of every number the application passes per frame (``tuner.frame(features={...})``, e.g.
-its own workload counters; ``log1p``, so a counter may be 0), the knobs' effects kept >= 0.
-The fit is
-:class:`~autotune.online_regression.OnlineRegression`: ridge, refit every frame, recent frames
-weigh more.
+predictor fits log seconds on a constant, a *cost ladder* per knob
+(:class:`~autotune.cost_ladder.CostLadder`: a rung per level, or per segment of a long knob,
+each rung's cost kept >= 0 because cost grows with every knob's quality) and the log of every
+number the application passes per frame (``tuner.frame(features={...})``; ``log1p``, so a
+counter may be 0). The model is log-linear: lowering one knob buys its rungs for another, so
+the search trades knobs. Neighbouring rungs are tied (a prior worth one frame), so a rung no
+frame reached costs what the last one reached did: a step not taken is priced from the steps
+taken. The fit is :class:`~autotune.online_regression.OnlineRegression`: ridge, refit every
+frame, recent frames weigh more, and its level follows the residuals of the last frames
+(half-life :data:`TRACK`) so that a turning camera is tracked.
 
-Safe start and exploration (:class:`LearnedPredictor`): with no frame seen it cannot predict
-(calling it raises :class:`NotLearnedError`); the tuner renders the cheapest setting instead.
-After that only the *explored* region is trusted: every knob at or below the highest level it
-has been rendered at. A candidate may go beyond it in one knob only, by at most as many levels
-as are explored (1, 2, 4, ... levels: geometric steps), and it is priced at its extrapolated
-mean times ``(1 + margin) ** (levels beyond / levels explored)``: a first or a doubling step
-needs the whole ``margin`` of headroom, one level past 32 explored ones 1/32 of it. Inside the
-region a candidate is priced at its mean plus ``z`` standard errors, capped at the same margin.
-Anything further is priced at :data:`UNEXPLORED_SECONDS`, which no target accepts; the search
-then falls back to the cheapest setting, as it does when nothing fits.
+Safe start and exploration (:class:`LearnedPredictor`): until it has fitted a frame it cannot
+predict (:class:`NotLearnedError`) and the tuner renders the cheapest setting. The *explored*
+region is every knob at or below the highest level among the fitted frames of the window.
+Prices, in log seconds above the fitted mean:
+
+* inside the region: ``z`` standard errors, capped at ``log(1 + margin)``;
+* one knob past the region, a knob the fitted frames show at two levels or more (its slope
+  known): ``z`` standard errors, not capped; they grow with the distance from the frames seen;
+* one knob past the region, a knob never varied (no slope to go on): ``margin`` for each span
+  of explored levels, at most one span (1, 2, 4, ... levels: geometric steps);
+* anything else (two knobs past the region at once, a longer unknown step):
+  :data:`UNEXPLORED_SECONDS`, which no target accepts.
+
+Guarantees (cost rising with each knob, as the searches assume): no setting beyond the region
+is chosen unless its price fits the target, so a frame overshoots only when a step turns out
+dearer than its price: by more than ``margin`` for a first step in a knob, by more than its
+standard errors for a known one. Such a frame is fitted at once (a step into an untried level
+is never held as one-off below), so the same step is not priced too cheaply again while the
+frame is in the window. Inside the region a setting is priced at most ``margin`` above its
+fitted mean. Nothing is guaranteed of a renderer whose cost falls as a knob rises.
+
+One-off frames do not teach (:class:`Learner`): a frame more than ``one_off`` (default 50 %)
+and four spreads over its prediction, at levels the fit knows, is held out of the fit; the
+next frame decides: if it also runs long (half the threshold) the cost is real and both are
+fitted, else the held frame is dropped. A renderer's first frame (set-up) is always held: the
+second frame is the cheapest setting again and keeps it only within ``one_off`` of it.
+:attr:`Learner.dropped` lists the dropped frames (0 = the first frame the learner was shown).
 
 :class:`HybridPredictor` starts from the user's analytical model and learns only its
 residual, ``log(measured / model)``, on the same columns; it is ready from the first frame.
@@ -31,12 +51,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from autotune.cost_ladder import CostLadder
 from autotune.knobs import Candidates, Knob, KnobSpace
 from autotune.online_regression import NotLearnedError, OnlineRegression
 from autotune.search import Predictor
@@ -51,6 +73,8 @@ __all__ = [
 ]
 
 UNEXPLORED_SECONDS = 1e9  # the price of a setting too far from any frame seen: never fits
+TRACK = 2.0  # frames: the half-life of the residuals that move the fitted level (a drift)
+PRIOR_ROWS = 0.5  # frames' worth of the prior spread kept in the fitted one (few frames)
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,16 @@ def levels_of(knob: Knob, values: np.ndarray) -> np.ndarray:
     return np.where(np.abs(numeric[right] - v) < np.abs(v - numeric[left]), right, left)
 
 
+@dataclass(frozen=True)
+class HeldFrame:
+    """A frame that ran long against its prediction, kept out of the fit until the next one."""
+
+    index: int  # the learner's frame count when it came (0: the first frame it was shown)
+    levels: np.ndarray
+    row: np.ndarray
+    value: float  # what the regression would fit for it
+
+
 class Learner(ABC):
     """A predictor the tuner teaches: it sees each frame's features, then its measured time."""
 
@@ -86,6 +120,7 @@ class Learner(ABC):
         margin: float = 0.2,
         window: int = 64,
         half_life: float = 16.0,
+        one_off: float = 0.5,
     ) -> None:
         names = tuple(features)
         if len(set(names)) != len(names) or not all(isinstance(n, str) and n for n in names):
@@ -94,15 +129,26 @@ class Learner(ABC):
             raise ValueError(f"z must be a finite number >= 0, got {z!r}")
         if not (margin >= 0 and math.isfinite(margin)):
             raise ValueError(f"margin must be a finite number >= 0, got {margin!r}")
+        if not (one_off > 0 and math.isfinite(one_off)):
+            raise ValueError(f"one_off must be a finite number > 0, got {one_off!r}")
         self.space = space
         self.features = names
         self.z = float(z)
         self.cap = math.log1p(margin)
-        width = sum(2 if len(k) > 2 else 1 for k in space.knobs)
+        self.one_off = math.log1p(one_off)
+        self.ladder = CostLadder(space)
+        width = self.ladder.width
         monotone = range(1, 1 + width) if self.monotone else ()
+        penalty = np.zeros((1 + width + len(names),) * 2)
+        penalty[1:1 + width, 1:1 + width] = self.ladder.penalty()
         self.fit = OnlineRegression(1 + width + len(names), window, half_life,
-                                    nonnegative=monotone)
+                                    nonnegative=monotone, penalty=penalty, track=TRACK,
+                                    prior_rows=PRIOR_ROWS)
         self._now: np.ndarray | None = None if names else np.zeros(0)
+        self.frames = 0  # frames shown to learn(), the dropped ones included
+        self.dropped: list[int] = []  # which of them were one-off frames kept out of the fit
+        self.held: HeldFrame | None = None
+        self.recent: deque[np.ndarray] = deque(maxlen=window)  # levels of the fitted rows
 
     def see(self, features: Mapping[str, Any] | None) -> None:
         """The numbers of the frame about to be chosen (None when it declares no features)."""
@@ -121,27 +167,68 @@ class Learner(ABC):
             values.append(math.log1p(float(value)))
         self._now = np.array(values)
 
+    def levels(self, candidates: Candidates) -> np.ndarray:
+        """Level index of every knob of each candidate (rows: candidates)."""
+        return np.column_stack([levels_of(k, candidates[k.name]) for k in self.space.knobs])
+
     def columns(self, candidates: Candidates) -> np.ndarray:
         """Regression columns of each candidate under the current frame's features."""
         if self._now is None:
             raise ValueError(f"no features seen for this frame; pass {list(self.features)}")
-        n = len(next(iter(candidates.values())))
-        cols = [np.ones(n)]
-        for knob in self.space.knobs:
-            level = knob.normalized(np.asarray(candidates[knob.name]).reshape(-1))
-            cols.append(level)
-            if len(knob) > 2:
-                cols.append(np.sqrt(np.clip(level, 0.0, None)))
-        cols.extend(np.full(n, f) for f in self._now)
-        return np.column_stack(cols)
+        rungs = self.ladder.columns(self.levels(candidates))
+        n = len(rungs)
+        return np.column_stack([np.ones(n), rungs, *(np.full(n, f) for f in self._now)])
 
     def learn(self, knobs: Mapping[str, Any], seconds: float) -> None:
-        """Fold in the measured time of the frame rendered with ``knobs`` and the seen features."""
+        """Fold in the measured time of the frame rendered with ``knobs``; a frame that ran long
+        against its prediction waits for the next one, which keeps it or drops it."""
         seconds = float(seconds)
         if not (math.isfinite(seconds) and seconds > 0):
             raise ValueError(f"a measured time must be finite and > 0, got {seconds!r}")
         one = {k.name: np.array([knobs[k.name]]) for k in self.space.knobs}
-        self.fit.add(self.columns(one)[0], self.target(one, seconds))
+        levels, row = self.levels(one)[0], self.columns(one)[0]
+        value, index = self.target(one, seconds), self.frames
+        self.frames += 1
+        held, self.held = self.held, None
+        if held is not None:
+            if self.lasts(held, row, value):
+                self.add(held.levels, held.row, held.value)
+            else:
+                self.dropped.append(held.index)
+        else:
+            if self.excess(levels, row, value) is not None:
+                self.held = HeldFrame(index, levels, row, value)
+                return
+        self.add(levels, row, value)
+
+    def add(self, levels: np.ndarray, row: np.ndarray, value: float) -> None:
+        """One frame into the fit."""
+        self.fit.add(row, value)
+        self.recent.append(levels)
+
+    def excess(self, levels: np.ndarray, row: np.ndarray, value: float) -> float | None:
+        """How far (log) a frame ran over its prediction if it is to be held, else None.
+
+        Held: a frame more than ``one_off`` over its prediction (and four spreads) at a setting
+        the fit knows; a step into a level never rendered is the price of that step, never held.
+        """
+        if self.fit.rows == 0:  # a hybrid's first frame: its model is the prediction
+            excess, limit = value, max(self.one_off, 4 * self.fit.prior_spread)
+        else:
+            excess = value - float(self.fit.predict(row[None, :])[0][0])
+            limit = max(self.one_off, 4 * self.fit.spread)
+        return excess if excess > limit and self.known(levels) else None
+
+    def known(self, levels: np.ndarray) -> bool:
+        """Whether the fit has seen every knob at or above these levels."""
+        return True
+
+    def lasts(self, held: HeldFrame, row: np.ndarray, value: float) -> bool:
+        """Whether the frame after a held one runs long too (then the cost is real, kept)."""
+        if self.fit.rows == 0:  # a first frame held: the second renders the same setting
+            return held.value - value <= self.one_off
+        mean, _ = self.fit.predict(row[None, :])
+        return value - float(mean[0]) > self.one_off / 2
 
     def target(self, one: Candidates, seconds: float) -> float:
         """What the regression fits for one rendered frame (log seconds here)."""
@@ -153,7 +240,7 @@ class Learner(ABC):
         return True
 
     def confidence(self) -> Confidence:
-        """Frames seen and the relative spread of the residuals."""
+        """Frames fitted and the relative spread of the residuals."""
         if self.fit.rows == 0:
             return Confidence(0, math.expm1(self.fit.prior_spread), self.ready)
         return Confidence(self.fit.seen, math.expm1(self.fit.spread), self.ready)
@@ -176,33 +263,47 @@ class LearnedPredictor(Learner):
         margin: float = 0.2,
         window: int = 64,
         half_life: float = 16.0,
+        one_off: float = 0.5,
     ) -> None:
-        super().__init__(space, features, z, margin, window, half_life)
-        self.explored = np.full(len(space.knobs), -1)  # highest level rendered, per knob
+        super().__init__(space, features, z, margin, window, half_life, one_off)
 
     @property
     def ready(self) -> bool:
-        return self.fit.seen > 0
+        return self.fit.rows > 0
 
-    def learn(self, knobs: Mapping[str, Any], seconds: float) -> None:
-        """Fold the frame in and widen the explored region to the knobs it was rendered with."""
-        super().learn(knobs, seconds)
-        for j, knob in enumerate(self.space.knobs):
-            self.explored[j] = max(self.explored[j], int(levels_of(knob, [knobs[knob.name]])[0]))
+    def excess(self, levels: np.ndarray, row: np.ndarray, value: float) -> float | None:
+        """As :meth:`Learner.excess`; and the very first frame is always held (set-up)."""
+        return 0.0 if self.fit.rows == 0 else super().excess(levels, row, value)
+
+    def known(self, levels: np.ndarray) -> bool:
+        return bool(np.all(levels <= self.explored))
+
+    @property
+    def explored(self) -> np.ndarray:
+        """Per knob: the highest level among the fitted frames of the window (-1: none)."""
+        if not self.recent:
+            return np.full(len(self.space.knobs), -1)
+        return np.array(self.recent).max(axis=0)
+
+    def varied(self) -> np.ndarray:
+        """Per knob: whether the fitted frames show it at two levels or more (a known slope)."""
+        seen = np.array(self.recent)
+        return seen.min(axis=0) < seen.max(axis=0)
 
     def __call__(self, candidates: Candidates) -> np.ndarray:
         if not self.ready:
             raise NotLearnedError("LearnedPredictor has seen no frame yet: render the cheapest "
                                   "setting first (the Tuner does)")
-        levels = np.column_stack(
-            [levels_of(k, candidates[k.name]) for k in self.space.knobs]
-        )
+        levels = self.levels(candidates)
         step = np.maximum(1, self.explored)
-        excess = np.clip((levels - self.explored) / step, 0.0, None)  # in explored spans
-        unreachable = (np.count_nonzero(excess, axis=1) > 1) | np.any(excess > 1, axis=1)
+        reach = np.clip((levels - self.explored) / step, 0.0, None)  # in explored spans
+        guessed = reach * ~self.varied()  # steps in a knob never varied: no slope to go on
+        unreachable = (np.count_nonzero(reach, axis=1) > 1) | np.any(guessed > 1, axis=1)
         mean, error = self.fit.predict(self.columns(candidates))
-        inside = mean + np.minimum(self.z * error, self.cap)
-        log_seconds = np.where(excess.any(axis=1), mean + self.cap * excess.max(axis=1), inside)
+        inside = ~reach.any(axis=1)
+        guessed = guessed.max(axis=1)
+        log_seconds = mean + np.where(guessed > 0, self.cap * guessed, np.where(
+            inside, np.minimum(self.z * error, self.cap), self.z * error))
         return np.where(unreachable, UNEXPLORED_SECONDS, np.exp(log_seconds))
 
 
@@ -218,8 +319,9 @@ class HybridPredictor(Learner):
         margin: float = 0.2,
         window: int = 64,
         half_life: float = 16.0,
+        one_off: float = 0.5,
     ) -> None:
-        super().__init__(space, features, z, margin, window, half_life)
+        super().__init__(space, features, z, margin, window, half_life, one_off)
         self.model = Predictor(model)
 
     def target(self, one: Candidates, seconds: float) -> float:
