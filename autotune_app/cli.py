@@ -30,6 +30,7 @@ BENCHMARK_MODULES = (
     "benchmarks.renderers.compositing",
     "benchmarks.tuner.controller_cost",
     "benchmarks.tuner.replay_record",
+    "benchmarks.tuner.embed",
     "benchmarks.governed.tracer_tuned",
     "benchmarks.governed.tracer_model",
     "benchmarks.governed.probe_cost",
