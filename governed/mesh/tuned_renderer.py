@@ -37,7 +37,6 @@ from governed.mesh.instruction_counts import kernels_fingerprint, load_kernel_co
 from governed.mesh.probe import Probe
 from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from governed.mesh.profile_store import find_app_calibration, find_device_profile
-from governed.mesh.workload_trend import WorkloadTrend
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import (
@@ -221,7 +220,6 @@ class TunedRenderer(Governed):
         self.overlap_probe = self.tracer.device_info.kind != "CPU"
         self._pending_probe: tuple[tuple, Future, float] | None = None
         self.schedule = ProbeSchedule(probe_policy)  # which frames are probed
-        self.trend = WorkloadTrend()  # the drift the last probe's prices are carried along
         self._probed_key: tuple | None = None  # what the last probe's workload depends on
         self._priced = False  # whether the last frame's controller priced it
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
@@ -259,12 +257,8 @@ class TunedRenderer(Governed):
     def _price(self, c: dict[str, np.ndarray]) -> FramePrice:
         """Model kernel seconds (with the per-phase corrections) + the frame's measured part
         (probe spent + host overhead); candidates a user ruled out cost ``EXCLUDED_SECONDS``."""
-        carried = self.trend.factor()
-        factors = {p: carried * f for p, f in (self._phase_factors() or {}).items()} or None
-        if factors is None and carried != 1.0:
-            factors = dict.fromkeys(PHASES, carried)
         seconds = self.model.frame_seconds(self._workload, c["ao_rays"], c["shadows"], c["phong"],
-                                           factors)
+                                           self._phase_factors())
         if self.force_shadows is not None:
             seconds = np.where(np.asarray(c["shadows"]) == self.force_shadows, seconds,
                                EXCLUDED_SECONDS)
@@ -313,19 +307,18 @@ class TunedRenderer(Governed):
             if pending[0] == (camera, key):
                 return self._probed(camera, key, workload), pending[2]
         if self._workload is not None and not self.schedule.due(camera, self.scene.diagonal):
-            self.trend.step()
             return self._workload, 0.0
         workload = self.probe.measure(camera, self.width, self.height)
         return self._probed(camera, key, workload), self.probe.last_seconds
 
     def _probed(self, camera: Camera, key: tuple, workload: Workload) -> Workload:
-        """Tell the schedule how far the new probe's frame moved from the last one's, carried
-        along the drift (:class:`~governed.mesh.workload_trend.WorkloadTrend`)."""
-        before = None
+        """Tell the schedule how far the new probe's frame moved from the last one's."""
+        change = None
         if self._workload is not None and key == self._probed_key:
             before = sum(self.model.phase_seconds(self._workload, self._settings).values())
-        after = sum(self.model.phase_seconds(workload, self._settings).values())
-        self.schedule.probed(camera, self.trend.probed(before, after))
+            after = sum(self.model.phase_seconds(workload, self._settings).values())
+            change = abs(after - before) / max(before, 1e-12)
+        self.schedule.probed(camera, change)
         self._probed_key = key
         return workload
 
@@ -379,9 +372,7 @@ class TunedRenderer(Governed):
         frame can teach the model (NaN and nothing where the controller priced no frame)."""
         if self._workload is None:
             return {}, float("nan"), float("nan"), False
-        carried = self.trend.factor()
-        predicted_phases = {p: carried * t
-                            for p, t in self.model.phase_seconds(self._workload, settings).items()}
+        predicted_phases = self.model.phase_seconds(self._workload, settings)
         kernels = float(sum(predicted_phases.values()))
         factors = self._phase_factors() or {}
         phase_corrected = sum(factors.get(p, 1.0) * t for p, t in predicted_phases.items())
