@@ -159,20 +159,51 @@ class PartCorrections:
                 bias.update(p, m)
 
 
+SPIKE_FLOOR = 1e-3  # seconds: an overhead this close to its estimate is never a spike
+
+
 class RunningOverhead:
     """The part of a frame no model prices (launch, read-back, the choice itself, sharing the
     knobs): the running mean of the first frames' measured overhead, then a slow average with
-    ``gain`` that follows a lasting change (a resize, another volume)."""
+    ``gain`` that follows a lasting change (a resize, another volume).
 
-    def __init__(self, gain: float = 0.2) -> None:
+    One-off frames do not teach it, as engines drop long frames from their averages: the
+    first frame's overhead is not learnt (a renderer's first frame builds its search and price
+    tables), and one more than ``spike`` times the estimate (and :data:`SPIKE_FLOOR` over it)
+    waits for the next frame, which learns both if it is high too (a lasting change) and drops
+    it if not (a stall). ``dropped`` counts the frames left out.
+    """
+
+    def __init__(self, gain: float = 0.2, spike: float = 3.0) -> None:
         if not 0.0 < gain <= 1.0:
             raise ValueError(f"overhead gain must be in (0, 1], got {gain!r}")
-        self.gain = gain
+        if not (spike >= 1.0 and math.isfinite(spike)):
+            raise ValueError(f"overhead spike must be a finite factor >= 1, got {spike!r}")
+        self.gain, self.spike = gain, spike
         self.seconds = 0.0
-        self.frames = 0
+        self.frames = 0  # frames shown, the left-out ones included
+        self.learned = 0
+        self.dropped = 0
+        self._held: float | None = None
 
     def update(self, seconds: float) -> None:
-        """Learn one frame's overhead (seconds >= 0)."""
-        weight = max(self.gain, 1.0 / (self.frames + 1))
-        self.seconds += weight * (max(0.0, seconds) - self.seconds)
+        """Take one frame's overhead (seconds; a negative one counts as none)."""
+        seconds = max(0.0, seconds)
         self.frames += 1
+        if self.frames == 1:
+            self.dropped += 1
+            return
+        held, self._held = self._held, None
+        if self.learned and seconds > self.spike * self.seconds + SPIKE_FLOOR:
+            if held is None:
+                self._held = seconds
+                return
+            self._learn(held)
+        elif held is not None:
+            self.dropped += 1
+        self._learn(seconds)
+
+    def _learn(self, seconds: float) -> None:
+        weight = max(self.gain, 1.0 / (self.learned + 1))
+        self.seconds += weight * (seconds - self.seconds)
+        self.learned += 1

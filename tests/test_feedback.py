@@ -198,14 +198,38 @@ def test_running_overhead_averages_the_first_frames_then_follows_slowly():
     from autotune import RunningOverhead
 
     overhead = RunningOverhead(gain=0.2)
-    for seconds in (1.0, 2.0, 3.0):
+    for seconds in (0.5, 1.0, 2.0, 3.0):  # the first frame (set-up) is not learnt
         overhead.update(seconds)
-    assert overhead.seconds == pytest.approx(2.0)  # the mean of the first frames
+    assert overhead.seconds == pytest.approx(2.0)  # the mean of the next frames
+    assert (overhead.frames, overhead.learned, overhead.dropped) == (4, 3, 1)
     for _ in range(2):  # frames 4 and 5 still average (weight 1/4, 1/5 >= 0.2)
         overhead.update(2.0)
-    overhead.update(12.0)  # then the slow average
-    assert overhead.seconds == pytest.approx(2.0 + 0.2 * 10.0)
+    overhead.update(5.0)  # within 3x the estimate: the slow average
+    assert overhead.seconds == pytest.approx(2.0 + 0.2 * 3.0)
     overhead.update(-5.0)  # a frame faster than its parts: no overhead, not a negative one
-    assert overhead.seconds == pytest.approx(0.8 * 4.0)
+    assert overhead.seconds == pytest.approx(0.8 * 2.6)
     with pytest.raises(ValueError, match="gain"):
         RunningOverhead(gain=0.0)
+    with pytest.raises(ValueError, match="spike"):
+        RunningOverhead(spike=0.5)
+
+
+def test_running_overhead_drops_a_stall_and_follows_a_lasting_change():
+    from autotune import RunningOverhead
+
+    overhead = RunningOverhead(gain=0.5)
+    for seconds in (1.0, 0.01, 0.01):
+        overhead.update(seconds)
+    assert overhead.seconds == pytest.approx(0.01)
+    overhead.update(0.2)  # 20x: held, not learnt
+    assert overhead.seconds == pytest.approx(0.01)
+    overhead.update(0.01)  # the next is back: the held one was a stall
+    assert overhead.seconds == pytest.approx(0.01) and overhead.dropped == 2
+    overhead.update(0.2)  # held again, and the next is high too: a lasting change
+    overhead.update(0.2)
+    assert overhead.seconds == pytest.approx(0.01 + 0.75 * 0.19)
+    assert overhead.dropped == 2
+    tiny = RunningOverhead()
+    for seconds in (1.0, 2e-4, 2e-4, 1e-3):  # 5x, but under a millisecond over: learnt
+        tiny.update(seconds)
+    assert tiny.learned == 3 and tiny.dropped == 1
