@@ -112,17 +112,23 @@ class RayTraceModel:
                       phase_factors: dict[str, float] | None = None) -> np.ndarray:
         """Vectorized over candidate knob arrays; ``phase_factors`` scale single phases."""
         arrays = [np.asarray(a) for a in (ao_rays, shadows, phong)]
+        self._price_candidates(workload, arrays)
+        return self._candidates[2].total(phase_factors)
+
+    def _price_candidates(self, workload: Workload, arrays: list[np.ndarray]) -> None:
+        """The candidates' phases on ``workload``, unless they are the ones priced last."""
         key = (workload, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
         if self._candidates is None or self._candidates[0] != key:
             self._candidates = (key, arrays, candidate_phase_seconds(
                 self.profile, self.counts, workload, *arrays, TILE * TILE, self.calibration,
                 self.active_blocks))
-        return self._candidates[2].total(phase_factors)
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
-        """Each phase's seconds of ``settings`` on ``workload``: read from the candidates last
-        priced where they hold it (the same numbers), else computed (the last few
-        remembered)."""
+        """Each phase's seconds of ``settings`` on ``workload``: read from the candidates'
+        table (a new workload's candidates are priced at once: the search prices them all
+        next), else computed (the last few remembered) where no search has priced any."""
+        if self._candidates is not None and self._candidates[0][0] != workload:
+            self._price_candidates(workload, self._candidates[1])
         if self._candidates is not None and self._candidates[0][0] == workload:
             ao, shadows, phong = self._candidates[1]
             at = np.flatnonzero((ao == settings.ao_rays) & (shadows == settings.shadows)
