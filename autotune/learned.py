@@ -13,28 +13,35 @@ frame, recent frames weigh more, and its level follows the residuals of the last
 (half-life :data:`TRACK`) so that a turning camera is tracked.
 
 Safe start and exploration (:class:`LearnedPredictor`): until it has fitted a frame it cannot
-predict (:class:`NotLearnedError`) and the tuner renders the cheapest setting. The *explored*
-region is every knob at or below the highest level among the fitted frames of the window.
-Prices, in log seconds above the fitted mean:
+predict (:class:`NotLearnedError`) and the tuner renders the cheapest setting. A setting is
+*inside* when it is at or below, in every knob, a setting rendered by a fitted frame of the
+window (so it costs no more than that one did); it is one knob *past* a rendered setting when
+it is at or below it in every knob but one. A knob's slope is *known* when the fitted frames
+show it at two levels or more. Prices, in log seconds above the fitted mean (the tracked level
+included):
 
-* inside the region: ``z`` standard errors, capped at ``log(1 + margin)``;
-* one knob past the region, a knob the fitted frames show at two levels or more (its slope
-  known): ``z`` standard errors, not capped; they grow with the distance from the frames seen;
-* one knob past the region, a knob never varied (no slope to go on): ``margin`` for each span
-  of explored levels, at most one span (1, 2, 4, ... levels: geometric steps);
-* anything else (two knobs past the region at once, a longer unknown step):
-  :data:`UNEXPLORED_SECONDS`, which no target accepts.
+* inside, or one knob past a rendered setting in a knob with a known slope (the ladder
+  continues its last rungs): ``max(0, z * standard error - log(1 + margin))``, what of ``z``
+  standard errors the margin does not cover; the error grows with the distance from the
+  frames seen, and it is large for a rung the frames do not pin down;
+* one knob past a rendered setting in a knob never varied (no slope to go on): ``margin`` for
+  each span of its explored levels, at most one span (1, 2, 4, ... levels: geometric steps);
+* anything else (two knobs past at once, a longer unknown step): :data:`UNEXPLORED_SECONDS`,
+  which no target accepts.
 
-Guarantees (cost rising with each knob, as the searches assume): no setting beyond the region
-is chosen unless its price fits the target, so a frame overshoots only when a step turns out
-dearer than its price: by more than ``margin`` for a first step in a knob, by more than its
-standard errors for a known one. Such a frame is fitted at once (a step into an untried level
-is never held as one-off below), so the same step is not priced too cheaply again while the
-frame is in the window. Inside the region a setting is priced at most ``margin`` above its
-fitted mean. Nothing is guaranteed of a renderer whose cost falls as a knob rises.
+Guarantees (cost rising with each knob, as the searches assume): the search renders a setting
+only if its price fits the target (or, none fitting, the cheapest), so a frame overshoots the
+target by more than ``margin`` only when it costs more than ``margin`` over its price. A
+setting the fit prices is rendered only if its fitted mean fits the target and its fitted mean
+plus ``z`` standard errors is at most ``margin`` over it: frames up to ``margin`` over the
+target are the price of settling as close under it as the grid, the noise and the search's
+hysteresis allow. A first step in a knob never varied is priced ``margin`` per span over the
+fitted mean. A frame at a setting not inside is never held as one-off (below): a step that
+turns out dearer than its price is fitted at once, so it is not priced too cheaply again while
+the frame is in the window. Nothing is guaranteed of a renderer whose cost falls as a knob rises.
 
 One-off frames do not teach (:class:`Learner`): a frame more than ``one_off`` (default 50 %)
-and four spreads over its prediction, at levels the fit knows, is held out of the fit; the
+and four spreads over its prediction, at a setting inside, is held out of the fit; the
 next frame decides: if it also runs long (half the threshold) the cost is real and both are
 fitted, else the held frame is dropped. A renderer's first frame (set-up) is always held: the
 second frame is the cheapest setting again and keeps it only within ``one_off`` of it.
@@ -210,7 +217,7 @@ class Learner(ABC):
         """How far (log) a frame ran over its prediction if it is to be held, else None.
 
         Held: a frame more than ``one_off`` over its prediction (and four spreads) at a setting
-        the fit knows; a step into a level never rendered is the price of that step, never held.
+        the fit knows; a step past the settings rendered is the price of that step, never held.
         """
         if self.fit.rows == 0:  # a hybrid's first frame: its model is the prediction
             excess, limit = value, max(self.one_off, 4 * self.fit.prior_spread)
@@ -220,7 +227,7 @@ class Learner(ABC):
         return excess if excess > limit and self.known(levels) else None
 
     def known(self, levels: np.ndarray) -> bool:
-        """Whether the fit has seen every knob at or above these levels."""
+        """Whether the fit has rendered a setting at or above these levels in every knob."""
         return True
 
     def lasts(self, held: HeldFrame, row: np.ndarray, value: float) -> bool:
@@ -276,7 +283,7 @@ class LearnedPredictor(Learner):
         return 0.0 if self.fit.rows == 0 else super().excess(levels, row, value)
 
     def known(self, levels: np.ndarray) -> bool:
-        return bool(np.all(levels <= self.explored))
+        return bool(self.routes(levels[None, :])[0][0])
 
     @property
     def explored(self) -> np.ndarray:
@@ -290,21 +297,49 @@ class LearnedPredictor(Learner):
         seen = np.array(self.recent)
         return seen.min(axis=0) < seen.max(axis=0)
 
+    def routes(self, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """How each setting (rows of levels) lies against the settings the window rendered:
+        inside (at or below one of them in every knob), one step past one of them in a knob
+        with a known slope, and the shortest step past one of them in a knob never varied,
+        in spans of its explored levels (inf: none)."""
+        seen = np.unique(np.array(self.recent), axis=0)
+        over = np.clip(levels[:, None, :] - seen[None, :, :], 0, None)  # settings x seen x knobs
+        single = np.count_nonzero(over, axis=2) == 1
+        inside = np.any(~over.any(axis=2), axis=1)
+        varied = self.varied()
+        stepped = np.any(single & (over[:, :, varied].sum(axis=2) > 0), axis=1)
+        spans = (over[:, :, ~varied] / np.maximum(1, self.explored[~varied])).sum(axis=2)
+        guessed = np.where(single & (spans > 0), spans, np.inf)
+        return inside, stepped, guessed.min(axis=1, initial=np.inf)
+
+    def overruns(self, levels: np.ndarray) -> np.ndarray:
+        """Per setting (rows of levels): how much dearer (log) its own frames in the window ran
+        than the fit now predicts them, frames weighing as in the fit and one frame's worth of
+        no overrun added; 0 for a setting not rendered or one that ran cheaper. A log-linear
+        fit can miss one setting's cost while it fits the rest: that setting's own frames say
+        so, and it is not chosen again on the fit's word."""
+        sizes = np.array([len(k) for k in self.space.knobs])
+        radix = np.concatenate([[1], np.cumprod(sizes[:0:-1])])[::-1]
+        rendered = np.array(self.recent) @ radix
+        residual = self.fit.residuals()
+        weight = 0.5 ** (np.arange(len(residual))[::-1] / self.fit.half_life)
+        keys, at = np.unique(rendered, return_inverse=True)
+        overrun = np.bincount(at, weight * residual) / (np.bincount(at, weight) + 1.0)
+        where = np.clip(np.searchsorted(keys, levels @ radix), 0, len(keys) - 1)
+        return np.where(keys[where] == levels @ radix, np.maximum(0.0, overrun[where]), 0.0)
+
     def __call__(self, candidates: Candidates) -> np.ndarray:
         if not self.ready:
             raise NotLearnedError("LearnedPredictor has seen no frame yet: render the cheapest "
                                   "setting first (the Tuner does)")
         levels = self.levels(candidates)
-        step = np.maximum(1, self.explored)
-        reach = np.clip((levels - self.explored) / step, 0.0, None)  # in explored spans
-        guessed = reach * ~self.varied()  # steps in a knob never varied: no slope to go on
-        unreachable = (np.count_nonzero(reach, axis=1) > 1) | np.any(guessed > 1, axis=1)
+        inside, stepped, guessed = self.routes(levels)
         mean, error = self.fit.predict(self.columns(candidates))
-        inside = ~reach.any(axis=1)
-        guessed = guessed.max(axis=1)
-        log_seconds = mean + np.where(guessed > 0, self.cap * guessed, np.where(
-            inside, np.minimum(self.z * error, self.cap), self.z * error))
-        return np.where(unreachable, UNEXPLORED_SECONDS, np.exp(log_seconds))
+        mean = mean + self.overruns(levels)
+        priced = np.where(inside | stepped, np.maximum(0.0, self.z * error - self.cap), np.inf)
+        priced = np.minimum(priced, np.where(guessed <= 1, self.cap * guessed, np.inf))
+        fits = np.isfinite(priced)
+        return np.where(fits, np.exp(mean + np.where(fits, priced, 0.0)), UNEXPLORED_SECONDS)
 
 
 class HybridPredictor(Learner):

@@ -160,6 +160,13 @@ class OnlineRegression:
         leverage = np.einsum("ij,jk,ik->i", x, inverse, x)
         return mean, spread * np.sqrt(np.maximum(leverage, 0.0))
 
+    def residuals(self) -> np.ndarray:
+        """Each row's target less its prediction now (the tracked level included), oldest
+        first: what the fit still misses of the frames it was given."""
+        beta, _, _, offset = self._solve()
+        x = np.array([r[0] for r in self._rows])
+        return np.array([r[1] for r in self._rows]) - x @ beta - offset
+
     @property
     def spread(self) -> float:
         """Standard deviation of the residuals (``prior_spread`` while rows are too few)."""

@@ -48,14 +48,16 @@ def best_under(target: float, cost=caster, space: KnobSpace = SPACE) -> float:
     return float(costs[fits][np.argmax(quality[fits])])
 
 
-SHORT = ("issue 52 not met yet: on some targets the tuner stops one step short of the best "
-         "setting, an untried step being priced z standard errors over its mean")
+HYSTERESIS = ("issue 52, not reachable here: the best setting is 0.983 of the target and the "
+              "search keeps a setting that fits unless a better one fits with 2 % headroom "
+              "(autotune/search.py), so from 0.90 it never climbs to 0.983")
+LONG_TRADE = ("issue 52 not met yet: the best setting is a trade three rungs past the frames "
+              "seen; its extrapolation's standard errors price it over the target until frame 15")
 
 
 @pytest.mark.parametrize("target", [
-    pytest.param(0.03, marks=pytest.mark.xfail(reason=SHORT, strict=True)), 0.045,
-    pytest.param(0.06, marks=pytest.mark.xfail(reason=SHORT, strict=True)),
-    pytest.param(0.08, marks=pytest.mark.xfail(reason=SHORT, strict=True))])
+    pytest.param(0.03, marks=pytest.mark.xfail(reason=HYSTERESIS, strict=True)), 0.045, 0.06,
+    pytest.param(0.08, marks=pytest.mark.xfail(reason=LONG_TRADE, strict=True))])
 def test_it_reaches_the_best_setting_under_the_target_within_a_few_frames(target):
     _, _, ratios = run(target)
     best = best_under(target) / target
@@ -65,12 +67,12 @@ def test_it_reaches_the_best_setting_under_the_target_within_a_few_frames(target
     assert np.all(ratios[20:] >= best - 1e-9) and np.all(ratios[20:] <= 1.0)
 
 
-@pytest.mark.xfail(reason=SHORT, strict=True)
 def test_it_trades_one_knob_for_another():
-    # 0.06: the best setting lowers the image scale below one the climb passes through
-    tuner, _, ratios = run(0.06)
+    # 0.08: the climb passes through image scale 1.0; the best setting lowers it to 0.75 for
+    # twice the samples (at 0.06 the climb reaches the best setting with no trade)
+    tuner, _, ratios = run(0.08)
     settled = tuner.history[-1].knobs
-    assert ratios[-1] == pytest.approx(best_under(0.06) / 0.06)
+    assert ratios[-1] == pytest.approx(best_under(0.08) / 0.08)
     visited = {(r.knobs["samples"], r.knobs["scale"]) for r in tuner.history}
     assert any(s > settled["samples"] for s, _ in visited) or any(
         sc > settled["scale"] for _, sc in visited)
@@ -82,8 +84,15 @@ def test_the_first_frame_of_a_renderer_does_not_teach():
         tuner, learned, ratios = run(0.06, first=0.45)
     assert learned.dropped == [0]
     assert tuner.history[1].knobs == SPACE.lowest()  # the second frame confirms or not
-    clean, _, _ = run(0.06)  # the same renderer with no set-up: the same choices
-    assert [r.knobs for r in tuner.history] == [r.knobs for r in clean.history]
+    clean, _, _ = run(0.06)  # the same renderer with no set-up: the same climb, at most a
+    # frame later (one frame fewer fitted), then the same choices
+
+    def climb(t: Tuner) -> list[tuple]:
+        steps = [tuple(r.knobs.values()) for r in t.history]
+        return [s for i, s in enumerate(steps) if i == 0 or s != steps[i - 1]]
+
+    assert climb(tuner) == climb(clean)
+    assert [r.knobs for r in tuner.history[10:]] == [r.knobs for r in clean.history[10:]]
     assert ratios[1:].max() <= 1.0 and learned.confidence().frames == 39
 
 
