@@ -49,9 +49,9 @@ from governed.mesh.calibration_fit import (
     fit_report,
 )
 from governed.mesh.calibration_frames import (
+    CALIBRATION_SCENES,
     CALIBRATION_SETTINGS,
     Sample,
-    calibration_scenes,
     calibration_sizes,
     calibration_views,
     collect_samples,
@@ -202,7 +202,7 @@ def plot(samples_by_scene: dict[str, list[Sample]], model: RayTraceModel, path: 
 
 def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]) -> dict:
     """Calibration and held-out frames of one device, and its models' errors on them."""
-    cal_scenes = calibration_scenes(info, args.quick)
+    cal_scenes = CALIBRATION_SCENES
     cal_sizes = calibration_sizes(info, args.quick)
     frames = args.frames or (3 if args.quick else 6)
     sizes = ((256, 144),) if args.quick else EVAL_SIZES

@@ -6,7 +6,7 @@ Prediction using Machine Learning and Analytical Modeling" (issue 21 item 2 here
 **Ray tracer** (the first OpenCL device that builds, or ``--device``): frames rendered and
 probed as ``autotune bench tracer-model`` does (``benchmarks.governed.tracer_model.measure``;
 each phase timed by the device's timer, CPU busy time on a CPU device). Calibration: the
-calibration scenes (spheres, city, bunny; quick: spheres, city) along the calibration orbit
+calibration scenes (spheres, city, bunny) along the calibration orbit
 with the calibration settings; validation: dragon and sibenik (quick: dragon-small), test:
 grass, terrain, aneurism (quick: grass), both along the held-out path at other sizes with AO x
 shadows x Phong (``governed.mesh.scene_sets``). Approaches, each fitted on calibration rows
@@ -68,7 +68,7 @@ CALIBRATION_VOLUME, HELD_OUT_VOLUME = "bonsai", "aneurism"
 def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
     """Calibration, validation and test frames of the ray tracer (rendered, probed, timed),
     and what the timer counts."""
-    cal_scenes = cf.QUICK_SCENES if quick else cf.FULL_SCENES
+    cal_scenes = cf.CALIBRATION_SCENES
     cal_sizes = cf.QUICK_SIZES if quick else cf.FULL_SIZES
     views = 3 if quick else 6
     frames = 3 if quick else 4

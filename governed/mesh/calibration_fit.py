@@ -41,8 +41,8 @@ from scipy.optimize import least_squares
 
 from common.atomic_files import check_writable_file
 from governed.mesh.calibration_frames import (
+    CALIBRATION_SCENES,
     Sample,
-    calibration_scenes,
     calibration_sizes,
     collect_calibration_samples,
 )
@@ -479,7 +479,7 @@ def calibrate(device: DeviceInfo, quick: bool = False, save: bool = True, progre
     base = base_profile(device, quick)
     counts = load_kernel_counts()
     samples = collect_calibration_samples(device, quick, progress)
-    scenes = calibration_scenes(device, quick)
+    scenes = CALIBRATION_SCENES
     sizes = calibration_sizes(device, quick)
     source = (f"autotune calibrate{' --quick' if quick else ''}: microbenchmarks + fit on "
               f"{', '.join(scenes)} at {', '.join(f'{w}x{h}' for w, h in sizes)}; "

@@ -12,9 +12,8 @@ and a scanned shape: the vessel tree of the shipped aneurism CT volume (aneurism
 
 from __future__ import annotations
 
-from governed.mesh.calibration_frames import FULL_SCENES
+from governed.mesh.calibration_frames import CALIBRATION_SCENES
 
-CALIBRATION_SCENES: tuple[str, ...] = FULL_SCENES  # the fit's own list (spheres, city, bunny)
 VALIDATION_SCENES: tuple[str, ...] = ("dragon", "sibenik")
 TEST_SCENES: tuple[str, ...] = ("grass", "terrain", "aneurism")
 QUICK_STAND_INS = {"validation": ("dragon-small",), "test": ("grass",)}  # for --quick runs
