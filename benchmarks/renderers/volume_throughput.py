@@ -48,6 +48,7 @@ from autotune_app import options as opt
 from autotune_app.report import emit, plain, pyplot
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.vtk_volume import volume_property
 from benchmarks.renderers import compositing as comp
 from common.atomic_files import check_output_dir, output_dir, save_figure, save_png
 from common.image_quality import psnr, ssim
@@ -112,17 +113,7 @@ class VtkRenderer:
         image.SetOrigin(*map(float, volume.origin))
         image.GetPointData().SetScalars(
             numpy_support.numpy_to_vtk(self._keep, deep=True, array_type=kind))
-        colors = vtk.vtkColorTransferFunction()
-        for x, r, g, b in tf.colors:
-            colors.AddRGBPoint(lo + x * (hi - lo), r, g, b)
-        opacity = vtk.vtkPiecewiseFunction()
-        for x, a in tf.opacities:
-            opacity.AddPoint(lo + x * (hi - lo), a)
-        prop = vtk.vtkVolumeProperty()
-        prop.SetColor(colors)
-        prop.SetScalarOpacity(opacity)
-        prop.SetInterpolationTypeToLinear()
-        prop.ShadeOff()
+        prop = volume_property(tf.colors, tf.opacities, lo, hi, shade=False)
         spacing = min(volume.spacing)
         prop.SetScalarOpacityUnitDistance(tf.reference_step * spacing)
         mapper = vtk.vtkFixedPointVolumeRayCastMapper()

@@ -43,6 +43,7 @@ from autotune import AutotuneWarning, BoolKnob, FloatKnob, KnobSpace, LearnedPre
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, at_most, stamp
+from benchmarks.harness.vtk_volume import volume_property
 from raytracer import Camera, RenderSettings, Tracer, load_scene
 from raytracer.volume.volume_data import Volume, load_volume
 
@@ -111,17 +112,9 @@ class VtkCaster:
         image.SetSpacing(*volume.spacing)
         image.GetPointData().SetScalars(
             numpy_support.numpy_to_vtk(self._scalars, deep=True, array_type=kind))
-        colors, opacity = vtk.vtkColorTransferFunction(), vtk.vtkPiecewiseFunction()
-        for x, r, g, b in ((0.0, 0, 0, 0), (0.2, 0.6, 0.3, 0.2), (0.5, 0.9, 0.7, 0.4),
-                           (1.0, 1, 1, 1)):
-            colors.AddRGBPoint(lo + x * (hi - lo), r, g, b)
-        for x, a in ((0.0, 0.0), (0.15, 0.0), (0.3, 0.2), (0.6, 0.6), (1.0, 0.9)):
-            opacity.AddPoint(lo + x * (hi - lo), a)
-        prop = vtk.vtkVolumeProperty()
-        prop.SetColor(colors)
-        prop.SetScalarOpacity(opacity)
-        prop.SetInterpolationTypeToLinear()
-        prop.ShadeOn()
+        prop = volume_property(
+            ((0.0, 0, 0, 0), (0.2, 0.6, 0.3, 0.2), (0.5, 0.9, 0.7, 0.4), (1.0, 1, 1, 1)),
+            ((0.0, 0.0), (0.15, 0.0), (0.3, 0.2), (0.6, 0.6), (1.0, 0.9)), lo, hi, shade=True)
         self.mapper = vtk.vtkFixedPointVolumeRayCastMapper()
         self.mapper.SetInputData(image)
         self.mapper.SetAutoAdjustSampleDistances(0)
