@@ -43,6 +43,7 @@ from autotune import AutotuneWarning, BoolKnob, FloatKnob, KnobSpace, LearnedPre
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, at_most, stamp
+from benchmarks.harness.tracking import frames_to_within
 from benchmarks.harness.vtk_volume import volume_property
 from raytracer import Camera, RenderSettings, Tracer, load_scene
 from raytracer.volume.volume_data import Volume, load_volume
@@ -229,11 +230,11 @@ def figures(run: dict, target: float, steady: int = STEADY) -> dict:
     """Tracking figures of one run (see the module's description)."""
     ratio = np.array(run["seconds"]) / target
     off = np.abs(ratio - 1)
-    within = np.flatnonzero(off[:steady] <= WITHIN)
+    first = frames_to_within(off[:steady], WITHIN)
     return {"mean_off_after_settle": float(off[SETTLE:].mean()),
             "p95_off_after_settle": float(np.percentile(off[SETTLE:], 95)),
             "worst_frame": float(ratio.max()), "worst_frame_after_first": float(ratio[1:].max()),
-            "first_frame_within_5pct": int(within[0]) + 1 if within.size else None,
+            "first_frame_within_5pct": None if first is None else first + 1,
             "dropped_frames": run["dropped"], "last_knobs": run["knobs"][-1]}
 
 

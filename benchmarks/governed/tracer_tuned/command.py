@@ -28,17 +28,23 @@ from autotune_app.animation import (
 )
 from autotune_app.report import emit
 from benchmarks.governed.tracer_tuned.goals import goals
-from benchmarks.governed.tracer_tuned.oracle import oracle_path
+from benchmarks.governed.tracer_tuned.oracle import DROP_ORDER, oracle_path
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from common.image_quality import psnr, ssim
 from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
-from governed.mesh.tuned_renderer import PROBE_PIXELS, TunedRenderer, knobs_of
+from governed.mesh.tuned_renderer import (
+    AO_LEVELS_PER_RAY,
+    PROBE_PIXELS,
+    TunedRenderer,
+    knobs_of,
+)
 from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
@@ -76,14 +82,14 @@ def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance
         spent += 3
         return (measure_settings(renderer, camera, s) - target) / target
 
-    for shadows, phong in ((True, True), (False, True), (False, False)):
+    for shadows, phong in DROP_ORDER:
         best = RenderSettings(0, 0.1, shadows, phong)
         best_err = error(best)
         if best_err <= tolerance:
             break
     lo, hi = 0.0, float(MAX_AO_RAYS)
     for _ in range(steps if best_err < -tolerance else 0):
-        mid = round((lo + hi) * 2) / 4  # quarter rays, the knob's own step
+        mid = round((lo + hi) / 2 * AO_LEVELS_PER_RAY) / AO_LEVELS_PER_RAY  # the knob's step
         if mid in (lo, hi):
             break
         s = RenderSettings(mid, 0.1, shadows, phong)
@@ -169,18 +175,12 @@ def step_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, he
     model = np.array([abs(x.corrected - x.measured) / x.measured for x in logs])
     after = err[step_at:]
     return {"step_at": step_at, "frames": len(logs),
-            "frames_to_within_5pct_of_target": frames_to_within(after),
-            "frames_to_model_within_5pct": frames_to_within(model[step_at:]),
+            "frames_to_within_5pct_of_target": frames_to_within(after, STEP_TOLERANCE),
+            "frames_to_model_within_5pct": frames_to_within(model[step_at:], STEP_TOLERANCE),
             "median_error_before_step": float(np.median(err[:step_at])),
             "median_error_from_5_frames_after": float(np.median(after[5:])) if after.size > 5
             else None,
             "per_frame": logs_to_dicts(logs)}
-
-
-def frames_to_within(errors: np.ndarray, tolerance: float = STEP_TOLERANCE) -> int | None:
-    """Frames from the first of ``errors`` until one is within ``tolerance`` (None: never)."""
-    back = np.flatnonzero(errors <= tolerance)
-    return int(back[0]) if back.size else None
 
 
 def load_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, height: int,
@@ -206,8 +206,10 @@ def load_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, he
     return {"feedback": feedback, "load_processes": processes, "load_from": start_at,
             "load_until": stop_at, "frames": len(logs),
             "load_ended_before_stop": bool(ended_early and ended_early[0]),
-            "frames_to_within_5pct_after_load_starts": frames_to_within(err[start_at:stop_at]),
-            "frames_to_within_5pct_after_load_stops": frames_to_within(err[stop_at:]),
+            "frames_to_within_5pct_after_load_starts": frames_to_within(err[start_at:stop_at],
+                                                                        STEP_TOLERANCE),
+            "frames_to_within_5pct_after_load_stops": frames_to_within(err[stop_at:],
+                                                                       STEP_TOLERANCE),
             "frames_outside_5pct_under_load": int((err[start_at:stop_at] > STEP_TOLERANCE).sum()),
             "frames_outside_5pct_after_load": int((err[stop_at:] > STEP_TOLERANCE).sum()),
             "median_error_before_load": float(np.median(err[:start_at])),

@@ -14,13 +14,16 @@ from __future__ import annotations
 import numpy as np
 
 from autotune_app.animation import frame_times, measure_settings
-from governed.mesh.tuned_renderer import TunedRenderer
+from governed.mesh.tuned_renderer import AO_LEVELS_PER_RAY, TunedRenderer
 from raytracer.camera import Camera
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings
 
 ORACLE_EVERY = 5  # a sampled view every this many frames of the path
 FRESH_FRAMES = 3  # frames of the chosen setting its error is measured on
-AO_STEP = 0.25  # the AO knob's step (quarter rays)
+AO_STEP = 1.0 / AO_LEVELS_PER_RAY  # the AO knob's step
+# (shadows, phong) with AO off, best look first: shadows dropped first, then Phong (the order
+# the fixed baseline's bisection tries them too)
+DROP_ORDER = ((True, True), (False, True), (False, False))
 
 
 def best_under_target(renderer: TunedRenderer, camera: Camera, target: float
@@ -34,7 +37,7 @@ def best_under_target(renderer: TunedRenderer, camera: Camera, target: float
         spent += 3
         return measure_settings(renderer, camera, s) <= target
 
-    for shadows, phong in ((True, True), (False, True), (False, False)):
+    for shadows, phong in DROP_ORDER:
         if fits(RenderSettings(0, renderer.ao_radius, shadows, phong)):
             break
     else:
