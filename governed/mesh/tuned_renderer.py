@@ -127,9 +127,9 @@ class RayTraceModel:
         """Each phase's seconds of ``settings`` on ``workload``: read from the candidates'
         table (a new workload's candidates are priced at once: the search prices them all
         next), else computed (the last few remembered) where no search has priced any."""
-        if self._candidates is not None and self._candidates[0][0] != workload:
-            self._price_candidates(workload, self._candidates[1])
-        if self._candidates is not None and self._candidates[0][0] == workload:
+        if self._candidates is not None:
+            if self._candidates[0][0] != workload:
+                self._price_candidates(workload, self._candidates[1])
             ao, shadows, phong = self._candidates[1]
             at = np.flatnonzero((ao == settings.ao_rays) & (shadows == settings.shadows)
                                 & (phong == settings.phong))
