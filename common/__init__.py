@@ -1,3 +1,4 @@
 """General utilities under every layer: files written atomically, versioned JSON, image
-quality (SSIM/PSNR), lazy package exports. Imports nothing of this project.
+quality (SSIM/PSNR), lazy package exports, the user's cache folder and numba's cache keyed on
+the sources a compiled function reads. Imports nothing of this project above it.
 """

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raytracer.device import jit_cache
-from raytracer.device.jit_cache import cache_root, imported_files, source_digest
+from common import jit_cache
+from common.jit_cache import cache_root, imported_files, source_digest
 
 
 def _fresh(monkeypatch, root: Path) -> None:
@@ -50,9 +50,10 @@ def test_a_numba_cache_dir_the_user_set_is_kept(monkeypatch, tmp_path):
     assert cache_root().is_relative_to(tmp_path)
 
 
-def test_package_modules_are_found_from_the_device_layer():
-    """jit_cache lives in raytracer/device/ but keys on every module of the packages that hold
-    numba code (the governed volume renderer's probe is one), and on nothing else."""
+def test_package_modules_are_found_from_the_common_layer():
+    """jit_cache lives in common/ but keys on every module of the packages that hold numba code
+    (the governed volume renderer's probe and the tuner's grid selection among them), and on
+    nothing else."""
     import raytracer
 
     root = Path(raytracer.__file__).resolve().parent
@@ -60,6 +61,7 @@ def test_package_modules_are_found_from_the_device_layer():
     assert jit_cache.module_file("raytracer.mesh.tracer") == root / "mesh" / "tracer.py"
     assert (jit_cache.module_file("governed.volume.workload_probe")
             == root.parent / "governed" / "volume" / "workload_probe.py")
+    assert jit_cache.module_file("autotune.search") == root.parent / "autotune" / "search.py"
     assert jit_cache.module_file("numpy") is None
     assert jit_cache.module_file("raytracer.device.choice") == root / "device" / "choice.py"
     assert jit_cache.module_file("raytracer.device") == root / "device" / "__init__.py"

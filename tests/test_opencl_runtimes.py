@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.cache_folder import CACHE_ENV
 from raytracer.device import choice as od
 from raytracer.device import runtimes as rt
 from raytracer.device.choice import DeviceError, DeviceInfo
@@ -92,7 +93,7 @@ def test_importing_raytracer_sets_nothing_up_and_the_first_device_query_does(tmp
     runtimes first (what a user gets after `pip install`: nothing set by hand, every pip runtime
     listed, PoCL compiling with work-item loops)."""
     env = {k: v for k, v in os.environ.items() if k not in (rt.VENDORS_ENV, rt.POCL_METHOD_ENV)}
-    env[rt.CACHE_ENV] = str(tmp_path)
+    env[CACHE_ENV] = str(tmp_path)
     out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], env=env, capture_output=True,
                          text=True, check=True).stdout
     imported, files, listed, platforms = json.loads(out)
@@ -242,7 +243,7 @@ def test_traits_are_cached_per_device(tmp_path, monkeypatch):
     from raytracer.device import traits as dt
 
     info, dev = od.choose_device()
-    monkeypatch.setenv(rt.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
     monkeypatch.setattr(dt, "_memo", {})
     first = device_traits(dev)
     files = list((tmp_path / "devices").glob("*.json"))

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from common.jit_cache import njit
 from raytracer.camera import Camera
-from raytracer.device.jit_cache import njit
 from raytracer.volume.empty_space import empty_blocks, minmax_grid
 from raytracer.volume.partition import Partition
 from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, SKIP_BLOCK

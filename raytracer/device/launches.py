@@ -41,7 +41,8 @@ from pathlib import Path
 
 import pyopencl as cl
 
-from raytracer.device.runtimes import cache_dir, store_cache_file
+from common.cache_folder import cache_dir
+from raytracer.device.runtimes import store_cache_file
 from raytracer.device.traits import traits_key
 from raytracer.mesh.phases import TILE, simd_lanes
 

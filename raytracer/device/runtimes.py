@@ -35,9 +35,10 @@ from collections.abc import Mapping, MutableMapping
 from importlib import metadata
 from pathlib import Path
 
+from common.cache_folder import cache_dir
+
 VENDORS_ENV = "OCL_ICD_VENDORS"
 SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
-CACHE_ENV = "AUTOTUNE_CACHE_DIR"
 COMPUTE_UNITS_ENV = "AUTOTUNE_COMPUTE_UNITS"
 # the documented thread-count setting of each CPU runtime that has one (limit_cpu_threads)
 THREAD_LIMIT_ENV = {"pocl": "POCL_MAX_PTHREAD_COUNT", "intel-cpu": "DPCPP_CPU_NUM_CUS"}
@@ -54,13 +55,6 @@ DRIVER_FOLDERS = ("/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/
 _registered: str | None = None
 _prepared = False
 
-
-def cache_dir() -> Path:
-    """``$AUTOTUNE_CACHE_DIR``, else ``$XDG_CACHE_HOME/autotune``, else ``~/.cache/autotune``."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "autotune"
 
 
 def store_cache_file(path: Path, document: dict) -> None:

@@ -22,7 +22,7 @@ an AMD Zen 5 fails with ``unknown target CPU 'generic'``); Intel's CPU runtime r
   OS's (``cpufreq``'s maximum, else ``/proc/cpuinfo``), else measured from a chain of dependent
   one-cycle integer operations. The source is kept beside the figure.
 
-Results live in ``<cache>/devices/<key>.json`` (see :func:`raytracer.device.runtimes.cache_dir`),
+Results live in ``<cache>/devices/<key>.json`` (see :func:`common.cache_folder.cache_dir`),
 keyed by platform, device, driver and, for CPU devices, the host CPU's family and model, so a
 driver update or another CPU measures again.
 """
@@ -42,9 +42,10 @@ from pathlib import Path
 import numpy as np
 import pyopencl as cl
 
+from common.cache_folder import cache_dir
 from common.cpu_info import cpuinfo
 from raytracer.device.event_time import event_seconds
-from raytracer.device.runtimes import cache_dir, prepare_runtimes, store_cache_file
+from raytracer.device.runtimes import prepare_runtimes, store_cache_file
 
 TRAITS_VERSION = 6  # 6: a GPU driver's reported warp width where it gives one
 WIDTH_ATTEMPTS = 3  # measurements of the SIMD width at most

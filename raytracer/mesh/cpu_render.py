@@ -6,7 +6,7 @@ render a reference image that the OpenCL output must match. The math mirrors
 and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl`` (``trace_packet``
 as the packet kernels do), so the per-pixel counters (nodes visited, leaves tested; a packet's
 triangles tested) match the kernels'. (Compiled code is cached under the digest of this
-file, of ``traversal.py`` and of the ``bvh`` package: :mod:`raytracer.device.jit_cache`.)
+file, of ``traversal.py`` and of the ``bvh`` package: :mod:`common.jit_cache`.)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import math
 import numba as nb
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 from raytracer.mesh.phases import RAY_PACKET
 from raytracer.mesh.traversal import trace, trace_packet
 

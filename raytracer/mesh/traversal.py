@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 from raytracer.mesh.bvh import CHILD_COUNT, CHILD_INDEX, KERNEL_STACK, WIDTH, plane
 
 EPS_DIR = 1e-12

@@ -13,8 +13,8 @@ import math
 import numba
 import numpy as np
 
+from common.jit_cache import njit
 from raytracer.camera import Camera
-from raytracer.device.jit_cache import njit
 from raytracer.volume.partition import Brick, whole_brick
 from raytracer.volume.raycaster import owned_box, stopping_opacity, validate_knobs
 from raytracer.volume.transfer_function import LUT_SIZE, TransferFunction

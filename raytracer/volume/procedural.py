@@ -11,7 +11,7 @@ import math
 import numba
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 ML_FM = 6.0  # Marschner & Lobb (1994): f_M = 6, alpha = 0.25 on [-1, 1]^3
 ML_ALPHA = 0.25

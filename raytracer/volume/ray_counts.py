@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 
 class CountTotals(NamedTuple):

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 NUMBA_MIN_PIXELS = 1 << 15
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 
 def upscale(image: np.ndarray, width: int, height: int) -> np.ndarray:

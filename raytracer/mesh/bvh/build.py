@@ -22,7 +22,7 @@ import time
 import numba as nb
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 from raytracer.mesh.bvh.checks import checked_triangles
 from raytracer.mesh.bvh.collapse import finish_bvh
 from raytracer.mesh.bvh.layout import BVH, STACK

@@ -15,7 +15,7 @@ import time
 import numba as nb
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 from raytracer.mesh.bvh.cost import area, binary_sah, box_area
 from raytracer.mesh.bvh.layout import (
     BVH,

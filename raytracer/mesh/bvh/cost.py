@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 TRAVERSAL_COST = 1.0
 INTERSECT_COST = 1.0  # one leaf test: up to leaf_size triangles, tested at once

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 
 WIDTH = 8  # children per node
 NODE_FLOATS = 8 * WIDTH  # one node: six planes, indices and counts, WIDTH lanes each

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from raytracer.device.jit_cache import njit
+from common.jit_cache import njit
 from raytracer.mesh.bvh.cost import area, is_leaf, sides_cost
 
 SMALL_NODE = 16  # nodes up to this many triangles get an exact sweep instead of bins

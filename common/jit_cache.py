@@ -20,12 +20,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from raytracer.device.runtimes import cache_dir
+from common.cache_folder import cache_dir
 
-#: The project's packages that hold numba-compiled code or constants it reads (the governed
-#: volume renderer's workload probe is compiled too); a module of any other package is not keyed.
-PACKAGES = ("raytracer", "governed", "common")
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the folder holding raytracer/ and its siblings
+#: The project's packages that hold numba-compiled code or constants it reads (the renderers'
+#: CPU kernels, the governed volume renderer's workload probe, the tuner's grid selection); a
+#: module of any other package is not keyed.
+PACKAGES = ("autotune", "models", "raytracer", "governed", "common")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]  # the folder holding raytracer/ and its siblings
 
 
 def module_file(name: str) -> Path | None:
@@ -83,7 +84,7 @@ def source_digest(path: Path) -> str:
 
 def cache_root() -> Path:
     """``$NUMBA_CACHE_DIR/autotune-keyed`` if the user set one, else the package's cache
-    folder (:func:`raytracer.device.runtimes.cache_dir`) ``/numba``."""
+    folder (:func:`common.cache_folder.cache_dir`) ``/numba``."""
     user = os.environ.get("NUMBA_CACHE_DIR")
     return Path(user) / "autotune-keyed" if user else cache_dir() / "numba"
 
