@@ -16,6 +16,7 @@ from autotune import (
     KnobSpace,
     PIController,
     Predictor,
+    PredictorError,
 )
 
 SPACE = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows")])
@@ -81,6 +82,56 @@ def test_nothing_fits_gives_cheapest_over_budget() -> None:
     choice = GridSearch(SPACE).run(Predictor(model), 1.0, 0.001)
     assert choice.over_budget and choice.knobs == {"ao_rays": 0, "shadows": False}
     assert choice.predicted == pytest.approx(A)
+
+
+def rule_by_enumeration(quality: np.ndarray, predicted: np.ndarray, correction: float,
+                        target: float, previous: int | None, hysteresis: float) -> int:
+    """The module's selection rule, written out plainly over every candidate."""
+    corrected = correction * predicted
+
+    def best(limit: float) -> int | None:
+        fits = [i for i in range(len(predicted)) if corrected[i] <= limit]
+        if not fits:
+            return None
+        top = max(quality[i] for i in fits)
+        return min((i for i in fits if quality[i] == top), key=lambda i: (predicted[i], i))
+
+    if previous is not None and corrected[previous] <= target:
+        roomy = best(target * (1 - hysteresis))
+        if roomy is None or quality[roomy] <= quality[previous]:
+            return previous
+    pick = best(target)
+    return int(np.argmin(predicted)) if pick is None else pick
+
+
+def test_compiled_selection_keeps_the_rule_on_random_prices() -> None:
+    """Random prices (with equal ones), corrections, targets and previous settings on a space
+    whose quality has ties: the grid search picks what plain enumeration picks."""
+    space = KnobSpace([IntKnob("a", 0, 7), IntKnob("b", 0, 5)],
+                      quality=lambda c: np.minimum(c["a"], 5) + 2.0 * (c["b"] // 2))
+    search = GridSearch(space, hysteresis=0.05)
+    quality = space.quality(space.grid())
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        predicted = np.round(rng.uniform(0.5, 2.0, space.size), 1)  # ties in price too
+        correction, target = rng.uniform(0.8, 1.2), rng.uniform(0.4, 2.2)
+        previous = None if rng.random() < 0.3 else int(rng.integers(space.size))
+        choice = search.run(Predictor(lambda c, p=predicted: p), correction, target,
+                            None if previous is None else space.at_index(previous))
+        want = rule_by_enumeration(quality, predicted, correction, target, previous, 0.05)
+        assert space.index_of(choice.knobs) == want or (
+            quality[space.index_of(choice.knobs)] == quality[want]
+            and predicted[space.index_of(choice.knobs)] == predicted[want])
+        assert choice.over_budget == (correction * predicted[want] > target)
+
+
+@pytest.mark.parametrize("bad, kind", [(np.nan, "non-finite"), (-1.0, "negative")])
+def test_grid_search_names_a_predictor_s_bad_value(bad: float, kind: str) -> None:
+    prices = np.linspace(1.0, 2.0, SPACE.size)
+    prices[7] = bad
+    with pytest.raises(PredictorError) as err:
+        GridSearch(SPACE).run(Predictor(lambda c: prices), 1.0, 1.5)
+    assert err.value.kind == kind
 
 
 def test_bisection_matches_grid_when_greedy_order_is_right() -> None:

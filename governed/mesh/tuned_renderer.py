@@ -107,6 +107,7 @@ class RayTraceModel:
         # the last workload's candidates (their arrays) and their phases before factors
         self._candidates: tuple[tuple, list[np.ndarray], CandidatePhases] | None = None
         self._phases: dict[tuple, dict[str, float]] = {}
+        self._index: tuple[list[np.ndarray], dict] | None = None  # _candidate_index's
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
                       phase_factors: dict[str, float] | None = None) -> np.ndarray:
@@ -116,25 +117,43 @@ class RayTraceModel:
         return self._candidates[2].total(phase_factors)
 
     def _price_candidates(self, workload: Workload, arrays: list[np.ndarray]) -> None:
-        """The candidates' phases on ``workload``, unless they are the ones priced last."""
+        """The candidates' phases on ``workload``, unless they are the ones priced last (the
+        same read-only arrays, a search's grid, are known without reading them)."""
+        last = self._candidates
+        if last is not None and all(a is b and not a.flags.writeable
+                                    for a, b in zip(arrays, last[1], strict=True)):
+            if last[0][0] is workload:
+                return
+            arrays = last[1]  # the same candidates: their index stays (_candidate_index)
         key = (workload, *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
-        if self._candidates is None or self._candidates[0] != key:
+        if last is None or last[0] != key:
             self._candidates = (key, arrays, candidate_phase_seconds(
                 self.profile, self.counts, workload, *arrays, TILE * TILE, self.calibration,
                 self.active_blocks))
+
+    def _candidate_index(self) -> dict[tuple[float, bool, bool], int]:
+        """The candidates' positions by setting (the first of equal ones), built once per
+        candidate arrays: the governed loop looks a setting up two or three times a frame."""
+        arrays = self._candidates[1]
+        if self._index is None or self._index[0] is not arrays:
+            index: dict[tuple[float, bool, bool], int] = {}
+            for i, setting in enumerate(zip(*(np.ravel(a).tolist() for a in arrays),
+                                            strict=True)):
+                index.setdefault((float(setting[0]), bool(setting[1]), bool(setting[2])), i)
+            self._index = (arrays, index)
+        return self._index[1]
 
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
         """Each phase's seconds of ``settings`` on ``workload``: read from the candidates'
         table (a new workload's candidates are priced at once: the search prices them all
         next), else computed (the last few remembered) where no search has priced any."""
         if self._candidates is not None:
-            if self._candidates[0][0] != workload:
+            if self._candidates[0][0] is not workload and self._candidates[0][0] != workload:
                 self._price_candidates(workload, self._candidates[1])
-            ao, shadows, phong = self._candidates[1]
-            at = np.flatnonzero((ao == settings.ao_rays) & (shadows == settings.shadows)
-                                & (phong == settings.phong))
-            if at.size:
-                return self._candidates[2].at(int(at[0]))
+            at = self._candidate_index().get(
+                (float(settings.ao_rays), bool(settings.shadows), bool(settings.phong)))
+            if at is not None:
+                return self._candidates[2].at(at)
         key = (workload, settings)
         if key not in self._phases:
             if len(self._phases) >= PHASE_MEMO:
@@ -292,7 +311,7 @@ class TunedRenderer(Governed):
         """Everything a probe's workload depends on besides the camera and the geometry."""
         p = self.probe
         return (self.width, self.height, p.ao_radius, p.ao_samples, p.factor, p.min_pixels,
-                p.simd_width, tuple(map(float, self.scene.light)))
+                p.simd_width, tuple(np.asarray(self.scene.light, np.float64).tolist()))
 
     def _measure(self, camera: Camera) -> tuple[Workload | None, float]:
         """The view's workload and the seconds this frame spent measuring it: none for a

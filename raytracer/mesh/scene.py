@@ -71,8 +71,10 @@ class Scene:
         """(2, 3) array: min and max corner (computed once: callers ask every frame)."""
         return np.stack([self.vertices.min(axis=0), self.vertices.max(axis=0)])
 
-    @property
+    @cached_property
     def diagonal(self) -> float:
+        """Length of the bounds' diagonal (computed once: the governed loop asks every
+        frame)."""
         lo, hi = self.bounds
         return float(np.linalg.norm(hi - lo))
 
