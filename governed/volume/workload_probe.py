@@ -11,6 +11,7 @@ scaled from probe rays to image pixels: that is what the per-rank model prices.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -129,11 +130,12 @@ class RankWorkload:
     # same cache line)
     slice_crossing: float
 
-    @property
+    @functools.cached_property
     def roughness(self) -> NDArray[np.float64]:
         """(T, ranks) how much the non-empty length changes from one probe ray to the next,
         relative to its mean (0 where no ray walks any): what makes the lanes of a SIMD group
-        take unequal samples, so the group pays for its longest ray."""
+        take unequal samples, so the group pays for its longest ray. Computed once: the
+        frame's pricing and its feedback both read it."""
         return np.divide(self.neighbour_change, self.length,
                          out=np.zeros_like(self.neighbour_change), where=self.length > 0)
 
