@@ -45,7 +45,8 @@ def reference_frame_target(renderer: TunedRenderer, camera: Camera, repeats: int
     return target
 
 
-FULL_SETTINGS = RenderSettings(ao_rays=64, ao_radius=0.1, shadows=True, phong=True)
+FULL_SETTINGS = RenderSettings(ao_rays=64, ao_radius=0.1, shadows=True, phong=True,
+                               ao_history=False)
 
 
 def image_quality(tracer: Tracer, cameras: list[Camera], kept: dict[int, np.ndarray],

@@ -22,7 +22,8 @@ def test_the_recorded_frames_give_the_checks_own_heldout_error():
     reported = json.loads((H200 / "results.json").read_text())["steps"]
     assert len(recorded.calibration) == reported["calibration"]["fit"]["frames"]
     assert len(recorded.heldout) == reported["heldout"]["frames"]
-    variant = gpu_refit.fit_variant(recorded, None, recorded.occupancy)
+    counts = gpu_refit.recorded_counts(H200, None, "kernel_counts.json")
+    variant = gpu_refit.fit_variant(recorded, counts, recorded.occupancy)
     assert variant["heldout_frame_mean"] == pytest.approx(
         reported["heldout"]["errors"]["frame"]["mean"], rel=1e-6)
     assert variant["in_sample_frame_mean"] == pytest.approx(

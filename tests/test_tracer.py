@@ -7,6 +7,7 @@ import pyopencl as cl
 import pytest
 
 import raytracer.mesh.tracer as tracer_mod
+from raytracer.camera import Camera
 from raytracer.device.choice import DeviceError, choose_device
 from raytracer.mesh.reference_check import image_agreement, reference_render
 from raytracer.mesh.scene import SCENES
@@ -22,7 +23,9 @@ def reference(tracer: Tracer, settings: RenderSettings, seed: int):
 @pytest.mark.parametrize("name", sorted(SCENES))
 def test_image_matches_cpu_reference(tracers, name):
     tracer = tracers(name)
-    settings = RenderSettings(ao_rays=4, ao_radius=0.1, shadows=True, phong=True)
+    # the CPU reference renders one frame: no AO history from the frames before
+    settings = RenderSettings(ao_rays=4, ao_radius=0.1, shadows=True, phong=True,
+                              ao_history=False)
     frame = tracer.render(tracer.scene.camera, W, H, settings, seed=5)
     agreement = image_agreement(frame.image, reference(tracer, settings, 5)[0])
     assert frame.image.shape == (H, W, 4) and frame.image.dtype == np.uint8
@@ -31,10 +34,10 @@ def test_image_matches_cpu_reference(tracers, name):
     assert frame.image[..., :3].std() > 5  # not a blank image
 
 
-@pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False),
-                                      RenderSettings(2, 0.05, False, True),
-                                      RenderSettings(2.4, 0.1, True, True),
-                                      RenderSettings(3, 0.2, True, False)])
+@pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False, False),
+                                      RenderSettings(2, 0.05, False, True, False),
+                                      RenderSettings(2.4, 0.1, True, True, False),
+                                      RenderSettings(3, 0.2, True, False, False)])
 def test_knob_combinations_match_reference(tracers, settings):
     tracer = tracers("spheres")
     frame = tracer.render(tracer.scene.camera, W, H, settings, seed=1)
@@ -150,3 +153,47 @@ def test_fractional_ao_count_costs_between_its_neighbours(tracers):
         ao[rays] = frame.counters["ao"][..., 0].sum()
     assert ao[2] < ao[2.5] < ao[3]
     assert (ao[2.5] - ao[2]) / (ao[3] - ao[2]) == pytest.approx(0.5, abs=0.1)
+
+
+def _fresh(tracer: Tracer) -> None:
+    """Start the tracer's AO history afresh (a frame at another size resets it)."""
+    tracer.render(tracer.scene.camera, 8, 8, RenderSettings(1, 0.1, False, False))
+
+
+def test_ao_history_starts_from_the_frame_s_own_rays_and_converges_on_a_still_view(tracers):
+    tracer = tracers("dragon-small")
+    cam = tracer.scene.camera
+    reference_image = tracer.render(cam, W, H, RenderSettings(64, 0.1, False, False, False))
+    ref = reference_image.image[..., :3].astype(np.float64)
+
+    def error(settings: RenderSettings, seed: int) -> float:
+        image = tracer.render(cam, W, H, settings, seed=seed).image[..., :3]
+        return float(np.abs(image.astype(np.float64) - ref).mean())
+
+    on, off = RenderSettings(1, 0.1, False, False), RenderSettings(1, 0.1, False, False, False)
+    _fresh(tracer)
+    first = tracer.render(cam, W, H, on, seed=3).image
+    assert np.array_equal(first, tracer.render(cam, W, H, off, seed=3).image)
+    _fresh(tracer)
+    kept = [error(on, seed) for seed in range(10)]
+    alone = [error(off, seed) for seed in range(10)]
+    # a still view gathers about ten frames' rays: the error against 64 rays falls 4-5x
+    assert kept[-1] < 0.35 * kept[0]
+    assert min(alone) > 0.7 * alone[0]
+
+
+def test_ao_history_stays_with_the_surface_that_kept_it(tracers):
+    """After a cut to the view from behind, nearly every pixel is what a fresh history gives:
+    a surface seen for the first time takes no other's history."""
+    tracer = tracers("dragon-small")
+    cam = tracer.scene.camera
+    eye, target = np.asarray(cam.eye), np.asarray(cam.target)
+    behind = Camera(tuple(2 * target - eye), tuple(target), cam.up, cam.fov_y)
+    settings = RenderSettings(1, 0.1, False, False)
+    _fresh(tracer)
+    for seed in range(8):
+        tracer.render(cam, W, H, settings, seed=seed)
+    after_cut = tracer.render(behind, W, H, settings, seed=99).image
+    _fresh(tracer)
+    fresh = tracer.render(behind, W, H, settings, seed=99).image
+    assert np.all(after_cut == fresh, axis=-1).mean() > 0.9

@@ -3,10 +3,11 @@
 ``autotune bench gpu`` keeps what it measured beside its results: the calibration frames
 (``calibration_frames.json``) and the held-out frames (``heldout_frames.json``), each with its
 probe workload, knobs and kernel seconds per phase, the device profile its microbenchmarks
-measured (``calibrated_profile.json``) and the driver's instruction counts
-(``driver_kernel_counts.json``). This fits the model on the calibration frames as
-``autotune calibrate`` does and gives its error on the held-out frames, for each variant: the
-counts the product ships (clang's PTX) or the driver's, with the occupancy the kernels'
+measured (``calibrated_profile.json``), the driver's instruction counts
+(``driver_kernel_counts.json``) and clang's of the kernels it ran (``kernel_counts.json``; a
+check without them is read with the counts shipped now). This fits the model on the
+calibration frames as ``autotune calibrate`` does and gives its error on the held-out frames,
+for each variant: clang's counts (the product's) or the driver's, with the occupancy the kernels'
 registers allow or the profile's one figure. A model change is then measured on the GPU's own
 frames on any machine.
 
@@ -56,6 +57,14 @@ class Recorded:
                    steps.get("calibration", {}).get("occupancy"))
 
 
+def recorded_counts(folder: Path, heldout: Path | None, name: str) -> Path | None:
+    """The counts file ``name`` a check kept (``folder``'s, else ``heldout``'s check's), or
+    None: ``kernel_counts.json`` holds clang's counts of the kernels it ran (the shipped ones
+    may since have changed), ``driver_kernel_counts.json`` the driver's."""
+    return next((f / name for f in (folder, heldout)
+                 if f is not None and (f / name).is_file()), None)
+
+
 def fit_variant(recorded: Recorded, counts_path: Path | None,
                 occupancy: dict[str, int] | None) -> dict:
     """Fit on the calibration frames with these counts (None: the shipped, clang's) and this
@@ -75,10 +84,9 @@ def refit(folder: Path, heldout: Path | None = None) -> dict:
     """Held-out error of the model fitted on the calibration frames, per variant (the driver's
     counts from ``folder``, else from ``heldout``'s check)."""
     recorded = Recorded.read(folder, heldout)
-    driver = next((f / "driver_kernel_counts.json" for f in (folder, heldout)
-                   if f is not None and (f / "driver_kernel_counts.json").is_file()),
-                  folder / "driver_kernel_counts.json")
-    counts = {"clang": None, **({"driver": driver} if driver.is_file() else {})}
+    driver = recorded_counts(folder, heldout, "driver_kernel_counts.json")
+    counts = {"clang": recorded_counts(folder, heldout, "kernel_counts.json"),
+              **({"driver": driver} if driver is not None else {})}
     occupancies = {"profile_figure": None,
                    **({"occupancy": recorded.occupancy} if recorded.occupancy else {})}
     variants = {f"{c}_counts+{o}": fit_variant(recorded, path, occ)

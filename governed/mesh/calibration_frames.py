@@ -55,15 +55,21 @@ class Sample:
     kernels: str = ""  # the kernels that rendered it (instruction_counts.kernels_fingerprint)
 
     def to_dict(self) -> dict:
-        """Plain JSON of the frame (what a recording of calibration or held-out frames keeps)."""
-        return {"scene": self.scene, "settings": dataclasses.asdict(self.settings),
+        """Plain JSON of the frame (what a recording of calibration or held-out frames keeps);
+        a frame whose AO kept no history says so by leaving ``ao_history`` out, as every
+        frame recorded before the history existed does."""
+        settings = dataclasses.asdict(self.settings)
+        if not settings["ao_history"]:
+            del settings["ao_history"]
+        return {"scene": self.scene, "settings": settings,
                 "workload": self.workload.to_dict(), "phase_seconds": self.phase_seconds,
                 "event_seconds": self.event_seconds, "kernels": self.kernels}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
         """The frame :meth:`to_dict` wrote."""
-        return cls(Workload(**d["workload"]), RenderSettings(**d["settings"]),
+        return cls(Workload(**d["workload"]),
+                   RenderSettings(**{"ao_history": False, **d["settings"]}),
                    dict(d["phase_seconds"]), dict(d.get("event_seconds", {})), d.get("scene", ""),
                    d.get("kernels", ""))
 

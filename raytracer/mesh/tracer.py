@@ -24,6 +24,9 @@ from raytracer.mesh.phases import PACKET_PHASES, PHASE_LIST, RAY_PACKET, TRACING
 from raytracer.mesh.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
+#: What the AO history keeps of the rays before each frame: 0.9, about the last ten frames'
+#: rays (temporal anti-aliasing keeps 0.9-0.95 of its history the same way)
+AO_HISTORY_KEEP = 0.9
 MAX_PIXELS = 16384 * 16384
 # the device layer's math macros, shared with the volume caster
 SHARED_KERNEL_FILES = ("rtmath.cl",)
@@ -47,6 +50,10 @@ class RenderSettings:
     ao_radius: float = 0.1  # fraction of the scene diagonal
     shadows: bool = True
     phong: bool = True
+    # AO kept over frames: the last frames' rays where they saw the same surface, reprojected
+    # and spread a pixel a frame (kernels/tracer.cl, ao); off, a frame's AO is its own rays
+    # alone (a reference image, a ray-throughput measurement)
+    ao_history: bool = True
 
     def validate(self) -> None:
         if not (math.isfinite(self.ao_rays) and 0 <= self.ao_rays <= MAX_AO_RAYS):
@@ -159,6 +166,10 @@ class Tracer:
         self._image = cl.Buffer(self.context, mf.WRITE_ONLY, 4 * n)
         self._counter_bufs = {p: cl.Buffer(self.context, mf.READ_WRITE, 8 * n)
                               for p in TRACING_PHASES} if self.counters else {}
+        # the AO history, two of each (the last frame's read, this frame's written)
+        self._history = [cl.Buffer(self.context, mf.READ_WRITE, 8 * n) for _ in range(2)]
+        self._depth = [cl.Buffer(self.context, mf.READ_WRITE, 4 * n) for _ in range(2)]
+        self._history_from: tuple[np.ndarray, float] | None = None  # its camera, AO radius
         self._size = (width, height)
 
     def launch(self, phase: str, camera: Camera, width: int, height: int,
@@ -187,11 +198,34 @@ class Tracer:
             radius = np.float32(settings.ao_radius * self.scene.diagonal)
             return k(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
                      np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
-                     self._hits, self._occ, *extra)
+                     self._hits, self._occ, *self._ao_history(camera, width, height, settings),
+                     *extra)
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
                          | (4 if ao_rays > 0 else 0))
         return k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
                  self._hits, self._vis, self._occ, self._image)
+
+    def _ao_history(self, camera: Camera, width: int, height: int, settings: RenderSettings
+                    ) -> tuple:
+        """The AO kernel's history arguments: what it keeps of the last frame's sums, that
+        frame's camera (forward axis and pixel steps scaled for reprojection), the buffers it
+        reads and those it writes. A frame without history keeps nothing and writes nothing;
+        the first frame with it (or after a resize, another AO radius, a frame without it)
+        reads nothing and starts one."""
+        keep = np.float32(AO_HISTORY_KEEP if settings.ao_history else 0.0)
+        last = self._history_from
+        valid = (settings.ao_history and last is not None
+                 and last[1] == settings.ao_radius)
+        basis = last[0] if valid else np.zeros((5, 4), np.float32)
+        read, write = self._history[0], self._history[1]
+        last_depth, depth = self._depth[0], self._depth[1]
+        if settings.ao_history:
+            self._history.reverse()
+            self._depth.reverse()
+            self._history_from = (history_basis(camera, width, height), settings.ao_radius)
+        else:
+            self._history_from = None
+        return (keep, *basis, read, last_depth, write, depth)
 
     def time_phase(self, phase: str, camera: Camera, width: int, height: int,
                    settings: RenderSettings = RenderSettings(), seed: int = 0) -> float:
@@ -227,6 +261,17 @@ class Tracer:
         out = np.empty((h, w, 4), np.float32)
         cl.enqueue_copy(self.queue, out, self._hits).wait()
         return out
+
+
+def history_basis(camera: Camera, width: int, height: int) -> np.ndarray:
+    """(5, 4) float32 what the AO kernel reprojects a point into this camera's image with: its
+    eye, the direction through the image's top-left corner, its forward axis, and its pixel
+    steps each divided by its squared length."""
+    eye, top_left, du, dv = camera.basis(width, height).astype(np.float64)
+    forward = top_left + du * (width / 2) + dv * (height / 2)  # through the image's centre
+    forward /= np.linalg.norm(forward)
+    rows = [eye, top_left, forward, du / du.dot(du), dv / dv.dot(dv)]
+    return np.array([np.append(r, 0.0) for r in rows], np.float32)
 
 
 def kernel_for(kernel: str, launch: Launch) -> str:

@@ -49,7 +49,7 @@ from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 
-FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True)
+FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True, ao_history=False)
 PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
 PI_GAIN_GRID = tuple((kp, ki) for kp in (0.02, 0.05, 0.15) for ki in (0.05, 0.15, 0.4))
 CONTROLLED = ("frame the user waits for: the tuner's work (probe, choice, bookkeeping) + "

@@ -95,12 +95,47 @@ __kernel void shadow(__global const float8* nodes, __global const float4* tris,
     STORE_COUNTERS(i);
 }
 
+/* The previous frame's AO sums around where world point p was in its image, by that
+ * frame's camera (its eye, the direction through its top-left corner, its forward axis, its
+ * pixel steps divided by their squared length): the mean of the 3x3 pixels there that saw the
+ * same surface (their depth, the distance along the pixel's ray, within 2 % of p's), so
+ * that each frame also spreads the history a pixel. (0, 0) where none did. */
+#define KEPT_PIXEL(ox, oy) {                                                              \
+        int xx = cx + (ox), yy = cy + (oy);                                               \
+        if (xx >= 0 && yy >= 0 && xx < width && yy < height) {                            \
+            int k = yy * width + xx;                                                      \
+            float seen = depth[k];                                                        \
+            if (FABS(seen - far) <= 0.02f * seen) { sum += history[k]; count += 1.0f; }   \
+        }                                                                                 \
+    }
+ALWAYS_INLINE float2 kept_sums(float3 p, float4 eye, float4 top_left, float4 forward,
+                               float4 du_scaled, float4 dv_scaled, int width, int height,
+                               __global const float2* history, __global const float* depth) {
+    float3 w = p - eye.xyz;
+    float s = DOT3(w, forward.xyz);
+    float2 sum = (float2)(0.0f, 0.0f);
+    if (s <= 0.0f) return sum;
+    float3 q = w / s - top_left.xyz;
+    float px = DOT3(q, du_scaled.xyz), py = DOT3(q, dv_scaled.xyz);
+    if (!(px >= 0.0f && py >= 0.0f && px < (float)width && py < (float)height)) return sum;
+    int cx = (int)px, cy = (int)py;
+    float far = length3(w), count = 0.0f;
+    KEPT_PIXEL(-1, -1) KEPT_PIXEL(0, -1) KEPT_PIXEL(1, -1)
+    KEPT_PIXEL(-1, 0) KEPT_PIXEL(0, 0) KEPT_PIXEL(1, 0)
+    KEPT_PIXEL(-1, 1) KEPT_PIXEL(0, 1) KEPT_PIXEL(1, 1)
+    return count > 0.0f ? sum / count : sum;
+}
+
 __kernel void ao(__global const float8* nodes, __global const float4* tris,
                  __global const float4* normals,
                  const float4 eye, const float4 top_left, const float4 du, const float4 dv,
                  const int width, const int height, const float ao_rays, const float ao_radius,
                  const float scene_scale, const uint seed,
-                 __global const float4* hits, __global float* occlusion COUNTER_ARG) {
+                 __global const float4* hits, __global float* occlusion,
+                 const float keep, const float4 last_eye, const float4 last_top_left,
+                 const float4 last_forward, const float4 last_du, const float4 last_dv,
+                 __global const float2* last_history, __global const float* last_depth,
+                 __global float2* history, __global float* depth COUNTER_ARG) {
     int x = get_global_id(0), y = get_global_id(1);
     if (x >= width || y >= height) return;
     int i = y * width + x;
@@ -138,6 +173,23 @@ __kernel void ao(__global const float8* nodes, __global const float4* tris,
             dir = next;
         }
         open = 1.0f - (float)blocked / (float)rays;
+    }
+    /* AO kept over frames (keep > 0): this frame's open rays and rays, plus keep times the
+     * sums where the previous frame saw the same surface, reprojected; AO depends on the
+     * point and its normal only, so it carries from view to view */
+    float2 sums = prim >= 0 && rays > 0 ? (float2)(open * (float)rays, (float)rays)
+                                        : (float2)(0.0f, 0.0f);
+    float seen = -1.0f;
+    if (keep > 0.0f && prim >= 0) {
+        float3 p = eye.xyz + h.x * primary_dir(top_left, du, dv, x, y);
+        seen = h.x;
+        sums += keep * kept_sums(p, last_eye, last_top_left, last_forward, last_du, last_dv,
+                                 width, height, last_history, last_depth);
+        open = sums.y > 0.0f ? sums.x / sums.y : 1.0f;
+    }
+    if (keep > 0.0f) {
+        history[i] = sums;
+        depth[i] = seen;
     }
     occlusion[i] = open;
     STORE_COUNTERS(i);
