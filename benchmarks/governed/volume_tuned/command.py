@@ -15,6 +15,7 @@ from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.governed.volume_tuned.report import goals, plot, probe_and_form
 from benchmarks.governed.volume_tuned.volume_sets import CALIBRATION_ALSO, CALIBRATION_VOLUME, MARK
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from common.atomic_files import check_output_dir, output_dir
 from raytracer.mpi.launch import launch
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"volumes calibrated on (the first must be {CALIBRATION_VOLUME}, "
                              "the governed one)")
     opt.add_plots(parser)
+    parser.add_argument("--save", action="store_true",
+                        help="also write results/<machine>/volume_tuned_<size>_<runtime>.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         emit(figures, True)
     else:
         emit(brief(figures), False, "Governed distributed volume renderer")
+    if args.save:
+        save_result(f"volume_tuned_{args.size}_{figures['runtime']}.json", figures)
     return 0
 
 

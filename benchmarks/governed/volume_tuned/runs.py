@@ -225,6 +225,8 @@ def worker(args: argparse.Namespace) -> int:
                                              calib_frames, own_frames, comm)
     node = tuned.renderer.node  # the machine's cores and ranks, as the renderer shares them
     out.update(figures, cores=node.cores, oversubscribed=node.oversubscribed)
+    info = getattr(tuned.renderer.local, "device_info", None)
+    out["runtime"] = info.runtime if info is not None else "host"  # what rank 0 renders with
 
     # the target: half the first view's full-quality frame time (rank 0's; the other ranks
     # take it from each frame's state)
