@@ -116,10 +116,7 @@ class GridSearch:
             np.int64)
         self._last: tuple[dict[str, Any], int] | None = None  # the last pick and its index
         self._settings: dict[int, dict[str, Any]] = {}  # the settings picked so far, by index
-        # compiled (or loaded from numba's cache) here, when the tuner is set up, not in a frame
         self._select = compiled_select()
-        self._select(np.ones(space.size), 1.0, 1.0, -1, self.hysteresis, self._order,
-                     self._tie_end, self.quality)
 
     def _index_of(self, knobs: Mapping[str, Any]) -> int:
         """Position of ``knobs`` in the grid: the last pick's without a lookup."""
@@ -193,9 +190,13 @@ def _select(predicted: np.ndarray, correction: float, target: float, previous: i
 
 @functools.cache
 def compiled_select() -> Callable[..., int]:
-    """:func:`_select` compiled by numba (cached on disk: :mod:`common.jit_cache`); numba is
-    imported here, on the first grid search, not with ``import autotune``."""
-    return njit(nogil=True)(_select)
+    """:func:`_select` compiled by numba (cached on disk: :mod:`common.jit_cache`) and called
+    once, so that the first frame does not pay for loading it (0.3 s from numba's cache, more
+    to compile); numba is imported here, when a tuner is set up, not with ``import autotune``."""
+    select = njit(nogil=True)(_select)
+    one = np.ones(1)
+    select(one, 1.0, 1.0, -1, 0.0, np.zeros(1, np.int64), np.ones(1, np.int64), one)
+    return select
 
 
 class BisectionSearch:

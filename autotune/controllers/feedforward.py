@@ -10,7 +10,7 @@ from typing import Any
 from autotune.controllers.base import Controller, Decision, LoopOptions, timed_decision
 from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
-from autotune.search import MAX_GRID, Predictor, as_predictor, make_search
+from autotune.search import MAX_GRID, Predictor, as_predictor, compiled_select, make_search
 
 
 class FeedForwardController(Controller):
@@ -34,6 +34,7 @@ class FeedForwardController(Controller):
         self.max_grid = max_grid
         self._searches: dict[bool, Any] = {}
         self.last: Decision | None = None
+        compiled_select()  # compiled (or loaded) now, when the loop is set up, not in a frame
 
     @classmethod
     def from_loop(cls, space: KnobSpace, target_seconds: float,
