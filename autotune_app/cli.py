@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import sys
 import warnings
 from collections.abc import Sequence
@@ -283,9 +284,26 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
+#: The packages whose progress notices (logged at INFO: a first-run compile, ...) the command
+#: line shows; a program that embeds them sees them only where it configures logging
+NOTICE_LOGGERS = ("autotune", "governed", "raytracer", "common")
+
+
+def show_notices() -> None:
+    """Print the project's INFO notices on stderr as ``autotune: ...`` lines (once)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("autotune: %(message)s"))
+    for name in NOTICE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``autotune`` console script."""
     args = build_parser().parse_args(argv)
+    show_notices()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = _show_warning

@@ -89,6 +89,14 @@ def cache_root() -> Path:
     return Path(user) / "autotune-keyed" if user else cache_dir() / "numba"
 
 
+def compiled_before(path: Path) -> bool:
+    """Whether numba has cached functions of module ``path`` (at its current source and
+    imports) here: else its first use compiles them, which a command should say before it
+    starts (the BVH builder: about a minute on 2 cores)."""
+    folder = cache_root() / source_digest(Path(path).resolve())
+    return folder.is_dir() and any(folder.rglob("*.nbi"))
+
+
 def njit(**options: Any) -> Callable[[Callable], Any]:
     """``numba.njit(cache=True, **options)``, cached under the digest of the function's module
     and its package imports (where the folder cannot be written, numba caches beside the

@@ -317,3 +317,26 @@ def test_opencl_primary_hits_match_brute_force(scenes, tracers) -> None:
     assert (~tie).sum() < 0.001 * len(prim)
     same_hit = (prim == prim_ref) & (prim >= 0)
     np.testing.assert_allclose(t[same_hit], t_ref[same_hit], rtol=1e-4)
+
+
+def test_a_build_that_compiles_the_builder_says_so_first(monkeypatch, tmp_path, caplog):
+    """Where numba has no cached builder (an empty cache folder here), the first build of the
+    process logs, before it starts, that it compiles first; with the cache in place it says
+    nothing."""
+    import logging
+
+    from common import jit_cache
+    from raytracer.mesh.bvh import build
+
+    tris = np.random.default_rng(0).random((64, 3, 3)).astype(np.float32)
+    monkeypatch.setattr(jit_cache, "cache_root", lambda: tmp_path)
+    build._say_if_compiling.cache_clear()
+    with caplog.at_level(logging.INFO, logger="raytracer"):
+        build_bvh(tris)
+    assert any("compiling the BVH builder" in r.getMessage() for r in caplog.records)
+    monkeypatch.undo()
+    caplog.clear()
+    build._say_if_compiling.cache_clear()
+    with caplog.at_level(logging.INFO, logger="raytracer"):
+        build_bvh(tris)  # the suite's builds have cached the builder
+    assert not any("compiling" in r.getMessage() for r in caplog.records)

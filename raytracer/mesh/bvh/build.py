@@ -17,16 +17,21 @@ the build 1.09x / 1.22x faster, median / best of 25, the same tree).
 
 from __future__ import annotations
 
+import functools
+import logging
 import time
+from pathlib import Path
 
 import numba as nb
 import numpy as np
 
-from common.jit_cache import njit
+from common.jit_cache import compiled_before, njit
 from raytracer.mesh.bvh.checks import checked_triangles
 from raytracer.mesh.bvh.collapse import finish_bvh
 from raytracer.mesh.bvh.layout import BVH, STACK
 from raytracer.mesh.bvh.sah import ITEM_F, bin_parallel, bin_scale, split_node, workspace
+
+log = logging.getLogger(__name__)
 
 BINS = 16  # bins per axis below the top phase
 TOP_BINS = 64  # bins per axis in the (few, big) top-phase nodes
@@ -218,9 +223,24 @@ def _build_tasks(box, ids, tasks_i, tasks_f, leaf_size, tree, base, threads):
     return depths.max() if n_tasks else 0
 
 
+#: The builder's compiled modules: what a first build on a machine compiles
+BUILDER_MODULES = tuple(Path(__file__).with_name(f"{name}.py")
+                        for name in ("build", "sah", "collapse", "cost"))
+
+
+@functools.cache
+def _say_if_compiling() -> None:
+    """Log (``raytracer.mesh.bvh.build``, INFO) once per process that this build compiles the
+    builder first, where numba has not cached it on this machine."""
+    if not all(compiled_before(path) for path in BUILDER_MODULES):
+        log.info("compiling the BVH builder with numba before the first build: about a minute "
+                 "on 2 cores, once per machine (later runs load it from the cache)")
+
+
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     """Build a binned-SAH BVH over ``triangles`` (F,3,3); ``leaf_size`` caps SAH leaves."""
     tris = checked_triangles(triangles, leaf_size)
+    _say_if_compiling()
     start = time.perf_counter()
     n = len(tris)
     threads = nb.get_num_threads()
