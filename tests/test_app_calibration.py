@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import re
 import warnings
 from pathlib import Path
@@ -199,11 +200,15 @@ def test_a_calibration_missing_a_phase_is_not_used():
     assert len(messages) == 1 and "no fit for shadow, ao, shade" in messages[0]
 
 
-def test_the_user_calibration_wins_over_the_shipped_one():
+def test_the_user_calibration_wins_over_the_shipped_one(caplog):
     mine = dataclasses.replace(SHIPPED_CAL, scale=dict.fromkeys(PHASES, 3.0))
     store(SHIPPED, mine)
-    _, calibration, messages = _lookup()
+    with caplog.at_level(logging.INFO, logger="governed"):
+        _, calibration, messages = _lookup()
     assert calibration == mine and messages == []
+    # it says which calibration prices the frames: the user's file
+    path = str(calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer"))
+    assert any(path in r.getMessage() for r in caplog.records)
 
 
 # ---- one file per renderer --------------------------------------------------------------------

@@ -12,6 +12,7 @@ in memory for the rest of the process (with one warning) instead of being lost.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import warnings
@@ -28,6 +29,7 @@ from models.app_calibration import (
 from models.device_profile import DeviceProfile, ProfileError, builtin_profiles
 
 PROFILE_DIR_ENV = "AUTOTUNE_PROFILE_DIR"
+log = logging.getLogger(__name__)
 
 # Kept for this process when the store could not be written (see keep_in_memory).
 _memory_profiles: dict[tuple[str, str], DeviceProfile] = {}
@@ -154,6 +156,8 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
         if not calibration.matches(profile):
             _warn(f"{where}: fitted with another device profile of {profile.name!r} than the "
                   f"one in use; recalibrate with `autotune calibrate`")
+        log.info("pricing frames with the %s calibration of %s (driver %s): %s", renderer,
+                 profile.name, profile.driver, where)
         return calibration
     return None
 
