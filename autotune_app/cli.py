@@ -177,11 +177,17 @@ def _cmd_devices(args: argparse.Namespace) -> int:
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from governed.mesh.calibration_fit import calibrate  # lazy: loads pyopencl and numba
+    from governed.mesh.profile_store import shipped_path  # lazy: with the calibration
     from raytracer.device.choice import choose_device  # lazy: loads pyopencl
 
     info, _ = choose_device(args.device)
-    profile = calibrate(info, quick=args.quick, save=True, progress=True,
-                        out=args.output)
+    out = args.output
+    if args.ship:
+        if args.output is not None:
+            raise ValueError("give --ship or -o FILE, not both")
+        out = shipped_path(info.name, info.driver)
+        out.parent.mkdir(parents=True, exist_ok=True)
+    profile = calibrate(info, quick=args.quick, save=True, progress=True, out=out)
     emit(profile.to_dict(), args.json, title=f"calibrated profile for {info.name}")
     return 0
 
@@ -223,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_device(p)
     p.add_argument("--quick", action="store_true", help="fewer views and sizes (under a minute)")
     p.add_argument("-o", "--output", type=Path, help="also write the profile JSON here")
+    p.add_argument("--ship", action="store_true",
+                   help="also write the profile and calibration as this machine's shipped ones "
+                        "(models/data/machines/<machine>/): after a kernel change, refit them")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p = _parser(sub, "bench", "headless benchmarks (figures as a table or --json)")
     p.add_argument("name", choices=sorted(BENCHMARKS) + sorted(FORMER_BENCHMARK_NAMES),

@@ -31,15 +31,13 @@ import math
 import numbers
 import os
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from common.json_file import read_json
-from models.device_profile import DeviceProfile, ProfileError, plausible_range
+from models.device_profile import MACHINES_DIR, DeviceProfile, ProfileError, plausible_range
 
 SCHEMA_VERSION = 1
-CALIBRATION_DIR = Path(__file__).parent / "data" / "calibrations"
 LEGACY_RENDERER = "raytracer"  # whose fit old profiles held under "fitted"
 
 # A scale is a factor on the analytical model: 0 prices everything at nothing (the tuner then
@@ -325,11 +323,9 @@ def load_profile_and_calibration(
     return profile, legacy_calibration(data, profile, str(path))
 
 
-@lru_cache(maxsize=1)
-def _builtin_calibrations() -> tuple[AppCalibration, ...]:
-    return tuple(load_calibration(p) for p in sorted(CALIBRATION_DIR.glob("*.json")))
-
-
-def builtin_calibrations() -> list[AppCalibration]:
-    """The shipped calibrations (of the devices measured here, beside their shipped profiles)."""
-    return list(_builtin_calibrations())
+def builtin_calibrations(machine: str | None = None) -> list[AppCalibration]:
+    """The shipped calibrations of the devices measured on ``machine`` (None: on every machine),
+    beside their profiles (:data:`~models.device_profile.MACHINES_DIR`)."""
+    folder = MACHINES_DIR / machine if machine is not None else MACHINES_DIR
+    pattern = "*--*.json" if machine is not None else "*/*--*.json"
+    return [load_calibration(p) for p in sorted(folder.glob(pattern))]

@@ -22,7 +22,11 @@ from common.json_file import read_json
 
 SCHEMA_VERSION = 1
 
-PROFILE_DIR = Path(__file__).parent / "data" / "profiles"
+PROFILE_DIR = Path(__file__).parent / "data" / "profiles"  # the seeds' devices (Table 4)
+#: Devices measured here, one folder per machine (:func:`common.cpu_info.this_machine`): each
+#: device's profile ``<device-key>.json`` beside what a renderer fitted on it,
+#: ``<device-key>--<renderer>.json`` (``autotune calibrate --ship`` writes them)
+MACHINES_DIR = Path(__file__).parent / "data" / "machines"
 
 _STR_FIELDS = ("name", "driver", "source")
 _BOOL_FIELDS = ("out_of_order",)
@@ -186,10 +190,16 @@ def _builtin_profiles() -> tuple[tuple[str, DeviceProfile], ...]:
 
 
 def builtin_profiles() -> dict[str, DeviceProfile]:
-    """The shipped profiles by file stem: Ganestam & Doggett's Table 4 ("gf8800", "gf580",
-    "radeon5870") and devices measured here with ``autotune calibrate`` ("pocl-...", whose
-    ray-tracer calibrations ship in ``models/data/calibrations``)."""
+    """The seeds' profiles by file stem: Ganestam & Doggett's Table 4 ("gf8800", "gf580",
+    "radeon5870")."""
     return dict(_builtin_profiles())
+
+
+def machine_profiles(machine: str) -> list[DeviceProfile]:
+    """The profiles measured on ``machine`` and shipped (:data:`MACHINES_DIR`); none for a
+    machine nobody measured."""
+    return [load_profile(p) for p in sorted((MACHINES_DIR / machine).glob("*.json"))
+            if "--" not in p.stem]
 
 
 def find_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:

@@ -21,6 +21,8 @@ import pytest
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.profile_store as store_mod
+import models.app_calibration as app_calibration_mod
+import models.device_profile as device_profile_mod
 from autotune_app.cli import main
 from common.atomic_files import OutputError
 from governed.mesh.profile_store import (
@@ -38,21 +40,28 @@ from models.app_calibration import (
     load_calibration,
     load_profile_and_calibration,
 )
-from models.device_profile import builtin_profiles
+from models.device_profile import load_profile
 from models.raytrace_cost import PHASES, predict_frame_seconds, predict_phase_seconds
 from models.workload import Workload
 from raytracer.device.choice import DeviceInfo
 from raytracer.mesh.tracer import RenderSettings
 
-SHIPPED = builtin_profiles()["pocl-pthread-amd-epyc"]
-SHIPPED_CAL = next(c for c in builtin_calibrations() if c.matches(SHIPPED))
+#: Two devices measured on an earlier machine (a PoCL and an Intel CPU runtime on an AMD EPYC),
+#: fitted for earlier kernels: shipped for that machine once, test data now
+RECORDED = Path(__file__).parent / "data" / "recorded_devices"
+SHIPPED = load_profile(RECORDED / "pocl-pthread-amd-epyc.json")
+SHIPPED_CAL = load_calibration(RECORDED / "pocl-pthread-amd-epyc--raytracer.json")
 
 
 @pytest.fixture(autouse=True)
 def private_store(tmp_path, monkeypatch):
+    """A private user store, and the recorded devices shipped as this machine's."""
     monkeypatch.setenv("AUTOTUNE_PROFILE_DIR", str(tmp_path / "profiles"))
     monkeypatch.setattr(store_mod, "_memory_profiles", {})
     monkeypatch.setattr(store_mod, "_memory_calibrations", {})
+    for module in (device_profile_mod, app_calibration_mod):
+        monkeypatch.setattr(module, "MACHINES_DIR", RECORDED.parent)
+    monkeypatch.setattr(store_mod, "this_machine", lambda: RECORDED.name)
 
 
 def _legacy(fitted: dict) -> dict:
@@ -249,9 +258,8 @@ def test_a_calibration_fitted_for_other_kernels_is_skipped_with_a_warning():
 
 def test_shipped_calibrations_name_their_kernels():
     """Each names the counts' source digest it was fitted with, then the launches that were not
-    the default, so the tuned renderer can ignore it for other kernels (both shipped ones were
-    fitted on Zen 5 for earlier kernels)."""
-    for calibration in builtin_calibrations():
+    the default, so the tuned renderer can ignore it for other kernels."""
+    for calibration in builtin_calibrations(RECORDED.name):
         digest, *launches = calibration.kernels.split()
         assert re.fullmatch(r"[0-9a-f]{64}", digest)
         assert all(re.fullmatch(r"[a-z_]+=\d+x\d+(/sg\d+)?(/p\d+x\d+)?", launch)
@@ -281,8 +289,9 @@ def test_the_shipped_intel_profile_is_measured_and_its_calibration_holds_the_fit
     """Issue 19: fitted numbers stay out of the hardware-only profile. The fitted issue cycles
     (a figure the microbenchmark puts below one cycle) live in the calibration, and the model
     runs on the two together."""
-    profile = builtin_profiles()["intel-cpu-amd-epyc"]
-    cal = next(c for c in builtin_calibrations() if c.matches(profile))
+    profile = load_profile(RECORDED / "intel-cpu-amd-epyc.json")
+    cal = load_calibration(RECORDED / "intel-cpu-amd-epyc--raytracer.json")
+    assert cal.matches(profile)
     assert profile.issue_cycles < 1.0 < cal.device_figures["issue_cycles"]
     assert cal.model_profile(profile).issue_cycles == cal.device_figures["issue_cycles"]
     assert cal.model_profile(cal.model_profile(profile)) == cal.model_profile(profile)
@@ -374,6 +383,27 @@ def test_cli_calibrate_output_into_a_missing_folder_is_one_line_exit_2(tmp_path,
     assert fake_calibration == []
 
 
+def test_cli_calibrate_ship_writes_this_machine_s_shipped_files(tmp_path, monkeypatch, capsys,
+                                                                fake_calibration):
+    """``--ship`` writes the profile and calibration where the store looks for what ships
+    with this machine; with ``-o`` as well it is one error line."""
+    machines = tmp_path / "machines"
+    for module in (device_profile_mod, app_calibration_mod, store_mod):
+        monkeypatch.setattr(module, "MACHINES_DIR", machines)
+    monkeypatch.setattr(store_mod, "this_machine", lambda: "some-cpu-family1-model2-4cpus")
+    assert main(["calibrate", "--quick", "--ship", "--json"]) == 0
+    capsys.readouterr()
+    folder = machines / "some-cpu-family1-model2-4cpus"
+    calibration_file, profile_file = sorted(p.name for p in folder.iterdir())
+    assert calibration_file == profile_file.replace(".json", "--raytracer.json")
+    [shipped] = builtin_calibrations("some-cpu-family1-model2-4cpus")
+    [profile] = device_profile_mod.machine_profiles("some-cpu-family1-model2-4cpus")
+    assert shipped.matches(profile) and shipped == load_calibration(
+        calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer"))
+    rc = main(["calibrate", "--quick", "--ship", "-o", str(tmp_path / "x.json")])
+    assert rc == 2 and "not both" in capsys.readouterr().err
+
+
 def test_miss_launch_and_the_fit_report_round_trip(tmp_path):
     cal = dataclasses.replace(SHIPPED_CAL, miss=dict.fromkeys(PHASES, 1e-9),
                               launch={"shade": 2e-4}, uncertainty={"scale.ao": 0.03},
@@ -404,9 +434,9 @@ def test_occupancy_round_trips_and_is_written_only_when_present(tmp_path):
 
 def test_shipped_calibration_files_are_written_back_unchanged():
     """No occupancy, no key: the shipped files (and so their digests) stay byte for byte."""
-    from models.app_calibration import CALIBRATION_DIR
+    from models.device_profile import MACHINES_DIR
 
-    for path in sorted(CALIBRATION_DIR.glob("*.json")):
+    for path in sorted([*MACHINES_DIR.glob("*/*--*.json"), *RECORDED.glob("*--*.json")]):
         cal = load_calibration(path)
         assert cal.occupancy == {}
         assert json.loads(cal.to_json()) == json.loads(path.read_text())

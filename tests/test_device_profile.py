@@ -17,12 +17,14 @@ import pytest
 from governed.mesh.profile_store import save_profile
 from models.app_calibration import builtin_calibrations
 from models.device_profile import (
+    MACHINES_DIR,
     SCHEMA_VERSION,
     DeviceProfile,
     ProfileError,
     builtin_profiles,
     find_profile,
     load_profile,
+    machine_profiles,
 )
 
 
@@ -192,15 +194,26 @@ def test_builtin_profiles_match_table_4() -> None:
         assert "Table 4" in p.source and "garbled" in p.source
 
 
-def test_shipped_measured_profiles_come_with_their_calibration() -> None:
-    measured = [p for k, p in builtin_profiles().items() if k.startswith("pocl-")]
-    assert measured, "the PoCL CPU profile measured by `autotune calibrate` is shipped"
-    calibrations = builtin_calibrations()
-    for p in measured:
-        assert "autotune calibrate" in p.source
-        mine = [c for c in calibrations if c.renderer == "raytracer" and c.matches(p)]
-        assert len(mine) == 1, f"no shipped ray-tracer calibration fitted with {p.name}"
-        assert set(mine[0].scale) == {"primary", "shadow", "ao", "shade"}
+def test_shipped_calibrations_are_current_and_come_with_their_measured_profile() -> None:
+    """What ships for a machine (``models/data/machines/<machine>/``) is a profile measured
+    there by ``autotune calibrate --ship`` and the ray-tracer calibration fitted on it, for the
+    kernels as they are now: a kernel change that leaves one stale fails here until it is
+    refitted on its machine (``autotune calibrate --ship``) or removed."""
+    from governed.mesh.instruction_counts import counts_fingerprint
+
+    machines = [p for p in MACHINES_DIR.iterdir() if p.is_dir()] if MACHINES_DIR.is_dir() else []
+    for folder in machines:
+        profiles = machine_profiles(folder.name)
+        calibrations = builtin_calibrations(folder.name)
+        assert profiles and len(calibrations) == len(profiles), folder
+        for cal in calibrations:
+            assert cal.renderer == "raytracer" and set(cal.scale) == {
+                "primary", "shadow", "ao", "shade"}
+            assert [p for p in profiles if cal.matches(p)], f"{folder}: no profile for {cal}"
+            assert cal.kernels.split()[0] == counts_fingerprint(), (
+                f"{folder}: {cal.describe()} was fitted for other kernels; refit it on that "
+                f"machine with `autotune calibrate --ship`, or remove it")
+        assert all("autotune calibrate" in p.source for p in profiles)
 
 
 def test_find_profile(tmp_path: Path) -> None:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from models.app_calibration import AppCalibration, CalibrationError
-from models.device_profile import DeviceProfile, builtin_profiles
+from models.device_profile import DeviceProfile, builtin_profiles, load_profile
 from models.hong_kim import KernelLaunch, predict_cycles
 from models.raytrace_cost import (
     PHASES,
@@ -54,7 +55,12 @@ REAL_COUNTS = {
     "shade_phong": LoopCounts(i_cco=120, i_mco=8),
     "shade_flat": LoopCounts(i_cco=40, i_mco=6),
 }
-PROFILES = sorted(builtin_profiles())
+#: The seeds' devices and two CPU devices measured here (tests/data/recorded_devices)
+ALL_PROFILES = builtin_profiles() | {
+    p.stem: load_profile(p)
+    for p in sorted((Path(__file__).parent / "data" / "recorded_devices").glob("*.json"))
+    if "--" not in p.stem}
+PROFILES = sorted(ALL_PROFILES)
 
 
 def test_hand_computed_counts_per_phase() -> None:
@@ -113,7 +119,7 @@ def test_phase_seconds_match_hand_computed_hong_kim_example() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_phase_seconds_are_hong_kim_of_the_counts(key: str) -> None:
-    profile = builtin_profiles()[key]  # the raw model: no calibration
+    profile = ALL_PROFILES[key]  # the raw model: no calibration
     got = predict_phase_seconds(profile, COUNTS, SMALL, 3, True, False, threads_per_block=32)
     ins = phase_instructions(COUNTS, SMALL, 3, True, False)
     for phase, i in ins.items():
@@ -165,7 +171,7 @@ def test_model_phases_are_the_tracer_phase_registry() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_zero_hit_workload_is_finite_and_small(key: str) -> None:
-    profile = builtin_profiles()[key]  # the raw model: no calibration
+    profile = ALL_PROFILES[key]  # the raw model: no calibration
     empty = Workload(
         pixels=FRAME.pixels,
         hit_fraction=0,
@@ -186,7 +192,7 @@ def test_zero_hit_workload_is_finite_and_small(key: str) -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_more_ao_rays_take_more_time(key: str) -> None:
-    profile = builtin_profiles()[key]
+    profile = ALL_PROFILES[key]
     times = [predict_frame_seconds(profile, REAL_COUNTS, FRAME, a, True, True) for a in range(33)]
     assert np.all(np.diff(times) > 0)
     with_shadows = predict_frame_seconds(profile, REAL_COUNTS, FRAME, 4, True, False)
@@ -215,7 +221,7 @@ def test_ao_rays_of_a_pixel_average_out_the_slowest_lane() -> None:
 
 @pytest.mark.parametrize("key", PROFILES)
 def test_batch_agrees_with_scalar(key: str) -> None:
-    profile = builtin_profiles()[key]
+    profile = ALL_PROFILES[key]
     cal = dataclasses.replace(_calibration(profile, primary=1.3),
                               offset=dict.fromkeys(PHASES, 1e-10))
     rng = np.random.default_rng(42)
@@ -271,7 +277,7 @@ def test_batch_of_a_million_candidates() -> None:
 @pytest.mark.parametrize("key", PROFILES)
 def test_phong_is_priced_by_the_shade_kernels_difference(key: str) -> None:
     """A knob the model cannot price is a knob the tuner always turns on."""
-    profile = builtin_profiles()[key]
+    profile = ALL_PROFILES[key]
     cal = dataclasses.replace(_calibration(profile, shade=1.7), launch=dict.fromkeys(PHASES, 1e-5))
     on = predict_phase_seconds(profile, REAL_COUNTS, FRAME, 4, True, True, calibration=cal)
     off = predict_phase_seconds(profile, REAL_COUNTS, FRAME, 4, True, False, calibration=cal)
@@ -292,7 +298,7 @@ def _shade_launch(phong: bool) -> tuple:
 
 
 def test_missed_pixels_are_priced_by_the_miss_term_and_launches_by_the_launch_term() -> None:
-    base = builtin_profiles()["pocl-pthread-amd-epyc"]
+    base = builtin_profiles()["gf580"]
     plain = _calibration(base)
     cal = dataclasses.replace(plain, miss=dict.fromkeys(PHASES, 2e-9),
                               launch=dict.fromkeys(PHASES, 3e-4))
@@ -359,7 +365,7 @@ def test_a_phase_occupancy_moves_that_phase_only_as_a_profile_with_that_figure(p
 
 def test_no_occupancy_is_bit_identical_to_the_profile_figure() -> None:
     for key in PROFILES:
-        profile = builtin_profiles()[key]
+        profile = ALL_PROFILES[key]
         for mapping in (None, {}):
             assert predict_phase_seconds(profile, REAL_COUNTS, FRAME, 3, True, False,
                                          active_blocks=mapping) == predict_phase_seconds(

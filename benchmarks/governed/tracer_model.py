@@ -41,6 +41,7 @@ from autotune_app.animation import heldout_camera_path
 from autotune_app.report import emit, pyplot, summary_stats
 from benchmarks.harness.run_record import at_most, mark_goals, measured_run
 from common.atomic_files import check_output_dir, output_dir, save_figure
+from common.cpu_info import this_machine
 from governed.mesh.calibration_fit import (
     FittedModel,
     base_profile,
@@ -62,7 +63,7 @@ from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
 from governed.mesh.timers import default_timer
 from governed.mesh.tuned_renderer import RayTraceModel, device_model
 from models.app_calibration import builtin_calibrations
-from models.device_profile import builtin_profiles
+from models.device_profile import machine_profiles
 from raytracer.camera import Camera
 from raytracer.device.choice import DeviceInfo, one_device_per_runtime
 from raytracer.mesh.phases import PHASES
@@ -279,14 +280,15 @@ def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]
 
 
 def runtime_transfer(info: DeviceInfo, own: RayTraceModel, samples: list[Sample]) -> dict:
-    """This runtime's held-out frames predicted by every other device's shipped calibration
-    (no recalibration), then by a quick calibration here: its seconds and its error."""
+    """This runtime's held-out frames predicted by the calibration of every other device
+    shipped for this machine (no recalibration), then by a quick calibration here: its seconds
+    and its error."""
     counts = load_kernel_counts()
     out: dict = {"without_recalibration": {}}
-    for cal in builtin_calibrations():
+    for cal in builtin_calibrations(this_machine()):
         if (cal.device, cal.driver) == (info.name, info.driver):
             continue
-        profile = next((p for p in builtin_profiles().values()
+        profile = next((p for p in machine_profiles(this_machine())
                         if (p.name, p.driver) == (cal.device, cal.driver)), None)
         if profile is None:
             continue

@@ -1,22 +1,20 @@
 """Where benchmark results are written: ``results/<machine>/`` in the checkout, one folder per
 machine, so that a run on one machine never replaces another machine's figures.
 
-A machine is named from its CPU (``amd-epyc-family25-model17-2cpus``: model name, CPU family
-and model, logical CPUs), or from its GPU for the GPU check (``nvidia-h200``). Outside a
+A machine is named from its CPU (:func:`common.cpu_info.this_machine`), or from its GPU for the
+GPU check (``nvidia-h200``). Outside a
 checkout (an installed wheel), results go to ``./results/<machine>/``.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from autotune_app.report import plain
 from common.atomic_files import write_json
-from common.cpu_info import cpuinfo
+from common.cpu_info import this_machine
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -26,21 +24,6 @@ def results_root() -> Path:
     if (CHECKOUT / "pyproject.toml").is_file() and (CHECKOUT / "benchmarks").is_dir():
         return CHECKOUT / "results"
     return Path("results").resolve()
-
-
-def machine_name(model_name: str, family: str | int, model: str | int, cpus: int) -> str:
-    """A folder name for a CPU: ``AMD EPYC``, family 25, model 17, 2 CPUs ->
-    ``amd-epyc-family25-model17-2cpus``."""
-    name = re.sub(r"\((r|tm)\)|\bprocessor\b|\bcpu\b|@.*$", " ", model_name.lower())
-    slug = re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "cpu"
-    return f"{slug}-family{family}-model{model}-{cpus}cpus"
-
-
-def this_machine() -> str:
-    """This machine's folder name (from ``/proc/cpuinfo``)."""
-    fields = cpuinfo()
-    return machine_name(fields.get("model name", "cpu"), fields.get("cpu family", "0"),
-                        fields.get("model", "0"), os.cpu_count() or 1)
 
 
 def machine_folder() -> Path:

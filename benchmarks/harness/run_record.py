@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from benchmarks.harness.results import CHECKOUT, this_machine
-from common.cpu_info import cpuinfo
+from benchmarks.harness.results import CHECKOUT
+from common.cpu_info import cpuinfo, this_machine
 
 QUIET_LIMIT = 0.10
 COMMIT_ENV = "AUTOTUNE_COMMIT"  # the commit a copy of the checkout without git history holds

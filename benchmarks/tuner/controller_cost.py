@@ -22,8 +22,8 @@ import numpy as np
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
 from autotune_app.report import emit, summary_stats
 from benchmarks.harness.run_record import RunRecord, stamp
-from models.app_calibration import builtin_calibrations
-from models.device_profile import builtin_profiles
+from models.app_calibration import load_calibration
+from models.device_profile import load_profile
 from models.workload import Workload
 
 BUDGET_US = 1000.0
@@ -81,12 +81,14 @@ def time_real_model(frames: int) -> dict[str, float]:
     from governed.mesh.instruction_counts import load_kernel_counts  # lazy: loads pyopencl
     from governed.mesh.tuned_renderer import RayTraceModel, knob_space  # lazy: loads pyopencl
 
-    data = Path(__file__).resolve().parents[2] / "tests" / "data" / "replay_dragon_small.json"
+    data = Path(__file__).resolve().parents[2] / "tests" / "data"
     fields = set(Workload.__dataclass_fields__)
-    workloads = [Workload(**{k: v for k, v in w.items() if k in fields})
-                 for w in json.loads(data.read_text())["meta"]["workloads"]]
-    profile = builtin_profiles()["pocl-pthread-amd-epyc"]
-    calibration = next(c for c in builtin_calibrations() if c.matches(profile))
+    workloads = [Workload(**{k: v for k, v in w.items() if k in fields}) for w in
+                 json.loads((data / "replay_dragon_small.json").read_text())["meta"]["workloads"]]
+    # a recorded device (fixed, so that the figures follow the tuner alone)
+    profile = load_profile(data / "recorded_devices" / "pocl-pthread-amd-epyc.json")
+    calibration = load_calibration(data / "recorded_devices" /
+                                   "pocl-pthread-amd-epyc--raytracer.json")
     model = RayTraceModel(profile, load_kernel_counts(), calibration)
     state = {"w": workloads[0]}
 

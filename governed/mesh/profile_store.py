@@ -3,9 +3,11 @@
 ``<dir>/<device-key>.json`` holds a device's hardware parameters (a DeviceProfile);
 ``<dir>/calibrations/<device-key>--<renderer>.json`` what one renderer fitted on top of it (an
 AppCalibration), so calibrating one renderer never overwrites another's. ``<dir>`` is
-``$AUTOTUNE_PROFILE_DIR``, else ``~/.cache/autotune/profiles``. Lookups fall back to the shipped
-files; a user file that is corrupt, invalid or for another device is reported with one
-warning naming the file and the key, and skipped. Every write is atomic
+``$AUTOTUNE_PROFILE_DIR``, else ``~/.cache/autotune/profiles``. Lookups fall back to the files
+shipped for this machine (``models/data/machines/<machine>/``, named by
+:func:`common.cpu_info.this_machine`: what was measured on another CPU is never used); a user
+file that is corrupt, invalid or for another device is reported with one warning naming the
+file and the key, and skipped. Every write is atomic
 (:mod:`common.atomic_files`). When the folder cannot be written, what was calibrated is kept
 in memory for the rest of the process (with one warning) instead of being lost.
 """
@@ -19,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from common.atomic_files import OutputError, check_writable_file, write_text
+from common.cpu_info import this_machine
 from models.app_calibration import (
     AppCalibration,
     CalibrationError,
@@ -26,7 +29,12 @@ from models.app_calibration import (
     load_calibration,
     load_profile_and_calibration,
 )
-from models.device_profile import DeviceProfile, ProfileError, builtin_profiles
+from models.device_profile import (
+    MACHINES_DIR,
+    DeviceProfile,
+    ProfileError,
+    machine_profiles,
+)
 
 PROFILE_DIR_ENV = "AUTOTUNE_PROFILE_DIR"
 log = logging.getLogger(__name__)
@@ -54,6 +62,12 @@ def profile_path(device_name: str, driver: str) -> Path:
 def calibration_path(device_name: str, driver: str, renderer: str) -> Path:
     """``<profile dir>/calibrations/<device-key>--<renderer>.json``."""
     return profile_dir() / "calibrations" / f"{profile_key(device_name, driver)}--{renderer}.json"
+
+
+def shipped_path(device_name: str, driver: str) -> Path:
+    """Where ``autotune calibrate --ship`` writes this machine's profile of a device (its
+    calibrations beside it): ``models/data/machines/<this machine>/<device-key>.json``."""
+    return MACHINES_DIR / this_machine() / f"{profile_key(device_name, driver)}.json"
 
 
 def save_profile(profile: DeviceProfile, path: str | os.PathLike[str]) -> Path:
@@ -103,7 +117,7 @@ def find_device_profile(device_name: str, driver: str) -> DeviceProfile | None:
     profile, _ = _user_profile(device_name, driver)
     if profile is not None:
         return profile
-    for shipped in builtin_profiles().values():
+    for shipped in machine_profiles(this_machine()):
         if (shipped.name, shipped.driver) == (device_name, driver):
             return shipped
     return None
@@ -135,8 +149,8 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
         _, legacy = _user_profile(profile.name, profile.driver, quiet=True)  # warned already
         if legacy is not None and legacy.renderer == renderer:
             candidates.append((str(profile_path(profile.name, profile.driver)), legacy))
-    candidates += [(f"shipped {c.describe()}", c) for c in builtin_calibrations()
-                   if c.renderer == renderer]
+    candidates += [(f"shipped {c.describe()} of {this_machine()}", c)
+                   for c in builtin_calibrations(this_machine()) if c.renderer == renderer]
     for where, calibration in candidates:
         if (calibration.device, calibration.driver) != (profile.name, profile.driver):
             if not where.startswith("shipped"):
