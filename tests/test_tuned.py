@@ -12,6 +12,7 @@ import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
 from autotune_app.animation import REFERENCE_SETTINGS, frame_times, orbit_camera_path
+from common.cpu_info import this_machine
 from governed.mesh.calibration_fit import fit_profile, model_errors
 from governed.mesh.calibration_frames import Sample, calibration_views, collect_samples
 from governed.mesh.instruction_counts import load_kernel_counts
@@ -20,7 +21,7 @@ from governed.mesh.probe_policy import PROBE_POLICIES
 from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
 from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
 from models.app_calibration import AppCalibration
-from models.device_profile import builtin_profiles
+from models.device_profile import builtin_profiles, machine_profiles
 from models.raytrace_cost import PHASES, predict_frame_seconds_batch, predict_phase_seconds
 from models.workload import Workload
 from raytracer.mesh.tracer import RenderSettings
@@ -169,9 +170,10 @@ def test_profile_for_another_device_warns(tracers):
 
 
 def _shipped_profile(info):
-    """The shipped profile of this device, found independently of the store (None if none)."""
-    same = [p for p in builtin_profiles().values() if (p.name, p.driver) == (info.name,
-                                                                             info.driver)]
+    """The profile of this device shipped for this machine, found independently of the store
+    (None if none)."""
+    same = [p for p in machine_profiles(this_machine())
+            if (p.name, p.driver) == (info.name, info.driver)]
     assert len(same) <= 1
     return same[0] if same else None
 
