@@ -143,10 +143,29 @@ def test_bsp_is_exact_when_times_follow_it_and_leaves_the_lambda_run_out():
 
 def test_learned_models_predict_every_held_out_run():
     runs = synthetic_runs()
-    preds = learned_predictions(runs, feature_matrix(runs, DEVICES), "size")
-    assert set(preds) == set(APPROACHES)
+    preds, clipped = learned_predictions(runs, feature_matrix(runs, DEVICES), "size")
+    assert set(preds) == set(APPROACHES) == set(clipped)
     for p in preds.values():
         assert np.all(np.isfinite(p)) and np.all(p > 0)
+
+
+def test_an_extrapolating_fit_is_held_to_its_training_range_and_says_so():
+    """LR on nearly collinear log features (sizes and loads both growing with n) fitted on
+    small sizes: far outside them it would predict astronomical times; held to the training
+    range widened by its width, it counts the predictions it held."""
+    from studies.kernel_models.learned_comparators import LogRegressor
+
+    rng = np.random.default_rng(1)
+    n = np.arange(1.0, 9.0)
+    x = np.column_stack([2 ** n, 2 ** n * (1 + 1e-6 * rng.standard_normal(n.size)), 2 ** (2 * n)])
+    seconds = 1e-6 * 2 ** n
+    model = LogRegressor("LR").fit(x, seconds)
+    far = np.array([[2.0 ** 200, 2.0 ** 200 * 1.5, 2.0 ** 100]])
+    predicted = model.predict(far)
+    lo, hi = np.log2(seconds.min()), np.log2(seconds.max())
+    assert np.isfinite(predicted).all() and np.log2(predicted[0]) <= hi + (hi - lo) + 1e-9
+    assert model.clipped == 1
+    assert model.predict(x[:3]).shape == (3,) and model.clipped == 0
 
 
 def test_tables_by_hand():

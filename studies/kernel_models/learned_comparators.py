@@ -8,7 +8,9 @@ fitted on the log2 time and predicts ``2 ** prediction`` (``log2=False`` fits ra
 seconds instead, so that a benchmark can choose between the two on validation data); SVR
 with a linear kernel; the forest with 50 trees and 5 features tried per split (the paper's mtry,
 all features where there are fewer; R's default would be 500 and p / 3). scikit-learn is
-imported when a model is made, so importing this module stays light.
+imported when a model is made, so importing this module stays light. A prediction is held to
+the training times' range widened by its own width on each side, and the model counts the
+predictions it held (``clipped``): an extrapolating fit says so instead of printing 1e241.
 
 Metrics: accuracy is ``predicted / measured`` per sample (the paper's). The paper gives no
 formula for NMSE; here it is the normalized mean squared error of Cox et al.,
@@ -77,6 +79,8 @@ class LogRegressor:
         self.model = make_regressor(approach, seed)
         self.log2 = log2
         self.columns: int | None = None
+        self.bounds: tuple[float, float] = (-np.inf, np.inf)  # what a prediction is held to
+        self.clipped = 0  # predictions the last predict() held to the bounds
 
     def _x(self, features: Any) -> np.ndarray:
         return log2_features(features) if self.log2 else finite_features(features)
@@ -93,8 +97,16 @@ class LogRegressor:
             raise ValueError("measured times must be finite and > 0")
         if self.approach == "RF":
             self.model.set_params(max_features=min(MTRY, x.shape[1]))
-        self.model.fit(x, np.log2(y) if self.log2 else y)
+        target = np.log2(y) if self.log2 else y
+        self.model.fit(x, target)
         self.columns = x.shape[1]
+        # a fit may extrapolate without limit (LR on collinear log features predicted 1e241 s
+        # for a held-out size): predictions are held to the training times' range widened by
+        # its own width on each side (in log2 space: 2x that span of octaves)
+        width = max(float(np.ptp(target)), 1.0 if self.log2 else float(np.max(target)))
+        self.bounds = (float(target.min()) - width, float(target.max()) + width)
+        if not self.log2:
+            self.bounds = (max(self.bounds[0], 0.0), self.bounds[1])
         return self
 
     def predict(self, features: Any) -> np.ndarray:
@@ -104,7 +116,9 @@ class LogRegressor:
         x = self._x(features)
         if x.shape[1] != self.columns:
             raise ValueError(f"fitted on {self.columns} features, got {x.shape[1]}")
-        out = self.model.predict(x)
+        raw = self.model.predict(x)
+        out = np.clip(raw, *self.bounds)
+        self.clipped = int(np.count_nonzero(out != raw))
         return 2.0 ** out if self.log2 else out
 
 

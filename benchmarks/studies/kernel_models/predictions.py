@@ -94,12 +94,16 @@ def folds(runs: Sequence[Run], split: str) -> list[tuple[list[int], list[int]]]:
 
 
 def learned_predictions(runs: Sequence[Run], x: np.ndarray, split: str
-                        ) -> dict[str, np.ndarray]:
-    """Seconds per run and learned approach, each run predicted by the fold that held it out."""
+                        ) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Seconds per run and learned approach, each run predicted by the fold that held it out,
+    and per approach how many predictions were held to the training range
+    (:class:`~studies.kernel_models.learned_comparators.LogRegressor`)."""
     y = np.array([r.seconds for r in runs])
     pred = {a: np.full(len(runs), np.nan) for a in APPROACHES}
+    clipped = dict.fromkeys(APPROACHES, 0)
     for train, test in folds(runs, split):
         for approach in APPROACHES:
             model = LogRegressor(approach).fit(x[train], y[train])
             pred[approach][test] = model.predict(x[test])
-    return pred
+            clipped[approach] += model.clipped
+    return pred, clipped
