@@ -68,7 +68,7 @@ class Predictor:
         except Exception as exc:  # any failure of user code is reported the same way
             raise PredictorError("raised", f"predictor raised {exc!r}") from exc
         if seconds.shape == (n,):
-            return seconds
+            return np.ascontiguousarray(seconds)  # one layout: compiled once (_select)
         if seconds.shape == ():
             return np.full(n, float(seconds))
         raise PredictorError("shape", f"predictor returned shape {seconds.shape}, expected ({n},)")
