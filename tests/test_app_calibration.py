@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from recorded_devices import RECORDED
 
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
@@ -46,9 +47,6 @@ from models.workload import Workload
 from raytracer.device.choice import DeviceInfo
 from raytracer.mesh.tracer import RenderSettings
 
-#: Two devices measured on an earlier machine (a PoCL and an Intel CPU runtime on an AMD EPYC),
-#: fitted for earlier kernels: shipped for that machine once, test data now
-RECORDED = Path(__file__).parent / "data" / "recorded_devices"
 SHIPPED = load_profile(RECORDED / "pocl-pthread-amd-epyc.json")
 SHIPPED_CAL = load_calibration(RECORDED / "pocl-pthread-amd-epyc--raytracer.json")
 

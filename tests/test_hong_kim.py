@@ -6,6 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from recorded_devices import every_profile
 
 import models.hong_kim as hk
 from models.device_profile import DeviceProfile, builtin_profiles
@@ -217,12 +218,12 @@ MEASURED = ("issue_cycles", "clock_ghz", "bandwidth_gbs", "mem_latency", "dep_de
             "dep_delay_uncoal")
 
 
-@pytest.mark.parametrize("key", sorted(builtin_profiles()))
+@pytest.mark.parametrize("key", sorted(every_profile()))
 @pytest.mark.parametrize("field", MEASURED)
 def test_a_tiny_change_of_a_measured_parameter_moves_predictions_a_tiny_amount(key, field):
     """No cliff: 1e-7 relative on any measured device parameter moves every prediction by
     < 1e-5 relative (the published hard switches moved some by 90 % and more)."""
-    profile = builtin_profiles()[key]
+    profile = every_profile()[key]
     x = _random_inputs(np.random.default_rng(11), 20_000)
     # kernels with a memory access (0 < i_m << 1 makes Hong & Kim's c_c / i_m term singular)
     x["uncoal"] = np.where(x["coal"] + x["uncoal"] < 1, 1.0, x["uncoal"])

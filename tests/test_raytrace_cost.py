@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
 import pytest
+from recorded_devices import every_profile
 
 from models.app_calibration import AppCalibration, CalibrationError
-from models.device_profile import DeviceProfile, builtin_profiles, load_profile
+from models.device_profile import DeviceProfile, builtin_profiles
 from models.hong_kim import KernelLaunch, predict_cycles
 from models.raytrace_cost import (
     PHASES,
@@ -55,11 +55,7 @@ REAL_COUNTS = {
     "shade_phong": LoopCounts(i_cco=120, i_mco=8),
     "shade_flat": LoopCounts(i_cco=40, i_mco=6),
 }
-#: The seeds' devices and two CPU devices measured here (tests/data/recorded_devices)
-ALL_PROFILES = builtin_profiles() | {
-    p.stem: load_profile(p)
-    for p in sorted((Path(__file__).parent / "data" / "recorded_devices").glob("*.json"))
-    if "--" not in p.stem}
+ALL_PROFILES = every_profile()  # the seeds' devices and two recorded CPU devices
 PROFILES = sorted(ALL_PROFILES)
 
 
