@@ -175,6 +175,8 @@ def test_calibration_records_the_launches_its_frames_ran_with():
     assert kernels_fingerprint(kl.DEFAULTS) == counts_fingerprint()
     chosen = KernelLaunches({"shade": Launch((16, 4), 16)})
     assert kernels_fingerprint(chosen) == counts_fingerprint() + " shade=16x4/sg16"
+    assert kernels_fingerprint(chosen, ["-cl-fast-relaxed-math", "-DINLINE_MATH"]) == (
+        counts_fingerprint() + " shade=16x4/sg16 build=cl-fast-relaxed-math+DINLINE_MATH")
     sample = Sample(None, RenderSettings(), {})
     assert samples_kernels([sample]) == counts_fingerprint()  # samples that record none
     tagged = [Sample(None, RenderSettings(), {}, kernels=k) for k in ("a", "a", "")]

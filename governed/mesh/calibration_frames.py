@@ -100,7 +100,7 @@ def collect_samples(tracer: Tracer, probe: Probe, cameras: list[Camera], width: 
     ``timer`` defines the measured seconds (default: the device's, see
     :func:`governed.mesh.timers.default_timer`)."""
     timer = timer or default_timer(tracer)
-    kernels = kernels_fingerprint(tracer.launches)
+    kernels = kernels_fingerprint(tracer.launches, tracer.build_options)
     samples = []
     tracer.render(cameras[0], width, height, settings[0])  # warm-up: first launch compiles
     for cam in cameras:

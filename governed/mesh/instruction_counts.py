@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -97,12 +98,16 @@ def counts_fingerprint(path: str | Path | None = None) -> str:
     return _read_document(Path(path) if path is not None else COUNTS_PATH)["source_sha256"]
 
 
-def kernels_fingerprint(launches: KernelLaunches, path: str | Path | None = None) -> str:
+def kernels_fingerprint(launches: KernelLaunches, options: Sequence[str] = (),
+                        path: str | Path | None = None) -> str:
     """What a calibration is fitted for (``AppCalibration.kernels``): the counts' kernel-source
-    SHA-256, then the kernels launched other than by default (a kernel's time depends on both;
-    see ``raytracer/device/launches.py``)."""
+    SHA-256, then the kernels launched other than by default, then the build ``options``
+    (``build=cl-fast-relaxed-math+DINLINE_MATH``): a kernel's time depends on all three (see
+    ``raytracer/device/launches.py``; PoCL's inline math is one option)."""
     signature = launches.signature
-    return counts_fingerprint(path) + (f" {signature}" if signature else "")
+    build = "+".join(o.lstrip("-") for o in options)
+    return (counts_fingerprint(path) + (f" {signature}" if signature else "")
+            + (f" build={build}" if build else ""))
 
 
 def counts_are_current(path: str | Path | None = None, source: str | None = None) -> bool:

@@ -177,8 +177,8 @@ def device_model(tracer: Tracer, profile: DeviceProfile | None = None,
     info = tracer.device_info
     profile = find_device_profile(info.name, info.driver)
     if profile is not None:
-        calibration = find_app_calibration(profile, RENDERER, PHASES,
-                                           kernels_fingerprint(tracer.launches))
+        kernels = kernels_fingerprint(tracer.launches, tracer.build_options)
+        calibration = find_app_calibration(profile, RENDERER, PHASES, kernels)
     if profile is None or calibration is None:
         what = "profile" if profile is None else "ray-tracer calibration"
         warnings.warn(f"no calibrated {what} for {info.name} (driver {info.driver}); "

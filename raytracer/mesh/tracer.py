@@ -136,7 +136,8 @@ class Tracer:
                                      properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.counters = counters
         sizes = {k: self.launches[k].sub_group for k in KERNELS}
-        self.program = _build(self.context, build_options(self.device_info, counters),
+        self.build_options = build_options(self.device_info, counters)
+        self.program = _build(self.context, self.build_options,
                               with_sub_groups(kernel_source() if source is None else source,
                                               sizes))
         self._launch = {p.name: self.launches[p.kernel] for p in PHASE_LIST}
