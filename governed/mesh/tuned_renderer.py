@@ -234,6 +234,9 @@ class TunedRenderer(Governed):
         self.probe = Probe.for_tracer(self.tracer, factor=probe_factor,
                                       ao_samples=probe_ao_samples, ao_radius=ao_radius,
                                       min_pixels=probe_pixels)
+        # one probe now, untimed: the first call loads its compiled code from numba's cache,
+        # which the first frame would pay (a 20.8 ms probe there in a 12 ms target)
+        self.probe.measure(scene.camera, width, height)
         self.width, self.height = width, height
         self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
         self.space = knob_space()
