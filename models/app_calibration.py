@@ -323,9 +323,7 @@ def load_profile_and_calibration(
     return profile, legacy_calibration(data, profile, str(path))
 
 
-def builtin_calibrations(machine: str | None = None) -> list[AppCalibration]:
-    """The shipped calibrations of the devices measured on ``machine`` (None: on every machine),
-    beside their profiles (:data:`~models.device_profile.MACHINES_DIR`)."""
-    folder = MACHINES_DIR / machine if machine is not None else MACHINES_DIR
-    pattern = "*--*.json" if machine is not None else "*/*--*.json"
-    return [load_calibration(p) for p in sorted(folder.glob(pattern))]
+def builtin_calibrations(machine: str) -> list[AppCalibration]:
+    """The shipped calibrations of the devices measured on ``machine``, beside their profiles
+    (:data:`~models.device_profile.MACHINES_DIR`)."""
+    return [load_calibration(p) for p in sorted((MACHINES_DIR / machine).glob("*--*.json"))]

@@ -149,8 +149,9 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
         _, legacy = _user_profile(profile.name, profile.driver, quiet=True)  # warned already
         if legacy is not None and legacy.renderer == renderer:
             candidates.append((str(profile_path(profile.name, profile.driver)), legacy))
-    candidates += [(f"shipped {c.describe()} of {this_machine()}", c)
-                   for c in builtin_calibrations(this_machine()) if c.renderer == renderer]
+    machine = this_machine()
+    candidates += [(f"shipped {c.describe()} of {machine}", c)
+                   for c in builtin_calibrations(machine) if c.renderer == renderer]
     for where, calibration in candidates:
         if (calibration.device, calibration.driver) != (profile.name, profile.driver):
             if not where.startswith("shipped"):
