@@ -18,8 +18,10 @@ new array, as before the shared transport existed.
   (``binary_swap_gather_messages``: ``Isend``/``Irecv`` + ``Gatherv``; the research reference
   measured here: 26 ms at 2048²), and one synchronisation of the shared window
   (``shared_sync_us``). Compositing rate = bytes rank 0 receives in the whole composite
-  (swap + gather) / its composite seconds; the goal compares the default transport's with
-  memcpy (>= 50 %); ``vs_memcpy`` gives both.
+  (swap + gather) / its composite seconds; ``vs_memcpy`` compares both transports' with
+  memcpy. The part runs ``--runs`` times (5; each a new MPI job, so each gets its own fresh
+  memory) and the goal asks the default transport's rate >= 50 % of memcpy in every run:
+  ``reference`` keeps the first run's figures, ``reference_runs`` each run's rate and times.
 - ``algorithms``: every algorithm at 1024² for 2..8 ranks (4 with ``--quick``), on the
   default transport and on messages (``"<algorithm> (messages)"``). Above 2 ranks this
   2-core machine is oversubscribed, so those times measure the schedule under contention,
@@ -58,6 +60,7 @@ from raytracer.volume.span_blend import kernels
 
 RESULTS_NAME = "compositing_cpu.json"  # in results/<machine>/
 REFERENCE_2048_MS = 26.0  # 2-rank binary swap + gather at 2048², first dev machine
+GOAL_RUNS = 5  # the rate must hold in this many consecutive reference runs (issue 51, item 5)
 MARK = "RESULT "
 # the reference part's binary swap + gather runs: (key, transport, image in composite_buffer);
 # the goal is read on the first, the default transport as a renderer would use it
@@ -302,28 +305,38 @@ def add_ratios(ref: dict[str, Any]) -> None:
     }
 
 
-def goals(figures: dict[str, Any]) -> dict[str, Any]:
-    """The goals block, computed from the figures."""
-    ref = figures["reference"]
+def run_summary(ref: dict[str, Any]) -> dict[str, Any]:
+    """One reference run's figures that the goals read (``ref`` after :func:`add_ratios`)."""
     bsg = ref["binary_swap_gather"]
-    share_memcpy = bsg["composite_GBps"] / ref["memcpy_GBps"]
+    return {"vs_memcpy": ref["vs_memcpy"]["binary_swap_gather"], "total_ms": bsg["total_ms"],
+            "swap_ms": bsg["stages_ms"][0], "memcpy_GBps": ref["memcpy_GBps"]}
+
+
+def goals(figures: dict[str, Any]) -> dict[str, Any]:
+    """The goals block, computed from the figures: the compositing rate must hold in every one
+    of the consecutive reference runs (``reference_runs``), not in a lucky one."""
+    ref, runs = figures["reference"], figures["reference_runs"]
+    worst_share = min(r["vs_memcpy"] for r in runs)
+    worst_ms = max(r["total_ms"] for r in runs)
     out: dict[str, Any] = {
         "compositing_vs_memcpy": {
-            "value": share_memcpy,
-            "goal": ">= 0.5",
-            "met": bool(share_memcpy >= 0.5),
-            "what": "bytes rank 0 receives in binary swap + gather per second, as a share of "
-            f"np.copyto bytes/s ({ref['size']}², 2 ranks, same run; default transport: "
-            f"{bsg['transport']}, image rendered into composite_buffer)",
+            "value": worst_share,
+            "goal": f">= 0.5 in each of >= {GOAL_RUNS} consecutive runs",
+            "met": bool(worst_share >= 0.5 and len(runs) >= GOAL_RUNS),
+            "runs": len(runs),
+            "what": "smallest over the consecutive reference runs of: bytes rank 0 receives in "
+            "binary swap + gather per second, as a share of np.copyto bytes/s measured in the "
+            f"same run ({ref['size']}², 2 ranks; default transport: "
+            f"{ref['binary_swap_gather']['transport']}, image rendered into composite_buffer)",
         },
     }
     if ref["size"] == 2048:
         out["bswap_gather_2048_ms"] = {
-            "value": bsg["total_ms"],
+            "value": worst_ms,
             "goal": f"<= {1.5 * REFERENCE_2048_MS:g}",
-            "met": bool(bsg["total_ms"] <= 1.5 * REFERENCE_2048_MS),
-            "what": "2-rank binary swap + gather of 2048² (research reference 26 ms; regression "
-            "bar 1.5x)",
+            "met": bool(worst_ms <= 1.5 * REFERENCE_2048_MS),
+            "what": "slowest over the reference runs of the 2-rank binary swap + gather of "
+            "2048² (research reference 26 ms; regression bar 1.5x)",
         }
     return out
 
@@ -338,10 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (median)")
     parser.add_argument("--max-ranks", type=int, default=None, help="largest rank count")
+    parser.add_argument("--runs", type=int, default=None, help="consecutive reference runs, "
+                        f"each its own MPI job (default {GOAL_RUNS}; 1 with --quick)")
     parser.add_argument("--save", action="store_true",
                         help=f"also write results/<machine>/{RESULTS_NAME}")
     opt.add_plots(parser)
     args = parser.parse_args(argv)
+    if args.runs is not None and args.runs < 1:
+        parser.error(f"--runs must be >= 1, got {args.runs}")
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the runs, not after
 
@@ -350,16 +367,21 @@ def main(argv: list[str] | None = None) -> int:
     ref_size = 1024 if args.quick else 2048
     max_ranks = args.max_ranks or (4 if args.quick else 8)
     counts = list(range(2, max_ranks + 1))
+    reference_runs = args.runs or (1 if args.quick else GOAL_RUNS)
     figures: dict[str, Any] = {}
-    with tqdm(total=1 + len(counts), file=sys.stderr, desc="compositing") as bar:
-        figures["reference"] = run_part("reference", 2, ref_size, repeats)
-        bar.update(1)
+    with tqdm(total=reference_runs + len(counts), file=sys.stderr, desc="compositing") as bar:
+        references = []
+        for _ in range(reference_runs):
+            references.append(run_part("reference", 2, ref_size, repeats))
+            add_ratios(references[-1])
+            bar.update(1)
+        figures["reference"] = references[0]
+        figures["reference_runs"] = [run_summary(r) for r in references]
         algos: dict[str, Any] = {}
         for ranks in counts:
             bar.set_postfix_str(f"{ranks} ranks")
             algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
-    add_ratios(figures["reference"])
     figures["algorithms_1024"] = algos
     figures["goals"] = goals(figures)
     stamp(figures, run)
