@@ -309,3 +309,21 @@ def test_a_smaller_frame_reuses_the_bigger_buffers_and_draws_the_same(neghip):
         assert np.array_equal(img.rgba, fresh.rgba)
         assert (img.samples, img.skipped, img.rays, img.group_samples) == (
             fresh.samples, fresh.skipped, fresh.rays, fresh.group_samples)
+
+
+@pytest.mark.parametrize("background", [(0.0, 0.0, 0.0), (0.2, 0.5, 1.0)])
+def test_display_conversion_is_the_over_formula_byte_for_byte(background):
+    """to_rgb8 (compiled, one pass) gives the bytes of the plain formula: the image over an
+    opaque background, clamped to [0, 1], rounded; values outside [0, 1] included."""
+    from raytracer.volume.blend import to_rgb8
+
+    rng = np.random.default_rng(3)
+    rgba = (rng.random((37, 53, 4), dtype=np.float32) * 1.4 - 0.2).astype(np.float32)
+    bg = np.asarray(background, np.float32)
+    expected = (np.clip(rgba[..., :3] + (1 - rgba[..., 3:4]) * bg, 0, 1) * 255 + 0.5
+                ).astype(np.uint8)
+    got = to_rgb8(rgba, background)
+    assert got.shape == (37, 53, 3) and got.dtype == np.uint8
+    assert np.array_equal(got, expected)
+    with pytest.raises(ValueError, match="RGBA"):
+        to_rgb8(rgba[..., :3])
