@@ -210,11 +210,37 @@ def test_headless_prints_a_summary_and_records_the_error(tmp_path: Path, monkeyp
     with open(record / "frames.csv") as f:  # the error is the recorded frames' error
         rows = list(csv.DictReader(f))
     measured = np.array([float(r["measured_ms"]) for r in rows])
-    target = np.array([float(r["target_ms"]) for r in rows])
+    target = np.array([float(r["render_target_ms"]) for r in rows])  # what the renderer held
     assert len(rows) == 3
     assert summary["mean_abs_error_vs_target"] == pytest.approx(
         np.mean(np.abs(measured - target) / target), rel=1e-6)
     assert summary["frames_over_budget"] == int(np.sum(measured > 1.05 * target))
+
+
+def test_the_interval_between_shown_frames_is_accounted_and_held(tmp_path: Path, monkeypatch):
+    """Each interval is its timed parts plus a non-negative rest; the renderer's target is the
+    interval's target less the median rest of the frames before (the first one excluded)."""
+    from autotune_app.viewer import interval
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    record = tmp_path / "rec"
+    assert run_view(_args("--headless", "--frames", "5", "--record", str(record))) == 0
+    rows = _rows(record)
+    parts = ["poll_ms", "renderer_ms", "display_ms", "record_ms", "present_ms", "other_ms"]
+    for r in rows:
+        assert float(r["other_ms"]) >= -1e-6
+        assert sum(float(r[p]) for p in parts) == pytest.approx(float(r["interval_ms"]))
+        assert float(r["renderer_ms"]) >= float(r["measured_ms"]) - 1e-6
+    target = float(TARGET_MS)
+    rest = [float(r["interval_ms"]) - float(r["measured_ms"]) for r in rows]
+    assert float(rows[0]["render_target_ms"]) == float(rows[1]["render_target_ms"]) == target
+    for i in range(2, len(rows)):
+        expected = max(interval.MIN_RENDER_SHARE * target, target - np.median(rest[1:i]))
+        assert float(rows[i]["render_target_ms"]) == pytest.approx(expected, rel=1e-6)
+    summary = json.loads((record / "run.json").read_text())
+    assert set(summary["interval_parts_median_ms"]) == set(parts)
+    assert summary["interval_ms"]["median"] > 0
+    assert len(sorted((record / "frames").glob("*.png"))) == 5  # every writer-thread PNG
 
 
 def test_record_refuses_an_earlier_recording_and_force_adds_a_run(tmp_path: Path, monkeypatch,

@@ -67,6 +67,8 @@ def show(
                 except OSError as exc:
                     raise RecordError(f"cannot record: {exc}") from None
             recorder = Recorder(work, columns(source.fields)) if work is not None else None
+            if recorder is not None:
+                stack.callback(recorder.stop)  # before the folder is kept or discarded
             viewer = Viewer(
                 surface, source, args.controller, path, args.frames, recorder,
                 work if work is not None else Path("."),
@@ -92,7 +94,8 @@ def show(
         print(
             f"autotune view: {source.label} at {size[0]}x{size[1]} on "
             f"{source.device}, controller {viewer.controller}, target "
-            f"{source.target_seconds * 1e3:.1f} ms at the end\n"
+            f"{viewer.interval.target_seconds * 1e3:.1f} ms between shown frames at the end "
+            f"(the renderer's {source.target_seconds * 1e3:.1f})\n"
             f"{tracking_report(figures)}{lines}"
         )
     if record_dir is not None:

@@ -2,9 +2,12 @@
 
 Every frame: a tuner-governed renderer (a :class:`~autotune_app.viewer.source.FrameSource`:
 the ray tracer, or the distributed volume renderer) renders the view, the image is uploaded
-as a texture and drawn with the overlay. Upload + overlay are timed (``ctx.finish()``
-included) so the display's share of the frame budget is visible in the overlay and in
-``--record``'s run.json. The key bindings and the overlay's status lines live here too.
+as a texture and drawn with the overlay, read back if recorded, and presented. The target is
+the interval between shown frames: every part of it is timed
+(:class:`~autotune_app.viewer.interval.FrameInterval`), and the renderer's target is what the
+rest leaves, so the interval a person sees is what is held. The parts show in the overlay and
+in ``--record``'s frames.csv and run.json. The key bindings and the overlay's status lines
+live here too.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from autotune.controllers import CONTROLLER_NAMES, CONTROLLERS
 from autotune_app.viewer.controls import CameraController
+from autotune_app.viewer.interval import FrameInterval
 from autotune_app.viewer.overlay import GREY, WHITE, FrameHistory, Overlay, PlotPoint
 from autotune_app.viewer.record import Recorder, free_name, save_png
 from autotune_app.viewer.source import FrameSource, ViewFrame, on_off
@@ -92,6 +96,7 @@ class Viewer:
         self.frame_index = 0
         self.fps = math.nan
         self.display_times: deque[float] = deque(maxlen=DISPLAY_WINDOW)
+        self.interval = FrameInterval(source.target_seconds)
         self.logs: list[Any] = []  # the source's log of every frame, for the summary
         self._dragging = False
         self._cursor: tuple[float, float] | None = None
@@ -114,9 +119,9 @@ class Viewer:
         if action == glfw.PRESS:
             self.held.add(key)
         if key in (glfw.KEY_EQUAL, glfw.KEY_KP_ADD):
-            self.set_target(self.source.target_seconds * TARGET_STEP)
+            self.set_target(self.interval.target_seconds * TARGET_STEP)
         elif key in (glfw.KEY_MINUS, glfw.KEY_KP_SUBTRACT):
-            self.set_target(self.source.target_seconds / TARGET_STEP)
+            self.set_target(self.interval.target_seconds / TARGET_STEP)
         elif action != glfw.PRESS:
             return
         elif key == glfw.KEY_ESCAPE:
@@ -138,7 +143,8 @@ class Viewer:
             self.show_overlay = not self.show_overlay
 
     def set_target(self, seconds: float) -> None:
-        self.source.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
+        """The target interval between shown frames (the renderer's follows each frame)."""
+        self.interval.target_seconds = min(max(seconds, TARGET_LIMITS[0]), TARGET_LIMITS[1])
 
     def mouse_button_callback(self, _window, button: int, action: int, _mods: int) -> None:
         if button == glfw.MOUSE_BUTTON_LEFT:
@@ -169,7 +175,7 @@ class Viewer:
         replay = f"  replay {self.frame_index + 1}/{len(self.path)}" if self.path else ""
         err, cerr = (self.history.relative_error(k) for k in ("predicted", "corrected"))
         display = float(np.median(self.display_times)) if self.display_times else math.nan
-        share = display / frame.measured if frame.measured > 0 else math.nan
+        target = self.interval.target_seconds
         return [
             (
                 f"{src.label} {width}x{height}  {self.fps:.1f} fps  controller "
@@ -177,14 +183,16 @@ class Viewer:
                 WHITE,
             ),
             (
-                f"target {src.target_seconds * 1e3:.1f} ms  measured {frame.measured * 1e3:.1f}  "
-                f"predicted {frame.predicted * 1e3:.1f}  corrected {frame.corrected * 1e3:.1f}",
+                f"target {target * 1e3:.1f} ms between frames: renderer "
+                f"{src.target_seconds * 1e3:.1f} + rest {self.interval.rest * 1e3:.1f}  "
+                f"measured {frame.measured * 1e3:.1f}  predicted {frame.predicted * 1e3:.1f}  "
+                f"corrected {frame.corrected * 1e3:.1f}",
                 WHITE,
             ),
             (frame.knobs, WHITE),
             (
                 f"model error {err:.0%}  corrected {cerr:.0%}  display {display * 1e3:.1f} ms "
-                f"({share:.1%} of frame, {display / src.target_seconds:.0%} of target)",
+                f"({display / target:.0%} of target)",
                 WHITE,
             ),
             ("H: keys", GREY),
@@ -205,7 +213,10 @@ class Viewer:
 
     def step(self) -> bool:
         """Render, display and record one frame; False once the run is over."""
-        self.surface.poll()
+        clock = self.interval
+        clock.begin()
+        with clock.part("poll"):
+            self.surface.poll()
         if self.quit or self.surface.should_close():
             return False
         if self.surface.resized:
@@ -215,6 +226,7 @@ class Viewer:
                 self.source.resize(width, height)
         width, height = self.surface.size
         if width == 0 or height == 0:  # minimised: nothing to draw
+            clock.skip()
             time.sleep(0.05)
             return True
         now = time.perf_counter()
@@ -223,13 +235,31 @@ class Viewer:
             self.fps = 1 / seconds if math.isnan(self.fps) else (1 - EMA) * self.fps + EMA / seconds
         self._last_time = now
         camera = self._camera(seconds)
-        frame = self.source.render(camera)
-        self.history.push(
-            PlotPoint(self.source.target_seconds, frame.measured, frame.predicted, frame.corrected)
-        )
+        self.source.target_seconds = render_target = clock.render_target
+        with clock.part("renderer"):
+            frame = self.source.render(camera)
+        self.history.push(PlotPoint(render_target, frame.measured, frame.predicted,
+                                    frame.corrected))
         self.logs.append(frame.log)
 
-        start = time.perf_counter()
+        with clock.part("display"):
+            self.draw(frame, width, height)
+        self.display_times.append(clock.parts["display"])
+        with clock.part("record"):
+            if self.recorder is not None:  # the PNG is written on the recorder's thread
+                self.recorder.write(self.surface.read(), self.frame_index)
+            self.screenshot()
+        with clock.part("present"):
+            self.surface.present()
+        times = clock.shown(frame.measured)
+        if self.recorder is not None:
+            self.recorder.add(self._row(frame, render_target, times, width, height), camera)
+        self.frame_index += 1
+        limit = min(self.max_frames or math.inf, len(self.path) if self.path else math.inf)
+        return self.frame_index < limit
+
+    def draw(self, frame: ViewFrame, width: int, height: int) -> None:
+        """The frame as a texture, the overlay on it, finished on the GPU."""
         self.scene_view.draw(frame.image, self.surface.fbo, (width, height))
         self.surface.fbo.use()
         self.ctx.viewport = (0, 0, width, height)
@@ -242,31 +272,27 @@ class Viewer:
                 self.help if self.show_help else None,
             )
         self.ctx.finish()
-        display = time.perf_counter() - start
-        self.display_times.append(display)
 
+    def screenshot(self) -> None:
+        """The shown frame as a PNG, if P was pressed."""
         if self.screenshot_pending:
             self.screenshot_pending = False
             path = free_name(self.screenshot_dir / f"screenshot_{self.frame_index:05d}.png")
             save_png(self.surface.read(), path)
             print(f"screenshot saved to {self.screenshot_shown / path.name}")
-        if self.recorder is not None:
-            self.recorder.add(self._row(frame, display, width, height), camera, self.surface.read())
-        self.surface.present()
-        self.frame_index += 1
-        limit = min(self.max_frames or math.inf, len(self.path) if self.path else math.inf)
-        return self.frame_index < limit
 
-    def _row(self, frame: ViewFrame, display: float, width: int, height: int) -> dict:
+    def _row(self, frame: ViewFrame, render_target: float, times: dict[str, float],
+             width: int, height: int) -> dict:
         return {
             "frame": self.frame_index,
             "wall_s": time.perf_counter() - self._start,
-            "target_ms": self.source.target_seconds * 1e3,
+            "target_ms": self.interval.target_seconds * 1e3,
+            "render_target_ms": render_target * 1e3,
             "measured_ms": frame.measured * 1e3,
             "predicted_ms": frame.predicted * 1e3,
             "corrected_ms": frame.corrected * 1e3,
-            "display_ms": display * 1e3,
             "probe_ms": frame.probe_seconds * 1e3,
+            **times,
             **frame.columns,
             "controller": self.controller,
             "tuning": int(self.source.tuning),

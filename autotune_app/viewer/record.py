@@ -2,25 +2,36 @@
 path (so ``--path`` can repeat the run).
 
 The recording is built in a folder that becomes ``--record DIR`` only when the run ends (see
-``common.atomic_files.output_dir``), so a folder never mixes two runs' frames.
+``common.atomic_files.output_dir``), so a folder never mixes two runs' frames. The PNGs are
+encoded and written on a writer thread, off the frame's path (the frame only reads its pixels
+back); at most :data:`MAX_PENDING` images wait for it, so a slow disk slows the run rather than
+filling the memory.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
 from autotune_app.report import summary_stats as _stats
 from autotune_app.viewer.errors import ViewerError
+from autotune_app.viewer.interval import PARTS
 from common.atomic_files import OutputError, check_output_dir, write_json, write_text
 from common.atomic_files import save_png as _save_png
 from raytracer.camera import Camera
 
-HEAD_FIELDS = ("frame", "wall_s", "target_ms", "measured_ms", "predicted_ms", "corrected_ms",
-               "display_ms", "probe_ms")
+INTERVAL_PARTS = tuple(f"{part}_ms" for part in (*PARTS, "other"))
+HEAD_FIELDS = ("frame", "wall_s", "target_ms", "render_target_ms", "measured_ms",
+               "predicted_ms", "corrected_ms", "probe_ms", "interval_ms", *INTERVAL_PARTS)
+# target_ms: between shown frames; render_target_ms: the renderer's share of it; interval_ms:
+# from the last frame's present to this one's, in the parts that follow (other: the rest)
+MAX_PENDING = 8  # frames whose PNGs may wait for the writer thread
+FRAME_COMPRESSION = 1  # zlib level of the recorded frames: encoding competes with rendering
 TAIL_FIELDS = ("controller", "tuning", "width", "height", "eye_x", "eye_y", "eye_z", "target_x",
                "target_y", "target_z")
 
@@ -41,10 +52,10 @@ class RecordError(ViewerError):
     """The record directory or one of its files could not be written; the message names it."""
 
 
-def save_png(image: np.ndarray, path: Path) -> None:
+def save_png(image: np.ndarray, path: Path, compress_level: int = 6) -> None:
     """Write an (H, W, 3|4) uint8 image, top row first, as PNG (atomically)."""
     try:
-        _save_png(image, path)
+        _save_png(image, path, compress_level)
     except OSError as exc:
         raise RecordError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -92,9 +103,19 @@ class Recorder:
             ) from None
         self.cameras: list[Camera] = []
         self.rows: list[dict] = []
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="record")
+        self._pending: deque[Future[None]] = deque()
 
-    def add(self, row: dict, camera: Camera, image: np.ndarray) -> None:
-        """Record one frame's figures (keys of ``fields``), its camera and its image."""
+    def write(self, image: np.ndarray, frame: int) -> None:
+        """Hand one frame's image to the writer thread (``frames/NNNNN.png``); waits only
+        while :data:`MAX_PENDING` images are queued, and raises a write that failed."""
+        while self._pending and (self._pending[0].done() or len(self._pending) >= MAX_PENDING):
+            self._pending.popleft().result()
+        path = self.dir / "frames" / f"{frame:05d}.png"
+        self._pending.append(self._writer.submit(save_png, image, path, FRAME_COMPRESSION))
+
+    def add(self, row: dict, camera: Camera) -> None:
+        """Record one frame's figures (keys of ``fields``) and its camera."""
         row = {
             **row,
             "eye_x": camera.eye[0],
@@ -106,11 +127,20 @@ class Recorder:
         }
         self.rows.append(row)
         self.cameras.append(camera)
-        save_png(image, self.dir / "frames" / f"{int(row['frame']):05d}.png")
+
+    def stop(self) -> None:
+        """Wait for the images still being written; raise the first write that failed."""
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            self._pending.clear()
+            self._writer.shutdown(wait=True)
 
     def close(self, info: dict) -> dict:
         """Finish the files; ``run.json`` holds ``info`` plus per-figure statistics (ms) of the
         frames after the warm-up."""
+        self.stop()
         table = io.StringIO()
         writer = csv.DictWriter(table, self.fields, lineterminator="\n")
         writer.writeheader()
@@ -129,6 +159,12 @@ class Recorder:
             **info,
             "frames": len(self.rows),
             "warmup_frames_excluded": len(self.rows) - len(steady),
+            "interval_ms": _stats(r["interval_ms"] for r in steady),
+            "interval_off_target": _stats(abs(r["interval_ms"] / r["target_ms"] - 1)
+                                          for r in steady),
+            "interval_parts_median_ms": {
+                part: _stats((r[part] for r in steady), ("median",))["median"]
+                for part in INTERVAL_PARTS},
             "measured_ms": _stats(measured),
             "display_ms": _stats(display),
             "display_fraction_of_frame": _stats(
