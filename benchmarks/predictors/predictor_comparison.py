@@ -22,7 +22,7 @@ the hybrid's approach) is chosen on the validation scenes
 the linear model of the per-process analytical model (HemoCell study) vs the same learned
 approaches and its hybrid; calibration views / the cluster study's orbit (Tkachev et al.,
 "Prediction of Distributed Volume Visualization Performance to Support Render Hardware
-Acquisition") / the held-out volume.
+Acquisition") / the first test volume (governed.volume.volume_sets).
 
 Goals, on the ray tracer's test scenes: the best learned predictor (chosen on validation) vs
 Hong–Kim, mean frame error; and the hybrid no worse than the better of the two.
@@ -55,6 +55,7 @@ from governed.mesh.scene_sets import evaluation_scenes
 from governed.mesh.timers import default_timer
 from governed.mesh.tuned_renderer import RayTraceModel
 from governed.volume.model_fit import volume_calibration_views
+from governed.volume.volume_sets import GOVERNED_VOLUME, TEST_VOLUMES
 from raytracer.device.choice import DeviceError, one_device_per_runtime
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from studies.kernel_models.learned_comparators import APPROACHES
@@ -62,7 +63,6 @@ from studies.kernel_models.learned_comparators import APPROACHES
 SETS = ("cal", "val", "test")
 VOLUME_SIZE = 256
 VOLUME_FRAMES = {False: (32, 16, 16), True: (16, 8, 8)}  # calibration, validation, test
-CALIBRATION_VOLUME, HELD_OUT_VOLUME = "bonsai", "aneurism"
 
 
 def raytrace_samples(spec: str, quick: bool) -> tuple[dict[str, list], str]:
@@ -168,8 +168,8 @@ def volume_figures(samples: Mapping[str, list]) -> dict[str, Any]:
 def volume(quick: bool) -> dict[str, Any]:
     """Render the volume sets on one rank and compare."""
     cal_n, val_n, test_n = VOLUME_FRAMES[quick]
-    vol, tf = load_everywhere(CALIBRATION_VOLUME)
-    held, held_tf = load_everywhere(HELD_OUT_VOLUME)
+    vol, tf = load_everywhere(GOVERNED_VOLUME)
+    held, held_tf = load_everywhere(TEST_VOLUMES[0])
     renderer = DistributedRenderer(vol, tf)
     samples = {
         "cal": volume_predictors.collect(renderer, volume_calibration_views(vol.radius, cal_n),
@@ -184,7 +184,7 @@ def volume(quick: bool) -> dict[str, Any]:
     return {"ranks": 1, "size": VOLUME_SIZE,
             "sets": {"cal": f"{vol.name}, {cal_n} calibration views",
                      "val": f"{vol.name}, the cluster study's orbit, {val_n} views",
-                     "test": f"{held.name} (held-out volume), the cluster study's orbit, "
+                     "test": f"{held.name} (a test volume), the cluster study's orbit, "
                              f"{test_n} views"},
             "measured": "rank 0's render CPU seconds (what the per-process model is fitted "
                         "on)",

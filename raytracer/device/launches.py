@@ -218,8 +218,8 @@ def choose_all(kernels: Iterable[str], times: Mapping[Launch, Mapping[str, float
                            for k in kernels})
 
 
-def _cache_path(device: cl.Device, source: str) -> Path:
-    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+def _cache_path(device: cl.Device, source: str, workload: str = "") -> Path:
+    digest = hashlib.sha256((source + workload).encode()).hexdigest()[:12]
     return cache_dir() / "launches" / f"{traits_key(device)}-{digest}.json"
 
 
@@ -249,14 +249,16 @@ _memo: dict[Path, KernelLaunches] = {}
 
 def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
                     measure: Measure, simd_width: int = 0,
-                    packets: tuple[tuple[int, int], ...] = ()) -> KernelLaunches:
+                    packets: tuple[tuple[int, int], ...] = (),
+                    workload: str = "") -> KernelLaunches:
     """The cached launches of ``source``'s ``kernels`` on ``device`` (whose lanes are
     ``simd_width`` wide; ``packets``: the kernels' packet forms), measured with ``measure`` on
-    first use where there is a choice."""
+    first use where there is a choice. ``workload`` names what ``measure`` renders: another
+    workload is another choice, cached apart."""
     options = candidates(device.extensions, simd_width, packets)
     if options == [DEFAULT]:
         return DEFAULTS
-    path = _cache_path(device, source)
+    path = _cache_path(device, source, workload)
     if path in _memo:
         return _memo[path]
     launches = _load(path, kernels)

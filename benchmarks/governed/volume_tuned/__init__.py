@@ -5,21 +5,21 @@ core by default (2 here; each rank's OpenCL device on its share of the cores). A
 ranks than cores is labelled *oversubscribed* and judged against its own, looser goal. Rank 0
 prints its figures as one JSON line; this launcher adds the goals block and plots.
 
-Data sets, fixed before the model work (a model is judged on frames it was not fitted on):
+Data sets, fixed before the model work (a model is judged on frames it was not fitted on), the
+volumes named by :mod:`governed.volume.volume_sets`:
 
 * **calibration**: random knobs at calibration views (random directions off the orbit plane,
-  :func:`volume_calibration_views`) of bonsai and of ironprot (68³: a working set that fits
-  a core's cache, where bonsai's does not), on the cell-count partition (imbalanced: bonsai's
-  bricks hold very different amounts of non-empty data) and on the cost-balanced one (each
-  calibrated on its own); ``--calibrate-on bonsai`` calibrates on bonsai alone;
+  :func:`volume_calibration_views`) of every calibration volume, on the cell-count partition
+  (imbalanced: bonsai's bricks hold very different amounts of non-empty data) and on the
+  cost-balanced one (each calibrated on its own);
+  ``--calibrate-on bonsai`` calibrates on bonsai alone;
 * **validation** (used to design the model and the controller): the orbit of bonsai from the
   cluster study (Tkachev et al., "Prediction of Distributed Volume Visualization Performance
   to Support Render Hardware Acquisition"; held-out cameras) with random knobs, close-up views
-  that put most samples on one rank, and the volumes aneurism, neghip (8-bit) and field:96
-  (procedural float data: the ray caster's float kernel variant) under the model fitted on
-  bonsai;
-* **test** (touched only to report): the volumes tooth and headsq, an orbit each with random
-  knobs on both partitions, and a governed orbit of tooth.
+  that put most samples on one rank, and the validation volumes under the models fitted on the
+  calibration volumes;
+* **test** (touched only to report): the test volumes, an orbit each with random knobs on both
+  partitions, and a governed orbit of the first.
 
 Each validation and test volume's orbit is priced twice: by the models fitted on bonsai
 (what a model carries to a volume it never saw) and by a model calibrated on that volume's
@@ -41,8 +41,8 @@ knob broadcast + local render + compositing + gather + upscale).
 This module is the launcher; the job's model error is
 :mod:`~benchmarks.governed.volume_tuned.model_error`, its governed runs and entry
 :mod:`~benchmarks.governed.volume_tuned.runs`, the goals and plot
-:mod:`~benchmarks.governed.volume_tuned.report`, the data sets
-:mod:`~benchmarks.governed.volume_tuned.volume_sets`.
+:mod:`~benchmarks.governed.volume_tuned.report`, its fixed settings
+:mod:`~benchmarks.governed.volume_tuned.run_constants`.
 """
 
 from benchmarks.governed.volume_tuned.command import main

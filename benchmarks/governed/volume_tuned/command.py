@@ -13,11 +13,12 @@ from typing import Any
 
 from autotune_app import options as opt
 from autotune_app.report import emit
-from benchmarks.governed.volume_tuned.report import goals, plot, probe_and_form
-from benchmarks.governed.volume_tuned.volume_sets import CALIBRATION_ALSO, CALIBRATION_VOLUME, MARK
+from benchmarks.governed.volume_tuned.report import diagnostics, goals, plot, probe_and_form
+from benchmarks.governed.volume_tuned.run_constants import MARK
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from common.atomic_files import check_output_dir, output_dir
+from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
 
 
@@ -30,9 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
                         help="MPI ranks (default: one per core)")
     parser.add_argument("--size", type=int, default=256, help="image width and height")
-    parser.add_argument("--calibrate-on", default=",".join((CALIBRATION_VOLUME,
-                                                            *CALIBRATION_ALSO)),
-                        help=f"volumes calibrated on (the first must be {CALIBRATION_VOLUME}, "
+    parser.add_argument("--calibrate-on", default=",".join(CALIBRATION_VOLUMES),
+                        help=f"volumes calibrated on (the first must be {GOVERNED_VOLUME}, "
                              "the governed one)")
     opt.add_plots(parser)
     parser.add_argument("--save", action="store_true",
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plots:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
-    if args.calibrate_on.split(",")[0] != CALIBRATION_VOLUME:
-        parser.error(f"--calibrate-on must start with {CALIBRATION_VOLUME}, the governed "
+    if args.calibrate_on.split(",")[0] != GOVERNED_VOLUME:
+        parser.error(f"--calibrate-on must start with {GOVERNED_VOLUME}, the governed "
                      f"volume; got {args.calibrate_on!r}")
     cmd = ["benchmarks.governed.volume_tuned", "--worker", "--size", str(args.size),
            "--calibrate-on", args.calibrate_on] + (["--quick"] if args.quick else [])
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                                "(AUTOTUNE_COMPUTE_UNITS)")
     figures["model_error_probe_and_form"] = probe_and_form(figures)
     figures["goals"] = goals(figures)
+    figures["diagnostics"] = diagnostics(figures)
     stamp(figures, run)
     if args.plots:
         with output_dir(args.plots, args.force) as d:

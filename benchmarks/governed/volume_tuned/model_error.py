@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.governed.volume_tuned.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
 from governed.volume.knobs import settings_of, volume_knob_space
 from governed.volume.model_fit import (
     counted_render_models,
@@ -17,6 +16,7 @@ from governed.volume.model_fit import (
     work_seconds,
 )
 from governed.volume.tuned_volume import TunedVolumeRenderer
+from governed.volume.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
 from models.rank_correction import RankCorrection
 from models.volume_cost import shared_finish
 from raytracer.camera import Camera

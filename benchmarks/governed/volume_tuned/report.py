@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 
 from autotune_app.report import pyplot
-from benchmarks.governed.volume_tuned.volume_sets import CALIBRATION_VOLUME, TARGET_DROP
+from benchmarks.governed.volume_tuned.run_constants import TARGET_DROP
 from benchmarks.harness.run_record import at_most
 from common.atomic_files import save_figure
+from governed.volume.volume_sets import GOVERNED_VOLUME
 
 
 def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_error"
@@ -36,53 +37,70 @@ def probe_and_form(f: dict[str, Any]) -> dict[str, Any]:
 
 
 def goals(f: dict[str, Any]) -> dict[str, Any]:
-    """The goals block, computed from the figures: model errors on the test volumes, governed
-    errors on held-out views (bonsai's orbit) and on a test volume; an oversubscribed run
-    (more ranks than cores) has its own, looser governed goal."""
+    """The goals block, computed from the figures: the issues' goals only (the per-rank model
+    carried over to the test volumes, the governed test volume, the baselines, the tuner's
+    cost); an oversubscribed run (more ranks than cores) has its own, looser governed goal.
+    Figures on validation views and self-calibrated models are :func:`diagnostics`."""
     test = f["model_error"]["test"]
     ff = f["governed"]["feedforward"]["summary"]
     on_test = f["governed_test_volume"]["summary"]
     mean_limit = 0.08 if f["oversubscribed"] else 0.03
-    rows = f"{f['ranks']} ranks on {f['cores']} cores" + (
-        " (oversubscribed)" if f["oversubscribed"] else "")
+    calibrated = f["sets"].get("calibrated_on", GOVERNED_VOLUME).split(":")[0]
     out = {}
     for part in ("imbalanced", "balanced"):
         out[f"model_error_{part}"] = at_most(
             mean_rank_error(test, part), 0.05,
             f"mean |predicted - measured| / measured per-rank render time, test "
             f"volumes {', '.join(test)} (orbit, random knobs), "
-            f"{'cell-count' if part == 'imbalanced' else 'cost-balanced'} partition, model "
-            f"fitted on {CALIBRATION_VOLUME}")
-    own = f["model_error"]["self_calibrated"]["test"]
-    repeat = f["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
-    for part in ("imbalanced", "balanced"):
-        out[f"model_error_self_calibrated_{part}"] = at_most(
-            mean_rank_error(own, part), 0.05,
-            f"the same, each test volume's model calibrated on "
-            f"{f['calibration']['self_calibration_frames']} frames of its own calibration views "
-            "(off its orbit, random knobs), as `autotune volume` calibrates on the volume it "
-            f"is given; {CALIBRATION_VOLUME}'s orbit rendered a second time strays "
-            f"{repeat['spread_mean']:.1%} per rank from the first, around each rank's mean "
-            "offset")
-    noise = f["noise_floor"]["mean_off_median"]
-    out["governed_mean_error"] = at_most(ff["mean_error"], mean_limit,
-                                      f"mean |frame - target| / target, {CALIBRATION_VOLUME}'s "
-                                      f"double orbit (held-out views), {rows}; one view at "
-                                      f"fixed knobs strays {noise:.1%} from its median")
-    out["governed_p95_error"] = at_most(ff["p95_error"], 0.08, "p95 of the same")
+            f"{'cell-count' if part == 'imbalanced' else 'cost-balanced'} partition, models "
+            f"fitted on {calibrated}")
     out["governed_test_volume_mean_error"] = at_most(
         on_test["mean_error"], mean_limit,
-        f"the same on {f['governed_test_volume']['volume']}, a volume the model never saw")
+        f"mean |frame - target| / target on {f['governed_test_volume']['volume']}, a volume "
+        f"the model never saw, {_rows(f)}")
     out["governed_test_volume_p95_error"] = at_most(on_test["p95_error"], 0.08, "p95 of the same")
     fixed, pi = (f["governed"][k]["summary"]["mean_error"] for k in ("fixed", "pi"))
     out["beats_baselines"] = {"value": ff["mean_error"], "goal": "< fixed and < pi",
                               "met": bool(ff["mean_error"] < min(fixed, pi)),
                               "what": f"feed-forward mean error below both fair baselines' "
-                                      f"(fixed {fixed:.3f}, PI {pi:.3f})"}
+                                      f"(fixed {fixed:.3f}, PI {pi:.3f}) on "
+                                      f"{GOVERNED_VOLUME}'s double orbit"}
     out["controller_cost"] = at_most(f["controller_cost"]["mean_share_of_frame"], 0.01,
                                   "the tuner's probe + search + bookkeeping per frame as a "
                                   "share of rank 0's whole wait for the frame")
     return out
+
+
+def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
+    """Figures beside the goals: the governed orbit of the calibration volume (held-out views),
+    and the per-rank model calibrated on each test volume's own views (what ``autotune volume``
+    does, not a model carried over)."""
+    ff = f["governed"]["feedforward"]["summary"]
+    mean_limit = 0.08 if f["oversubscribed"] else 0.03
+    own = f["model_error"]["self_calibrated"]["test"]
+    repeat = f["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
+    out = {}
+    for part in ("imbalanced", "balanced"):
+        out[f"model_error_self_calibrated_{part}"] = at_most(
+            mean_rank_error(own, part), 0.05,
+            f"the per-rank error on the test volumes with each one's model calibrated on "
+            f"{f['calibration']['self_calibration_frames']} frames of its own calibration views "
+            "(off its orbit, random knobs), as `autotune volume` calibrates on the volume it "
+            f"is given; {GOVERNED_VOLUME}'s orbit rendered a second time strays "
+            f"{repeat['spread_mean']:.1%} per rank from the first, around each rank's mean "
+            "offset")
+    noise = f["noise_floor"]["mean_off_median"]
+    out["governed_mean_error"] = at_most(ff["mean_error"], mean_limit,
+                                      f"mean |frame - target| / target, {GOVERNED_VOLUME}'s "
+                                      f"double orbit (held-out views), {_rows(f)}; one view at "
+                                      f"fixed knobs strays {noise:.1%} from its median")
+    out["governed_p95_error"] = at_most(ff["p95_error"], 0.08, "p95 of the same")
+    return out
+
+
+def _rows(f: dict[str, Any]) -> str:
+    return f"{f['ranks']} ranks on {f['cores']} cores" + (
+        " (oversubscribed)" if f["oversubscribed"] else "")
 
 
 def plot(f: dict[str, Any], path: Path) -> None:
@@ -95,7 +113,7 @@ def plot(f: dict[str, Any], path: Path) -> None:
         axes[0].plot([r["measured"] * 1e3 for r in rows], label=name)
     axes[0].axhline(f["target_ms"], color="k", ls="--", lw=1, label="target")
     axes[0].set_ylabel("rank 0 frame (ms)")
-    axes[0].set_title(f"{CALIBRATION_VOLUME} on {f['ranks']} ranks, {f['size']}², double orbit")
+    axes[0].set_title(f"{GOVERNED_VOLUME} on {f['ranks']} ranks, {f['size']}², double orbit")
     axes[0].legend(fontsize=8)
     rows = f["governed"]["feedforward"]["frames"]
     axes[1].plot([r["rate"] for r in rows], label="sampling rate (1/voxel)")

@@ -14,16 +14,16 @@ import numpy as np
 
 from autotune_app.volume_command import CALIBRATION_FRAMES
 from benchmarks.governed.volume_tuned.model_error import model_errors
-from benchmarks.governed.volume_tuned.volume_sets import (
-    CALIBRATION_VOLUME,
-    MARK,
-    TARGET_DROP,
-    TEST_VOLUMES,
-    VALIDATION_VOLUMES,
-)
+from benchmarks.governed.volume_tuned.run_constants import MARK, TARGET_DROP
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from governed.volume.knobs import ERT, RATES, SCALES
 from governed.volume.model_fit import volume_calibration_views
+from governed.volume.volume_sets import (
+    GOVERNED_VOLUME,
+    TEST_VOLUMES,
+    VALIDATION_VOLUMES,
+    volume_sets,
+)
 from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.distributed import load_everywhere, seed_orbit
 
@@ -208,13 +208,12 @@ def worker(args: argparse.Namespace) -> int:
     calib_frames = 16 if args.quick else 24
     # a volume's own model: calibrated as the command calibrates it
     own_frames = calib_frames if args.quick else CALIBRATION_FRAMES
-    vol, tf = load_everywhere(CALIBRATION_VOLUME, comm=comm)
+    vol, tf = load_everywhere(GOVERNED_VOLUME, comm=comm)
     out: dict[str, Any] = {
         "ranks": comm.Get_size(), "size": args.size,
-        "sets": {"calibration": f"{args.calibrate_on}: calibration views, random knobs",
-                 "validation": [f"{CALIBRATION_VOLUME}: held-out orbit and close-ups",
-                                *VALIDATION_VOLUMES],
-                 "test": list(TEST_VOLUMES)},
+        "sets": {**volume_sets(),
+                 "calibrated_on": f"{args.calibrate_on}: calibration views, random knobs",
+                 "validation_views": f"{GOVERNED_VOLUME}: held-out orbit and close-ups"},
         "frames": frames}
     t0 = time.perf_counter()
     views = volume_calibration_views(vol.radius)
