@@ -84,3 +84,29 @@ def test_frames_rendered_again_give_each_ranks_offset_and_the_spread_around_it()
     out = render_again(tuned, [0, 1, 2, 3], [None] * 4, [np.array([1.0, 1.0])] * 4)
     assert out["per_rank_mean_offset"] == pytest.approx([-0.1, 0.0])
     assert out["spread_mean"] == pytest.approx(0.01)  # rank 0: 0, rank 1: 2 % on average
+
+
+def test_the_oracle_measures_fresh_frames_and_counts_the_best_setting_under_target_on_it():
+    """The oracle's error is measured on the fresh frames of the setting it found; at the
+    best setting a frame under the target is on target (nothing more to buy)."""
+    from benchmarks.governed.volume_tuned.runs import oracle_on_path
+    from governed.volume.knobs import BEST as BEST_SETTINGS
+
+    cheap = FrameSettings(step=1.0, image_scale=0.5, ert_threshold=0.9)
+
+    class Fake:
+        rank, target_seconds = 0, 0.010
+
+        def best_setting_by_measurement(self, camera):
+            return BEST_SETTINGS if camera == "easy" else cheap
+
+        def repeated_frame_seconds(self, camera, settings, frames):
+            if settings is BEST_SETTINGS:
+                return [0.008, 0.009, 0.011][:frames]
+            return [0.011, 0.012, 0.009][:frames]
+
+    out = oracle_on_path(Fake(), ["easy", "x", "hard", "y"], every=2, fresh=3)
+    assert [v["frame"] for v in out["views"]] == [0, 2]
+    assert out["frames_at_top_under_target"] == 2
+    errors = [0, 0, 0.1, 0.1, 0.2, 0.1]
+    assert out["mean_error"] == pytest.approx(np.mean(errors))

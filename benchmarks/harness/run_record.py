@@ -125,6 +125,22 @@ def at_most(value: float | None, limit: float, what: str) -> dict:
     return {"value": value, "goal": f"<= {limit}", "met": met, "what": what}
 
 
+OVER_ORACLE = 1.2  # a tracking goal's allowance over the oracle's error, where that is larger
+
+
+def error_goal(value: float, absolute: float, oracle: float | None, what: str) -> dict:
+    """A tracking error against ``absolute``, or against :data:`OVER_ORACLE` x the oracle's on
+    the same path where the oracle itself is above ``absolute`` (the floor this machine
+    allows: a controller that knew every setting's cost on every view)."""
+    if oracle is None:
+        return at_most(value, absolute, f"{what} (no oracle measured: judged absolutely)")
+    if oracle <= absolute:
+        return at_most(value, absolute, f"{what} (the oracle's {oracle:.1%} is within it)")
+    return at_most(value, round(OVER_ORACLE * oracle, 4),
+                   f"{what}: {OVER_ORACLE}x the oracle's {oracle:.1%} on the same path, "
+                   f"which is above {absolute:.0%}")
+
+
 def mark_goals(goals: dict, run: dict) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet."""
     for goal in goals.values():

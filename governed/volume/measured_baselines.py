@@ -1,8 +1,9 @@
 """Frame times found by rendering, not by the model: the baselines the governed renderer meets.
 
 The fixed baseline's setting (bisection by measurement along the quality-ranked settings), the
-full-quality frame time a target is set from, and repeated frames of one view (the machine's
-frame-to-frame noise). All render through the shared-frame protocol
+oracle's setting on a view (the same bisection on medians of frames), the full-quality frame
+time a target is set from, and repeated frames of one view (the machine's frame-to-frame
+noise). All render through the shared-frame protocol
 (:class:`~governed.volume.frame_sharing.SharedFrames`), so they are collective.
 """
 
@@ -46,12 +47,30 @@ def fixed_setting_by_measurement(frames: SharedFrames, camera: Camera,
     within 1 % of the target. Rank 0 runs the search, shares each trial frame and then the
     setting found (with DONE); the others render the trials and return that setting
     (collective)."""
+    return _bisected(frames, camera, losses, iterations, repeats=1)
+
+
+def best_setting_by_measurement(frames: SharedFrames, camera: Camera,
+                                losses: QualityLosses | None, repeats: int = 3
+                                ) -> FrameSettings:
+    """The oracle's setting on one view: the best-looking one whose median of ``repeats``
+    frames fits the target, by bisection along the same ranked settings as the fixed
+    baseline's (collective, as :func:`fixed_setting_by_measurement`)."""
+    return _bisected(frames, camera, losses, iterations=16, repeats=repeats)
+
+
+def _bisected(frames: SharedFrames, camera: Camera, losses: QualityLosses | None,
+              iterations: int, repeats: int) -> FrameSettings:
+    """Bisection along the ranked settings, each trial the median of ``repeats`` frames of
+    ``camera``; rank 0 searches and shares the result with DONE (collective)."""
     if frames.rank != 0:
         return frames.follow_until_done().settings
     order = quality_order(volume_knob_space(losses))
 
     def seconds_of(index: int) -> float:
-        return frames.shared_frame(camera, settings_of(order[index]))[1].record.frame_seconds
+        return float(np.median([
+            frames.shared_frame(camera, settings_of(order[index]))[1].record.frame_seconds
+            for _ in range(repeats)]))
 
     found = bisect_by_measurement(len(order), seconds_of, frames.target_seconds,
                                   iterations=iterations)

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.harness.run_record import at_most
+from benchmarks.harness.run_record import at_most, error_goal
 
 PRODUCT = "feedforward"  # the product at its default probe policy
 BASELINES = ("fixed", "pi", "governor")
 GOALS = {"tuner_share": 0.03, "mean": 0.03, "p95": 0.08, "after_turn": 0.10, "new_scene": 0.15,
          "noise_ratio": 1.2, "reversals_per_60": 1.0, "step": 5, "load": 5,
-         "over_budget_ratio": 0.5, "over_oracle": 1.2}
+         "over_budget_ratio": 0.5}
 LOAD_FEEDBACK = "phase"  # the product's feedback; the frame-feedback run is a diagnostic
 
 
@@ -81,18 +81,6 @@ def scene_goals(r: dict, ff: dict) -> dict:
                 f["error_first_frame_after_turn"], GOALS["after_turn"],
                 "|frame - target| / target on the view after the turn")
     return out
-
-
-def error_goal(value: float, absolute: float, oracle: float | None, what: str) -> dict:
-    """A tracking error against ``absolute``, or against 1.2x the oracle's on the same path
-    where the oracle itself is above ``absolute`` (the floor this machine allows)."""
-    if oracle is None:
-        return at_most(value, absolute, f"{what} (no oracle measured: judged absolutely)")
-    if oracle <= absolute:
-        return at_most(value, absolute, f"{what} (the oracle's {oracle:.1%} is within it)")
-    return at_most(value, round(GOALS["over_oracle"] * oracle, 4),
-                   f"{what}: {GOALS['over_oracle']}x the oracle's {oracle:.1%} on the same path, "
-                   f"which is above {absolute:.0%}")
 
 
 def dominance_goal(controllers: dict[str, dict], path: str) -> dict:

@@ -33,7 +33,10 @@ measurement on the first frame to within 1 %; PI over the same quality-ranked se
 gains tuned on a training orbit, elevated, not the evaluated one), quality (PSNR/SSIM
 against the full-quality frame) every few frames; the same for feed-forward on the first
 test volume; recovery (frames) after the target drops to 70 % mid-run and after the volume
-is swapped mid-run; the noise floor: one view rendered 24 times at the fixed baseline's knobs.
+is swapped mid-run; the noise floor: one view rendered 24 times at the fixed baseline's knobs;
+the oracle on both governed paths (every 6th view: the best setting whose median of 3 frames
+fits the target, its error measured on 3 fresh frames), which the governed goals are judged
+against where it is above them, and feed-forward's error as a multiple of the oracle's.
 
 Controlled time: rank 0's frame, from the probe to the final upscaled image (probe + choice +
 knob broadcast + local render + compositing + gather + upscale).

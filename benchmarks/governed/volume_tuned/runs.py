@@ -16,7 +16,7 @@ from autotune_app.volume_command import CALIBRATION_FRAMES
 from benchmarks.governed.volume_tuned.model_error import model_errors
 from benchmarks.governed.volume_tuned.run_constants import MARK, TARGET_DROP
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
-from governed.volume.knobs import ERT, RATES, SCALES
+from governed.volume.knobs import BEST, ERT, RATES, SCALES
 from governed.volume.model_fit import volume_calibration_views
 from governed.volume.volume_sets import (
     GOVERNED_VOLUME,
@@ -26,6 +26,9 @@ from governed.volume.volume_sets import (
 )
 from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.distributed import load_everywhere, seed_orbit
+
+ORACLE_EVERY = 6  # the oracle's sampled views: every this many frames of a path
+ORACLE_FRESH_FRAMES = 3  # frames of the oracle's setting its error is measured on
 
 
 def governed_run(tuned: Any, cameras: list, quality_every: int,
@@ -164,6 +167,33 @@ def noise_floor(tuned: Any, camera: Any, frames: int = 24) -> dict[str, float] |
     return None if times is None else frame_spread(times)
 
 
+def oracle_on_path(tuned: Any, cameras: list, every: int = ORACLE_EVERY,
+                   fresh: int = ORACLE_FRESH_FRAMES) -> dict[str, Any] | None:
+    """What a controller that knew every setting's cost on every view would deliver: on every
+    ``every``-th view, the best setting whose median of 3 frames fits the target (bisection
+    along the quality-ranked settings), its error then measured on ``fresh`` new frames: the
+    floor of noise and knob steps no controller goes below here. A frame under the target at
+    the best setting counts as on target (collective; rank 0's)."""
+    errors, views, top = [], [], 0
+    for i in range(0, len(cameras), every):
+        settings = tuned.best_setting_by_measurement(cameras[i])
+        times = tuned.repeated_frame_seconds(cameras[i], settings, fresh)
+        if tuned.rank != 0:
+            continue
+        t = np.array(times)
+        err = np.abs(t - tuned.target_seconds) / tuned.target_seconds
+        if settings == BEST:  # nothing more to buy
+            err[t < tuned.target_seconds] = 0.0
+            top += int(np.sum(t < tuned.target_seconds))
+        errors.extend(err.tolist())
+        views.append({"frame": i, "rate": 1.0 / settings.step, "scale": settings.image_scale,
+                      "ert": settings.ert_threshold, "mean_ms": float(t.mean() * 1e3)})
+    if tuned.rank != 0:
+        return None
+    return {"views": views, "fresh_frames_per_view": fresh, "frames_at_top_under_target": top,
+            "mean_error": float(np.mean(errors)), "p95_error": float(np.percentile(errors, 95))}
+
+
 def controller_cost(frames: list[dict]) -> dict[str, float]:
     """The tuner's work per frame (probe, search, bookkeeping after the frame) as a share of
     the frame and in ms, and each part's share."""
@@ -191,12 +221,13 @@ def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int) -> dic
         tuned.target_seconds = 0.5 * full
     tuned.use_controller("feedforward")
     rows = governed_run(tuned, orbit, 0)
+    oracle = oracle_on_path(tuned, orbit)
     tuned.swap_renderer(home)
     if tuned.rank != 0:
         return None
     tuned.target_seconds = target
     return {"volume": name, "target_ms": 0.5 * full * 1e3, "summary": _summary(rows),
-            "frames": rows}
+            "oracle": oracle, "frames": rows}
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -240,6 +271,7 @@ def worker(args: argparse.Namespace) -> int:
     best, pi_figures = tune_pi_gains(tuned, training)
     runs = compare_controllers(tuned, orbit, best)
     noise = noise_floor(tuned, orbit[0])
+    oracle = oracle_on_path(tuned, orbit)
     swap_to = VALIDATION_VOLUMES[0]
     changes = recoveries(tuned, orbit, target, renderers[swap_to], swap_to)
     on_test = governed_on_volume(tuned, renderers[TEST_VOLUMES[0]], TEST_VOLUMES[0], frames)
@@ -247,6 +279,7 @@ def worker(args: argparse.Namespace) -> int:
         out["pi_gain_tuning"] = pi_figures
         out["governed"] = runs
         out["noise_floor"] = noise
+        out["oracle"] = oracle
         out["governed_test_volume"] = on_test
         out.update(changes)
         out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
