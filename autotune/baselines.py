@@ -1,8 +1,8 @@
-"""The fair baselines' tuning, written once: the fixed setting found by measurement.
+"""The fair baselines' tuning, written once: a bisection by measurement.
 
 Ganestam & Doggett, "Auto-tuning Interactive Ray Tracing using an Analytical GPU Architecture
-Model", tuned their fixed baseline by hand on the first frame; here it is a bisection along the
-tuner's quality-ranked order of settings.
+Model", tuned their fixed baseline by hand on the first frame; here it is a bisection by
+measurement along an order of settings whose cost rises.
 
 Every benchmark that gives a fixed baseline its chance uses :func:`bisect_by_measurement` with
 its own way to measure a setting (a live frame, a median of frames, a recorded time).
@@ -12,9 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
-
-from autotune.knobs import KnobSpace
 
 
 @dataclass(frozen=True)
@@ -25,12 +22,6 @@ class Bisection:
     index: int
     seconds: float
     measured: int
-
-
-def quality_order(space: KnobSpace) -> list[dict[str, Any]]:
-    """Every setting of ``space`` as a settings dict, worst look first
-    (:meth:`~autotune.knobs.KnobSpace.quality_order`)."""
-    return [space.at_index(int(i)) for i in space.quality_order()]
 
 
 def bisect_by_measurement(count: int, seconds_of: Callable[[int], float], target: float,

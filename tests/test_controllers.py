@@ -229,7 +229,7 @@ def test_feedforward_holds_target_through_sudden_workload_jump_where_pi_overshoo
 
 
 def test_bisection_by_measurement_finds_the_best_setting_that_fits() -> None:
-    from autotune.baselines import bisect_by_measurement, quality_order
+    from autotune.baselines import bisect_by_measurement
 
     cost = np.linspace(0.001, 0.040, 200)  # rising along the quality order
     measured = []
@@ -242,7 +242,7 @@ def test_bisection_by_measurement_finds_the_best_setting_that_fits() -> None:
     assert found.index == int(np.flatnonzero(cost <= 0.0203).max())
     assert found.measured == len(measured) <= 9  # log2(200) rounds, not 200
     assert bisect_by_measurement(5, lambda i: 1.0, 0.5).index == 0  # nothing fits: cheapest
-    order = quality_order(SPACE)
+    order = [SPACE.at_index(int(i)) for i in SPACE.quality_order()]
     q = SPACE.quality({k: np.array([o[k] for o in order]) for k in SPACE.names})
     assert len(order) == SPACE.size and np.all(np.diff(q) >= 0)
 

@@ -309,18 +309,16 @@ class TunedVolumeRenderer(SharedFrames):
         return measured_baselines.repeated_frame_seconds(self, camera, settings, frames)
 
     def best_setting_by_measurement(self, camera: Camera, repeats: int = 3) -> FrameSettings:
-        """The oracle's setting on ``camera``: the best-looking one whose median of ``repeats``
-        frames fits the target, found by rendering (collective; the tuner is untouched):
+        """The best-looking setting whose median of ``repeats`` frames of ``camera`` fits the
+        target, found by rendering (collective; the tuner is untouched):
         :func:`~governed.volume.measured_baselines.best_setting_by_measurement`."""
         return measured_baselines.best_setting_by_measurement(self, camera, self.losses,
                                                               repeats)
 
-    def tune_fixed_by_measurement(self, camera: Camera, iterations: int = 10) -> FrameSettings:
-        """The fixed baseline's setting: bisection on the sampling rate (then the scale) by
-        rendering ``camera`` until its frame time is within 1 % of the target. Rank 0 runs
-        the search and shares each trial frame; the others render them (collective)."""
-        self.fixed_settings = measured_baselines.fixed_setting_by_measurement(
-            self, camera, self.losses, iterations)
+    def tune_fixed_by_measurement(self, camera: Camera) -> FrameSettings:
+        """The fixed baseline's setting: :meth:`best_setting_by_measurement` on ``camera``,
+        then held (collective)."""
+        self.fixed_settings = self.best_setting_by_measurement(camera)
         if self.rank == 0:
             self._configure_loop()
         return self.fixed_settings

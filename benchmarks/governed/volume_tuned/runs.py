@@ -171,16 +171,17 @@ def oracle_on_path(tuned: Any, cameras: list, every: int = ORACLE_EVERY,
                    fresh: int = ORACLE_FRESH_FRAMES) -> dict[str, Any] | None:
     """What a controller that knew every setting's cost on every view would deliver: on every
     ``every``-th view, the best setting whose median of 3 frames fits the target (bisection
-    along the quality-ranked settings), its error then measured on ``fresh`` new frames: the
-    floor of noise and knob steps no controller goes below here. A frame under the target at
+    per pair of scale and threshold), its error then measured on ``fresh`` new frames after
+    :data:`WARMUP_FRAMES` (the first frames after other settings run slower): the floor of
+    noise and knob steps no controller goes below here. A frame under the target at
     the best setting counts as on target (collective; rank 0's)."""
     errors, views, top = [], [], 0
     for i in range(0, len(cameras), every):
         settings = tuned.best_setting_by_measurement(cameras[i])
-        times = tuned.repeated_frame_seconds(cameras[i], settings, fresh)
+        times = tuned.repeated_frame_seconds(cameras[i], settings, WARMUP_FRAMES + fresh)
         if tuned.rank != 0:
             continue
-        t = np.array(times)
+        t = np.array(times[WARMUP_FRAMES:])  # after the search's other settings, as steady
         err = np.abs(t - tuned.target_seconds) / tuned.target_seconds
         if settings == BEST:  # nothing more to buy
             err[t < tuned.target_seconds] = 0.0
