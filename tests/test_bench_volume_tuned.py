@@ -111,3 +111,20 @@ def test_the_oracle_measures_fresh_frames_and_counts_the_best_setting_under_targ
     assert out["frames_at_top_under_target"] == 2
     errors = [0, 0, 0.1, 0.1, 0.2, 0.1]
     assert out["mean_error"] == pytest.approx(np.mean(errors))
+
+
+def test_content_imbalance_keeps_the_content_on_the_first_half_of_the_ranks():
+    from benchmarks.governed.volume_tuned.model_error import dense_on_first_ranks
+    from raytracer.volume.partition import kd_partition
+    from raytracer.volume.volume_data import Volume
+
+    rng = np.random.default_rng(0)
+    vol = Volume(rng.random((20, 18, 30)).astype(np.float32) + 1.0, name="noise")
+    dense = dense_on_first_ranks(vol, 2)
+    first, second = kd_partition(vol.dims, 2, vol.spacing).bricks
+    (x0, y0, z0), (x1, y1, z1) = first.ghost_lo, first.ghost_hi
+    assert np.array_equal(dense.data[z0:z1, y0:y1, x0:x1], vol.data[z0:z1, y0:y1, x0:x1])
+    outside = np.ones(vol.data.shape, bool)
+    outside[z0:z1, y0:y1, x0:x1] = False
+    assert outside.any() and np.all(dense.data[outside] == vol.data.min())
+    assert dense.dims == vol.dims and dense.name.startswith("noise:")

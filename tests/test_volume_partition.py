@@ -145,3 +145,23 @@ def test_macro_cells_are_empty_only_when_all_their_blocks_are():
                         max(lo[0], 0):max(lo[0] + 4, 0)]
             assert macro[mz, my, mx] == (1 if sub.size == 0 else sub.min())
     assert macro_blocks(empty, (0, 0, 0))[0][0, 0, 0] == 1
+
+
+@pytest.mark.parametrize("shares", [(3, 1), (1, 3), (3, 3, 1, 1), (2, 1, 1)])
+def test_shares_give_each_brick_its_share_of_the_cells(shares):
+    """The HemoCell study's deliberately imbalanced subdomains: brick i holds shares[i] / sum of the
+    cells (to within one slice of the cut axis), and the bricks still tile the volume."""
+    dims = (65, 49, 81)
+    p = kd_partition(dims, len(shares), shares=shares)
+    cells = np.array([b.cells for b in p.bricks], float)
+    total = np.prod(np.subtract(dims, 1))
+    assert cells.sum() == total
+    slice_share = 1.0 / min(np.subtract(dims, 1))  # one slice of the shortest axis, at most
+    assert np.allclose(cells / total, np.array(shares) / sum(shares), atol=2 * slice_share)
+
+
+def test_bad_shares_are_one_clear_error():
+    for shares in ((1,), (1, 0), (1, float("nan")), (1, -2)):
+        with pytest.raises(VolumeError, match="shares must be 2 positive numbers"):
+            kd_partition((9, 9, 9), 2, shares=shares)
+

@@ -270,9 +270,11 @@ class DistributedRenderer:
 
     ``volume`` and ``tf`` must be the same on every rank (see :func:`load_everywhere`).
     ``local`` overrides the local renderer (default: the OpenCL ``Raycaster`` of this rank's
-    brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts.
-    With ``share_cores`` (default) the ranks on one machine split its cores
-    (:func:`~raytracer.mpi.pinning.share_node`): each OpenCL device gets its share of
+    brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts;
+    ``shares`` (one weight per rank) gives each rank that share of them instead of an equal
+    one (:func:`~raytracer.volume.partition.kd_partition`). With ``share_cores`` (default)
+    the ranks on one machine split its cores (:func:`~raytracer.mpi.pinning.share_node`):
+    each OpenCL device gets its share of
     threads and, where the launcher left the ranks unpinned, each rank's calling thread and
     the threads it starts later are pinned to their own cores; an application that needs its
     process's affinity left alone passes ``share_cores=False``.
@@ -287,6 +289,7 @@ class DistributedRenderer:
         device: str | None = None,
         balance: bool = False,
         k: int = 8,
+        shares: tuple[float, ...] | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
         local: LocalRenderer | None = None,
         share_cores: bool = True,
@@ -303,7 +306,7 @@ class DistributedRenderer:
             cost = None
             if balance:
                 cost = cost_grid(volume.normalized, tf.lut()[:, 3])
-            return kd_partition(volume.dims, self.size, volume.spacing, cost=cost)
+            return kd_partition(volume.dims, self.size, volume.spacing, cost=cost, shares=shares)
 
         self.partition = guarded(partition, f"cannot split {volume.name} into {self.size} bricks",
                                  self.comm)  # fmt: skip

@@ -5,7 +5,10 @@ in voxel coordinates, so a volume of N voxels has N − 1 cells per axis and bri
 half-open [lo, hi). A brick's samples read voxels lo..hi, i.e. one ghost layer on its upper
 faces (``Brick.ghost_lo`` / ``ghost_hi``). Each split cuts the longest axis (in world units);
 an odd count splits the parts ⌊P/2⌋ : ⌈P/2⌉ with the cut placed proportionally, by cell count
-or, given a cost grid, by cost. The tree gives a front-to-back order for any eye position.
+or, given a cost grid, by cost; given ``shares`` (one weight per brick), each side gets the sum
+of its bricks' shares instead of equal parts (a deliberately imbalanced partition, as the
+HemoCell study builds its imbalanced-subdomain scenario). The tree gives a front-to-back order
+for any eye position.
 """
 
 from __future__ import annotations
@@ -95,27 +98,34 @@ def _marginal(cost: np.ndarray, block: int, lo: np.ndarray, hi: np.ndarray,
     return per_block[np.minimum(cells // block, len(per_block) - 1)]
 
 
-def _split_at(lo: np.ndarray, hi: np.ndarray, axis: int, left: int, parts: int,
+def _split_at(lo: np.ndarray, hi: np.ndarray, axis: int, fraction: float,
               cost: np.ndarray | None, block: int) -> int:
+    """Where to cut [lo, hi) on ``axis`` so the lower side holds ``fraction`` of the cells (of
+    the cost, given a cost grid)."""
     n = int(hi[axis] - lo[axis])
-    cut = round(n * left / parts)
+    cut = round(n * fraction)
     if cost is not None:
         cum = np.cumsum(_marginal(cost, block, lo, hi, axis))
         if cum[-1] > 0:
-            cut = int(np.argmin(np.abs(cum - cum[-1] * left / parts))) + 1
+            cut = int(np.argmin(np.abs(cum - cum[-1] * fraction))) + 1
     return int(lo[axis] + min(max(cut, 1), n - 1))
 
 
 def kd_partition(dims: Int3, parts: int, spacing: tuple[float, float, float] = (1.0, 1.0, 1.0),
                  origin: tuple[float, float, float] | None = None, cost: np.ndarray | None = None,
-                 block: int = 8) -> Partition:
+                 block: int = 8, shares: tuple[float, ...] | None = None) -> Partition:
     """Split a volume of ``dims`` voxels (x, y, z) into ``parts`` bricks.
 
     ``cost`` is an optional per-block cost density [bz, by, bx] (``empty_space.cost_grid``)
-    to balance render work instead of cell counts; ``origin`` defaults to the centred box
-    that :class:`~raytracer.volume.volume_data.Volume` uses."""
+    to balance render work instead of cell counts; ``shares`` (one positive weight per brick,
+    default equal) gives brick i that share of the cells (or of the cost); ``origin``
+    defaults to the centred box that :class:`~raytracer.volume.volume_data.Volume` uses."""
     if int(parts) != parts or parts < 1:
         raise VolumeError(f"brick count must be a positive integer, got {parts}")
+    weights = np.ones(int(parts)) if shares is None else np.asarray(shares, np.float64)
+    if weights.shape != (int(parts),) or not np.all(np.isfinite(weights) & (weights > 0)):
+        raise VolumeError(f"shares must be {parts} positive numbers, one per brick, "
+                          f"got {shares!r}")
     cells = np.asarray(dims, np.int64) - 1
     if np.any(cells < 1):
         raise VolumeError(f"volume dims {tuple(dims)} have no cells to partition")
@@ -137,7 +147,9 @@ def kd_partition(dims: Int3, parts: int, spacing: tuple[float, float, float] = (
                               f"(a region of {tuple(map(int, size))} cells must hold {count})")
         axis = int(np.argmax(extent))
         left = count // 2
-        split = _split_at(lo, hi, axis, left, count, cost, block)
+        first = len(bricks)  # bricks are numbered depth first, lower side first
+        mine = weights[first:first + count]
+        split = _split_at(lo, hi, axis, mine[:left].sum() / mine.sum(), cost, block)
         l_hi, r_lo = hi.copy(), lo.copy()
         l_hi[axis] = split
         r_lo[axis] = split

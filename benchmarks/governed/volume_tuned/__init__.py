@@ -19,7 +19,10 @@ volumes named by :mod:`governed.volume.volume_sets`:
   that put most samples on one rank, and the validation volumes under the models fitted on the
   calibration volumes;
 * **test** (touched only to report): the test volumes, an orbit each with random knobs on both
-  partitions, and a governed orbit of the first.
+  partitions and in the two imbalanced scenarios of the per-process analytical model
+  (HemoCell study): half the ranks holding 3x the cells, and all the content on half the
+  ranks, under the models calibrated on the cell-count partition, beside the study's own
+  errors; and a governed orbit of the first test volume.
 
 Each validation and test volume's orbit is priced twice: by the models fitted on bonsai
 (what a model carries to a volume it never saw) and by a model calibrated on that volume's

@@ -21,6 +21,8 @@ from models.rank_correction import RankCorrection
 from models.volume_cost import shared_finish
 from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
+from raytracer.volume.partition import kd_partition
+from raytracer.volume.volume_data import Volume
 
 
 def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
@@ -116,13 +118,37 @@ def close_views(radius: float, count: int, seed: int = 5) -> list:
     return cams
 
 
+def subdomain_shares(ranks: int) -> tuple[float, ...]:
+    """The HemoCell study's imbalanced subdomains: half the ranks get three times the cells
+    of the others (75 % of the volume on half the ranks)."""
+    return tuple(3.0 if r < max(1, ranks // 2) else 1.0 for r in range(ranks))
+
+
+def dense_on_first_ranks(vol: Volume, ranks: int) -> Volume:
+    """The HemoCell study's imbalanced content: the volume with everything outside the bricks of the
+    first half of the ranks (cell-count partition) set to its minimum, so all the content,
+    and the samples, sit on those ranks while the others hold empty space."""
+    partition = kd_partition(vol.dims, ranks, vol.spacing)
+    keep = np.zeros(vol.data.shape, bool)
+    for brick in partition.bricks[:max(1, ranks // 2)]:
+        (x0, y0, z0), (x1, y1, z1) = brick.ghost_lo, brick.ghost_hi
+        keep[z0:z1, y0:y1, x0:x1] = True
+    data = np.where(keep, vol.data, vol.data.min())
+    return Volume(data, vol.spacing, f"{vol.name}:dense-on-first-ranks",
+                  f"{vol.source}, emptied outside the first half of the ranks' bricks")
+
+
 def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
-                  own_frames: int) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any]:
+                  own_frames: int, seed_cases: bool = False
+                  ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any]:
     """Another volume's orbit (random knobs), on both partitions (collective): the
     bonsai-fitted models carried over, and a model calibrated on ``own_frames`` frames of the
     volume's own calibration views (off its orbit, as ``autotune volume`` calibrates on the
-    volume it is given). Returns rank 0's figures of each and the volume's cell-count
-    renderer."""
+    volume it is given). With ``seed_cases``, the HemoCell study's two imbalanced scenarios, under
+    the models calibrated on the cell-count partition: ``subdomains_3to1``
+    (:func:`subdomain_shares`) and ``content_on_half_the_ranks``
+    (:func:`dense_on_first_ranks`). Returns rank 0's figures of each and the volume's
+    cell-count renderer."""
     vol, tf = load_everywhere(name, comm=comm)
     orbit = seed_orbit(vol.radius, 12, orbits=1.0)
     carried: dict[str, Any] = {}
@@ -137,6 +163,17 @@ def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
         fresh = TunedVolumeRenderer(renderers[label], t.width, t.height, 1.0)
         fresh.calibrate(volume_calibration_views(vol.radius), frames=own_frames)
         own[label] = evaluate_model(fresh, orbit, seed=seed)
+    if seed_cases:
+        ranks = tuned.renderer.size
+        for label, renderer in (
+                ("subdomains_3to1",
+                 DistributedRenderer(vol, tf, shares=subdomain_shares(ranks))),
+                ("content_on_half_the_ranks",
+                 DistributedRenderer(dense_on_first_ranks(vol, ranks), tf))):
+            home = tuned.renderer
+            tuned.swap_renderer(renderer)
+            carried[label] = evaluate_model(tuned, orbit, seed=seed)
+            tuned.swap_renderer(home)
     if tuned.rank != 0:
         return None, None, renderers["imbalanced"]
     return carried, own, renderers["imbalanced"]
@@ -167,9 +204,10 @@ def model_errors(vol: Any, tf: Any, also: list[str], size: int, views: list,
     carried_to = {"validation": validation, "test": test}
     own: dict[str, dict[str, Any]] = {"validation": {}, "test": {}}
     for i, name in enumerate(VALIDATION_VOLUMES + TEST_VOLUMES):
-        carried, calibrated, renderers[name] = volume_errors(tuned, tuned_bal, name, comm,
-                                                             3 + i, own_frames)
         which = "validation" if name in VALIDATION_VOLUMES else "test"
+        carried, calibrated, renderers[name] = volume_errors(tuned, tuned_bal, name, comm,
+                                                             3 + i, own_frames,
+                                                             seed_cases=which == "test")
         carried_to[which][name] = carried
         own[which][name] = calibrated
     figures: dict[str, Any] = {}

@@ -21,6 +21,37 @@ def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_
     return float(np.mean([v[part][key]["mean"] for v in volumes.values()]))
 
 
+PARTITIONS = {
+    "imbalanced": "cell-count partition (the content decides the balance)",
+    "balanced": "cost-balanced partition",
+    "subdomains_3to1": "imbalanced subdomains as the HemoCell study builds them: half the "
+                       "ranks hold 3x the cells",
+    "content_on_half_the_ranks": "imbalanced content as the HemoCell study builds it: the "
+                                 "volume emptied outside the first half of the ranks' bricks",
+}
+SEED_CASES = ("subdomains_3to1", "content_on_half_the_ranks")
+#: the per-process analytical model (HemoCell study): mean and max error per scenario, as the
+#: study reports them (its imbalanced-content scenario gives a maximum only)
+HEMOCELL_STUDY = {"balanced": {"mean": 0.036, "max": 0.1287},
+            "subdomains_3to1": {"mean": 0.1026, "max": 0.1583},
+            "content_on_half_the_ranks": {"mean": None, "max": 0.0861}}
+
+
+def study_side_by_side(test: dict[str, Any]) -> dict[str, Any]:
+    """Each of the HemoCell study's scenarios: this model's mean and max per-rank error over
+    the test volumes, the busiest rank's share of the samples, and the study's own figures."""
+    out = {}
+    for part, seed in HEMOCELL_STUDY.items():
+        rows = [v[part] for v in test.values() if part in v]
+        if rows:
+            out[part] = {"mean": float(np.mean([r["rank_render_error"]["mean"] for r in rows])),
+                         "max": float(max(r["rank_render_error"]["max"] for r in rows)),
+                         "busiest_rank_sample_share": [r["busiest_rank_sample_share"]
+                                                       for r in rows],
+                         "hemocell_study": seed}
+    return out
+
+
 def probe_and_form(f: dict[str, Any]) -> dict[str, Any]:
     """The test volumes' per-rank error split: priced from the probe (what the tuner does)
     against the same model form fitted on and priced with the caster's own counts, carried
@@ -47,13 +78,14 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
     mean_limit = 0.08 if f["oversubscribed"] else 0.03
     calibrated = f["sets"].get("calibrated_on", GOVERNED_VOLUME).split(":")[0]
     out = {}
-    for part in ("imbalanced", "balanced"):
+    for part in ("balanced", *SEED_CASES):
+        if not all(part in v for v in test.values()):
+            continue  # a result from before the seed's cases were run
         out[f"model_error_{part}"] = at_most(
             mean_rank_error(test, part), 0.05,
             f"mean |predicted - measured| / measured per-rank render time, test "
-            f"volumes {', '.join(test)} (orbit, random knobs), "
-            f"{'cell-count' if part == 'imbalanced' else 'cost-balanced'} partition, models "
-            f"fitted on {calibrated}")
+            f"volumes {', '.join(test)} (orbit, random knobs), {PARTITIONS[part]}, models "
+            f"fitted on {calibrated} (carried over)")
     oracle = f["governed_test_volume"].get("oracle") or {}
     out["governed_test_volume_mean_error"] = error_goal(
         on_test["mean_error"], mean_limit, oracle.get("mean_error"),
@@ -81,7 +113,11 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
     mean_limit = 0.08 if f["oversubscribed"] else 0.03
     own = f["model_error"]["self_calibrated"]["test"]
     repeat = f["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
-    out = {}
+    test = f["model_error"]["test"]
+    out = {"model_error_imbalanced": at_most(
+        mean_rank_error(test, "imbalanced"), 0.05,
+        f"the per-rank error on the test volumes carried over, {PARTITIONS['imbalanced']}")}
+    out["hemocell_study_side_by_side"] = study_side_by_side(test)
     for part in ("imbalanced", "balanced"):
         out[f"model_error_self_calibrated_{part}"] = at_most(
             mean_rank_error(own, part), 0.05,
