@@ -92,7 +92,7 @@ def cache_root() -> Path:
 def compiled_before(path: Path) -> bool:
     """Whether numba has cached functions of module ``path`` (at its current source and
     imports) here: else its first use compiles them, which a command should say before it
-    starts (the BVH builder: about a minute on 2 cores)."""
+    starts (the BVH builder: about half a minute on 2 cores)."""
     folder = cache_root() / source_digest(Path(path).resolve())
     return folder.is_dir() and any(folder.rglob("*.nbi"))
 

@@ -26,7 +26,7 @@ PRIMARY, SHADOW, AO = 0, 1, 2
 PACKET_COLS, PACKET_ROWS = RAY_PACKET
 
 
-@njit(inline="always")
+@njit()
 def pcg_hash(v):
     """PCG hash on uint32 values carried in int64 (identical to tracer.cl's pcg_hash)."""
     state = (v * 747796405 + 2891336453) & 0xFFFFFFFF
@@ -34,13 +34,13 @@ def pcg_hash(v):
     return ((word >> 22) ^ word) & 0xFFFFFFFF
 
 
-@njit(inline="always")
+@njit()
 def _normalize(x, y, z):
     n = math.sqrt(x * x + y * y + z * z)
     return x / n, y / n, z / n
 
 
-@njit(inline="always")
+@njit()
 def _primary_dir(basis, x, y):
     """Unit direction of frame pixel (x, y)'s primary ray (tracer.cl's primary_dir)."""
     return _normalize(basis[1, 0] + (x + 0.5) * basis[2, 0] + (y + 0.5) * basis[3, 0],
@@ -158,7 +158,7 @@ def _block(nodes, ints, snodes, sints, tris, normals, basis, x0, y0, cols, rows,
             best[lane], prim[lane], bu[lane], bv[lane], normal[lane], origin[lane], vis[lane])
 
 
-@njit(inline="always")
+@njit()
 def _count(counters, row0, col0, lane, cols, phase, steps, tests):
     counters[row0 + lane // cols, col0 + lane % cols, phase, 0] = steps
     counters[row0 + lane // cols, col0 + lane % cols, phase, 1] = tests
@@ -233,7 +233,7 @@ def _ao_and_shade(nodes, ints, tris, normals, x, y, width, light, ao_rays, ao_ra
     return ar * k, ag * k, ab * k
 
 
-@njit(inline="always")
+@njit()
 def _store(image, y, x, r, g, b):
     """Linear RGB to the RGBA8 pixel, gamma 2.2 (tracer.cl's store)."""
     image[y, x, 0] = np.uint8(min(max(r, 0.0), 1.0) ** (1.0 / 2.2) * 255.0 + 0.5)

@@ -23,7 +23,7 @@ EPS_DIR = 1e-12
 NO_HIT = -1
 
 
-@njit(inline="always")
+@njit()
 def safe_inverse(d):
     """1/d with tiny components replaced by a signed epsilon (keeps the slab test NaN-free)."""
     if abs(d) < EPS_DIR:
@@ -31,7 +31,7 @@ def safe_inverse(d):
     return 1.0 / d
 
 
-@njit(inline="always")
+@njit()
 def intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz):
     """Möller–Trumbore on packed triangle ``k``: returns (t, u, v); t = inf on a miss."""
     e1x, e1y, e1z = tris[k, 4], tris[k, 5], tris[k, 6]
@@ -59,7 +59,7 @@ def intersect_triangle(tris, k, ox, oy, oz, dx, dy, dz):
     return t, u, v
 
 
-@njit(inline="always")
+@njit()
 def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
     """The kernel's leaf test: every triangle of ``first .. first + count - 1`` tested, the
     nearest hit closer than ``best_t`` kept (ties: the lowest index). Returns (t, prim, u, v);
@@ -72,7 +72,7 @@ def intersect_leaf(tris, first, count, ox, oy, oz, dx, dy, dz, best_t):
     return best_t, best_prim, best_u, best_v
 
 
-@njit(inline="always")
+@njit()
 def ray_axis(o, d, axis):
     """One axis of a ray's slab set-up (traverse.cl's): the safe inverse direction, the origin
     times it and the first floats of the near and far planes in a node, picked by the
@@ -81,7 +81,7 @@ def ray_axis(o, d, axis):
     return inv, o * inv, plane(axis, inv < 0.0), plane(axis, inv >= 0.0)
 
 
-@njit(inline="always")
+@njit()
 def slab(nodes, node, c, xn, yn, zn, xf, yf, zf, ix, iy, iz, oix, oiy, oiz, tmax):
     """(t_near, t_far) of child ``c``'s box in ``node`` along a ray with inverse direction
     (ix, iy, iz) and origin times it (oix, oiy, oiz): each axis' near and far plane at the
@@ -94,7 +94,7 @@ def slab(nodes, node, c, xn, yn, zn, xf, yf, zf, ix, iy, iz, oix, oiy, oiz, tmax
     return t_near, t_far
 
 
-@njit(inline="always")
+@njit()
 def take_nearest(stack, stack_t, pushed, sp):
     """The next node of a closest-hit traversal (traverse.cl's take_nearest): the nearest of
     the entries pushed since ``pushed`` (ties: the top if it is one of them, else the lowest

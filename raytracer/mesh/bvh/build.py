@@ -105,7 +105,7 @@ def _root_item(root, n_tris):
     return item_i, item_f
 
 
-@njit(inline="always")
+@njit()
 def _pop(stack, sp, item_f):
     """Stack entry ``sp``: its floats copied into ``item_f``, its ints returned (node, start,
     end, depth)."""
@@ -115,7 +115,7 @@ def _pop(stack, sp, item_f):
     return st_i[sp, 0], st_i[sp, 1], st_i[sp, 2], st_i[sp, 3]
 
 
-@njit(inline="always")
+@njit()
 def _step(box, ids, item, leaf_size, work, binned, tree, stack, sp, left):
     """Decide the popped ``item`` (its floats in ``work``, see :func:`split_node`): store its
     box as its node's, then make the node a leaf, or inner with children ``left``, ``left + 1``
@@ -233,8 +233,8 @@ def _say_if_compiling() -> None:
     """Log (``raytracer.mesh.bvh.build``, INFO) once per process that this build compiles the
     builder first, where numba has not cached it on this machine."""
     if not all(compiled_before(path) for path in BUILDER_MODULES):
-        log.info("compiling the BVH builder with numba before the first build: about a minute "
-                 "on 2 cores, once per machine (later runs load it from the cache)")
+        log.info("compiling the BVH builder with numba before the first build: about half a "
+                 "minute on 2 cores, once per machine (later runs load it from the cache)")
 
 
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:

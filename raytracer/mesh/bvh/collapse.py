@@ -62,7 +62,7 @@ def _dfs_order(node_first, node_count):
     return order[:k], leaves, depth
 
 
-@njit(inline="always")
+@njit()
 def _open_children(b, node_box, node_first, node_count, kids):
     """The children of the wide node made from binary node ``b`` into ``kids`` (``b`` itself
     when it is a leaf: the root); returns how many. Opens the largest-area inner child in
@@ -92,7 +92,7 @@ def _open_children(b, node_box, node_first, node_count, kids):
     return m
 
 
-@njit(inline="always")
+@njit()
 def _write_node(out, w, kids, m, node_box, node_first, node_count, src, n_wide):
     """Wide node ``w``'s ``WIDTH`` slots from its ``m`` binary children ``kids`` (empty slots
     after them); its inner children become wide nodes ``n_wide, n_wide + 1, ...`` (``src``
@@ -122,7 +122,7 @@ def _write_node(out, w, kids, m, node_box, node_first, node_count, src, n_wide):
     return inner
 
 
-@njit(inline="always")
+@njit()
 def _stack_need(ints, inner_kids, n_wide):
     """Traversal-stack entries a ray may need from the root: a ray at node w holds the pending
     siblings of its ancestors' paths, and an any-hit ray pushes all of w's inner children

@@ -17,7 +17,7 @@ TRAVERSAL_COST = 1.0
 INTERSECT_COST = 1.0  # one leaf test: up to leaf_size triangles, tested at once
 
 
-@njit(inline="always")
+@njit()
 def area(lo0, lo1, lo2, hi0, hi1, hi2):
     """Surface area of a box; 0 for an empty (inverted) box."""
     dx, dy, dz = hi0 - lo0, hi1 - lo1, hi2 - lo2
@@ -26,20 +26,20 @@ def area(lo0, lo1, lo2, hi0, hi1, hi2):
     return 2.0 * (dx * dy + dy * dz + dz * dx)
 
 
-@njit(inline="always")
+@njit()
 def box_area(box, i):
     """:func:`area` of row ``i`` of a (N, 8) box array (``lo.xyz, -, hi.xyz, -``)."""
     return area(box[i, 0], box[i, 1], box[i, 2], box[i, 4], box[i, 5], box[i, 6])
 
 
-@njit(inline="always")
+@njit()
 def leaf_tests(n, leaf_size):
     """Leaf tests that ``n`` triangles cost: the kernels test up to ``leaf_size`` at once, so
     the SAH counts blocks of ``leaf_size``, not triangles (Embree's block SAH)."""
     return (n + leaf_size - 1) // leaf_size
 
 
-@njit(inline="always")
+@njit()
 def sides_cost(left_area, left_n, right_area, right_n, leaf_size):
     """A split's two sides as the SAH counts them (each side's area times its leaf tests);
     the split costs ``TRAVERSAL_COST`` plus this over the parent's area."""
@@ -47,7 +47,7 @@ def sides_cost(left_area, left_n, right_area, right_n, leaf_size):
             + right_area * leaf_tests(right_n, leaf_size))
 
 
-@njit(inline="always")
+@njit()
 def is_leaf(n, leaf_size, best_cost, parent_area):
     """Whether ``n`` triangles make a leaf: they fit one leaf's test, and that test costs no
     more than the best split (``best_cost``: its :func:`sides_cost`)."""

@@ -55,7 +55,7 @@ MAX_LEAF_SIZE = LEAF_LANES
 STACK = 256  # entries of the builders' and the collapse's work stacks
 
 
-@njit(inline="always")
+@njit()
 def plane(axis: int, hi: bool) -> int:
     """First float of a node's ``lo`` (or ``hi``) plane of ``axis`` for its WIDTH children."""
     return 2 * WIDTH * axis + (WIDTH if hi else 0)

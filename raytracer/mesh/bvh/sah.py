@@ -26,7 +26,7 @@ MEDIAN_DEPTH = 40  # below this depth nodes split at the object median (bounds t
 ITEM_F = 14  # floats of a work item: bounds 0:8, doubled-centroid bounds 8:14
 
 
-@njit(inline="always")
+@njit()
 def _bin_of(c2, cmin, scale, nbins):
     """Bin of a doubled centroid coordinate (the same expression for binning and partition)."""
     b = int((c2 - cmin) * scale)
@@ -37,7 +37,7 @@ def _bin_of(c2, cmin, scale, nbins):
     return b
 
 
-@njit(inline="always")
+@njit()
 def bin_scale(item_f, nbins, cmin, scale):
     """Origin (``cmin``) and bins per unit (``scale``, 0 on an axis of one centroid) of an
     item's doubled-centroid bounds over ``nbins`` bins."""
@@ -48,7 +48,7 @@ def bin_scale(item_f, nbins, cmin, scale):
         scale[a] = sc if np.isfinite(sc) else 0.0
 
 
-@njit(inline="always")
+@njit()
 def _bin_range(box, s, e, cmin, scale, cnt, bins):
     """Accumulate triangles s..e-1 into per-axis bins (counts and bounds)."""
     nbins = cnt.shape[1]
@@ -66,7 +66,7 @@ def _bin_range(box, s, e, cmin, scale, cnt, bins):
             bins[a, b, 6] = max(bins[a, b, 6], h2)
 
 
-@njit(inline="always")
+@njit()
 def _reset_bins(cnt, bins):
     """Empty bins: zero counts, inverted bounds."""
     for a in range(3):
@@ -105,14 +105,14 @@ def bin_parallel(box, s, e, cmin, scale, cnt, bins, threads):
                     bins[a, b, 4 + k] = max(bins[a, b, 4 + k], pb[c, a, b, 4 + k])
 
 
-@njit(inline="always")
+@njit()
 def _empty_bounds():
     """Running bounds (lo.xyz, hi.xyz) of nothing yet: inverted, float32 like the boxes."""
     inf = np.float32(np.inf)
     return inf, inf, inf, -inf, -inf, -inf
 
 
-@njit(inline="always")
+@njit()
 def _grown(r, box, i):
     """Running bounds ``r`` grown by row ``i`` of (N, 8) boxes (lo.xyz, -, hi.xyz, -): of the
     triangles, or of one axis' bins."""
@@ -120,7 +120,7 @@ def _grown(r, box, i):
             max(r[3], box[i, 4]), max(r[4], box[i, 5]), max(r[5], box[i, 6]))
 
 
-@njit(inline="always")
+@njit()
 def _sweep(cnt, bins, scale, right_area, right_n, leaf_size):
     """Best (cost, axis, bin) over the bin boundaries of all usable axes; axis -1 if none."""
     nbins = cnt.shape[1]
@@ -152,7 +152,7 @@ def _sweep(cnt, bins, scale, right_area, right_n, leaf_size):
     return best_cost, best_axis, best_bin
 
 
-@njit(inline="always")
+@njit()
 def _child_bounds(bins, a, split, out):
     """Bounds of bins 0..split (out[0:8]) and the bins after it (out[8:16]) on axis a."""
     for h in range(2):
@@ -167,7 +167,7 @@ def _child_bounds(bins, a, split, out):
                 out[o + 4 + c] = max(out[o + 4 + c], bins[a, b, 4 + c])
 
 
-@njit(inline="always")
+@njit()
 def _grow_centroids(cb, o, c0, c1, c2):
     """Grow the doubled-centroid bounds ``cb[o:o+3]`` (lo) and ``cb[o+3:o+6]`` (hi) by one."""
     cb[o] = min(cb[o], c0)
@@ -178,7 +178,7 @@ def _grow_centroids(cb, o, c0, c1, c2):
     cb[o + 5] = max(cb[o + 5], c2)
 
 
-@njit(inline="always")
+@njit()
 def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     """In-place partition of s..e-1 by bin <= split on axis a; cb gets both children's
     doubled-centroid bounds (left lo/hi in 0:6, right in 6:12). Returns the split index."""
@@ -203,7 +203,7 @@ def _partition(box, ids, s, e, a, cmin, scale, nbins, split, cb):
     return i
 
 
-@njit(inline="always")
+@njit()
 def range_bounds(box, s, e, out, o):
     """Exact bounds and doubled-centroid bounds of s..e-1 into out[o:o+8] and out[o+8:o+14]."""
     for c in range(3):
@@ -218,7 +218,7 @@ def range_bounds(box, s, e, out, o):
             out[o + 11 + c] = max(out[o + 11 + c], cc)
 
 
-@njit(inline="always")
+@njit()
 def exact_sweep(box, s, e, perm, keys, left_area, left_box, out_f, leaf_size, ranked):
     """Exact SAH sweep of the boxes s..e-1: on each axis sorts them by centroid into ``perm[a]``
     (offsets from s) and tries every cut. Returns the best (cost, axis, k), left = the first
@@ -266,7 +266,7 @@ def exact_sweep(box, s, e, perm, keys, left_area, left_box, out_f, leaf_size, ra
     return best_cost, best_axis, best_k
 
 
-@njit(inline="always")
+@njit()
 def reorder(box, ids, s, e, order, tmp_box, tmp_ids):
     """Rows s..e-1 of ``box`` and ``ids`` put in ``order`` (offsets from s), through the
     scratch ``tmp_box`` and ``tmp_ids``."""
@@ -281,7 +281,7 @@ def reorder(box, ids, s, e, order, tmp_box, tmp_ids):
         ids[s + k] = tmp_ids[k]
 
 
-@njit(inline="always")
+@njit()
 def _small_sweep(box, ids, s, e, small, out_f, leaf_size):
     """:func:`exact_sweep` of a small node (rank sort); reorders s..e-1 along the best axis
     and returns (cost, mid), or (inf, -1) when no split separates anything. out_f gets both
@@ -309,7 +309,7 @@ def _small_scratch():
     )
 
 
-@njit(inline="always")
+@njit()
 def workspace(nbins):
     """The arrays one sequential builder reuses for every node it splits: ``nbins`` bins per
     axis (counts, bounds), the bin sweep's right-side areas and counts, the bins' scale and
@@ -330,7 +330,7 @@ def workspace(nbins):
     )
 
 
-@njit(inline="always")
+@njit()
 def _halve(box, s, e, out_f):
     """Split s..e-1 at its middle as it lies; out_f gets both halves' item floats (bounds and
     centroid bounds). Returns the split index."""
@@ -340,7 +340,7 @@ def _halve(box, s, e, out_f):
     return mid
 
 
-@njit(inline="always")
+@njit()
 def split_node(box, ids, s, e, depth, leaf_size, work, binned):
     """Decide the node of triangles s..e-1 at ``depth`` whose item floats are ``work``'s
     (:func:`workspace`): returns mid (-1 for a leaf); work's child floats get both children's
