@@ -27,11 +27,31 @@ def test_figures_count_after_the_settle_frames_and_name_the_first_frame_within_5
     assert never["first_frame_within_5pct"] is None
 
 
-def test_the_oracle_takes_the_best_setting_that_fits_on_each_view():
-    table = {"seconds": np.array([[0.02, 0.04, 0.09], [0.02, 0.06, 0.12]])}
+def test_the_oracle_takes_the_best_setting_that_fits_and_measures_fresh_frames_of_it(
+        monkeypatch):
+    costs = np.array([[0.02, 0.04, 0.09], [0.02, 0.06, 0.12]])
     quality = np.array([0.0, 1.0, 2.0])
-    assert embed.oracle_error(table, quality, 0.05) == pytest.approx((0.2 + 0.6) / 2)
-    assert embed.oracle_error(table, quality, 0.01) == pytest.approx(1.0)  # none fits
+    assert embed.oracle_pick(costs[0], quality, 0.05) == 1
+    assert embed.oracle_pick(costs[1], quality, 0.05) == 0
+    assert embed.oracle_pick(costs[1], quality, 0.01) == 0  # none fits: the cheapest
+    space = embed.KnobSpace([embed.FloatKnob("k", 0.0, 2.0, levels=3)])
+    rendered = []
+
+    class Loop:
+        def view(self, degrees):
+            self.v = 0 if degrees == 0.0 else 1
+
+        def render(self, k):
+            rendered.append((self.v, k))
+
+    loop = Loop()
+    # a fresh frame runs 10 % dearer than the table said
+    monkeypatch.setattr(embed, "timed", lambda render, knobs: (
+        render(**knobs), 1.1 * costs[loop.v, int(round(knobs["k"]))])[1])
+    table = {"frames": [0, 1], "seconds": costs, "path": [0.0, 3.0]}
+    error = embed.oracle_error(loop, space, table, quality, 0.05)
+    assert rendered.count((0, 1.0)) == rendered.count((1, 0.0)) == 1 + embed.ORACLE_FRESH
+    assert error == pytest.approx((abs(0.044 - 0.05) + abs(0.022 - 0.05)) / 2 / 0.05)
 
 
 def case(mean=0.04, oracle=0.02, worst=1.1, first=5):
