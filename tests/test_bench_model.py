@@ -54,3 +54,20 @@ def test_errors_give_the_bias_beside_the_absolute_error():
     low = errors(_Fixed(0.75), [_sample(1.0, 1.0)] * 2)
     assert low["frame"]["bias"] == pytest.approx(-0.25) and low["frame"]["mean"] == 0.25
     assert low["phases"]["shadow"] == {"mean": 0.25, "p95": 0.25, "bias": -0.25, "n": 2}
+
+
+def test_the_quick_calibration_is_judged_against_the_full_one_on_the_same_frames():
+    """Issue 49: a quick calibration's held-out error within 2 points of a full one's."""
+    from benchmarks.governed.tracer_model import device_goals
+
+    def figures(quick_mean: float) -> dict:
+        return {"all": {"held_out": {"frame": {"mean": 0.08, "p95": 0.2}, "phases": {}}},
+                "measurement_repeat": {"frame": {"mean": 0.02}},
+                "runtime_transfer": {"quick_calibration": {"seconds": 12.0,
+                                                           "frame": {"mean": quick_mean}},
+                                     "full_calibration_here": {"mean": 0.08}}}
+
+    near = device_goals(figures(0.095))["quick_calibration_error_over_full"]
+    assert near["met"] and near["value"] == pytest.approx(0.015)
+    far = device_goals(figures(0.13))["quick_calibration_error_over_full"]
+    assert not far["met"] and far["value"] == pytest.approx(0.05)

@@ -73,7 +73,8 @@ from raytracer.mesh.tracer import RenderSettings, Tracer
 EVAL_SIZES = ((256, 144), (480, 270))
 AO_COUNTS = (0, 1, 4, 16)
 TRANSFER_SCENE = "city"
-GOALS = {"frame_mean": 0.10, "frame_p95": 0.25, "phase_mean": 0.15, "quick_calibration_s": 30.0}
+GOALS = {"frame_mean": 0.10, "frame_p95": 0.25, "phase_mean": 0.15, "quick_calibration_s": 30.0,
+         "quick_over_full": 0.02}
 
 
 def eval_settings(quick: bool) -> tuple[RenderSettings, ...]:
@@ -176,10 +177,17 @@ def device_goals(figures: dict) -> dict:
     for phase, st in held["phases"].items():
         out[f"held_out_mean_{phase}_error"] = at_most(
             st["mean"], GOALS["phase_mean"], f"mean relative error of the {phase} phase, held out")
-    quick = figures["runtime_transfer"]["quick_calibration"]
+    transfer = figures["runtime_transfer"]
+    quick = transfer["quick_calibration"]
     out["quick_calibration_seconds"] = at_most(
         quick["seconds"], GOALS["quick_calibration_s"],
         "seconds of `autotune calibrate --quick` (microbenchmarks + frames + fit)")
+    if "full_calibration_here" in transfer:
+        full = transfer["full_calibration_here"]["mean"]
+        out["quick_calibration_error_over_full"] = at_most(
+            quick["frame"]["mean"] - full, GOALS["quick_over_full"],
+            f"the quick calibration's mean held-out frame error less the full calibration's "
+            f"({quick['frame']['mean']:.1%} against {full:.1%}), the same frames")
     return out
 
 
