@@ -39,6 +39,7 @@ from tqdm import tqdm
 from autotune_app import options as opt
 from autotune_app.animation import heldout_camera_path
 from autotune_app.report import emit, pyplot, summary_stats
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import at_most, mark_goals, measured_run
 from common.atomic_files import check_output_dir, output_dir, save_figure
 from common.cpu_info import this_machine
@@ -335,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "one device of every OpenCL runtime that builds here")
     opt.add_plots(parser, "the PNG plots")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", action="store_true", help="also write results/<machine>/"
+                        "tracer_model[_test][_quick]_<runtimes>.json")
     args = parser.parse_args(argv)
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the measurements, not after
@@ -349,4 +352,7 @@ def main(argv: list[str] | None = None) -> int:
                      "runtimes": {r: res["figures"] for r, res in results.items()}}
     figures["goals"] = mark_goals(goals(figures), figures["run"])
     emit(figures, args.json, title="model accuracy without feedback (held out), per runtime")
+    if args.save:
+        suffix = ("_test" if args.set == "test" else "") + ("_quick" if args.quick else "")
+        save_result(f"tracer_model{suffix}_{'+'.join(sorted(results))}.json", figures)
     return 0
