@@ -32,9 +32,11 @@ def write_histogram(path: PathLike, hist: PathHistogram) -> Path:
 
 
 def read_model(path: PathLike | None = None) -> ClusterModel:
-    """A trained cluster model (default: the one shipped, trained on this machine)."""
+    """A trained cluster model (default: the one shipped; its ``meta`` names the machine that
+    trained it, and `autotune bench cluster-prediction --save` trains one for this machine
+    into results/<machine>/cluster/)."""
     path = Path(path) if path is not None else DEFAULT_MODEL
-    hint = (" (train one with `autotune bench cluster-prediction --save`)"
+    hint = (" (train one with `autotune bench cluster-prediction --save` and pass --model)"
             if path == DEFAULT_MODEL else "")
     return ClusterModel.from_dict(read_json(path, ClusterModelError, "cluster model", hint),
                                   str(path))

@@ -21,7 +21,7 @@ from typing import Any
 
 from autotune_app import options as opt
 from autotune_app.report import emit
-from benchmarks.harness.results import save_result
+from benchmarks.harness.results import machine_folder, save_result
 from benchmarks.harness.run_record import RunRecord, cpu_model, stamp
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     STALL_CV,
@@ -41,12 +41,13 @@ from benchmarks.studies.cluster_prediction.mpi_runs import (
 from benchmarks.studies.cluster_prediction.mpi_workers import worker_main
 from benchmarks.studies.cluster_prediction.plots import plot
 from common.atomic_files import check_output_dir, output_dir
-from studies.cluster_prediction.files import DEFAULT_MODEL, write_model
+from studies.cluster_prediction.files import write_model
 from studies.cluster_prediction.training_data import TrainingData
 
 RESULTS_NAME = "cluster_cpu.json"  # in results/<machine>/
 RESULTS_QUICK_NAME = "cluster_quick_cpu.json"
 DATA_NAME = "cluster"  # results/<machine>/cluster/: the real runs, histograms, training data
+MODEL_NAME = "cluster_model.json"  # results/<machine>/cluster/: the model a full run trained
 CONFIGS = {
     "full": {"volume": "bonsai", "sizes": [128, 256, 384], "real_ranks": [1, 2, 3, 4, 6, 8],
              "emu_ranks": [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 32], "frames": 24,
@@ -81,8 +82,8 @@ def parser() -> argparse.ArgumentParser:
                    f"--quick). The committed data: results/<machine>/{DATA_NAME}")
     p.add_argument("--save", action="store_true",
                    help=f"also write results/<machine>/{RESULTS_NAME} and the trained model "
-                   "studies/cluster_prediction/data/cluster_model.json (with --quick: only "
-                   f"{RESULTS_QUICK_NAME}; the shipped model stays)")
+                   f"results/<machine>/{DATA_NAME}/{MODEL_NAME} (with --quick: only "
+                   f"{RESULTS_QUICK_NAME}); the shipped model is never replaced")
     opt.add_plots(p)
     return p
 
@@ -148,13 +149,17 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
 
 def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
          quick: bool) -> None:
-    """The figures into results/<machine>/; after a full run also the trained model."""
+    """The figures into results/<machine>/; after a full run also the trained model, as
+    results/<machine>/cluster/cluster_model.json (``autotune predict --model`` reads it): a
+    run on one machine never replaces the model shipped from another."""
     save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
     if not quick:
         model = plots["models"]["nn_term"]
         model.meta.update({"volume": cfg["volume"], "machine": cpu_model(),
                            "date": figures["machine"]["date"]})
-        write_model(DEFAULT_MODEL, model)
+        folder = machine_folder() / DATA_NAME
+        folder.mkdir(parents=True, exist_ok=True)
+        write_model(folder / MODEL_NAME, model)
 
 
 def main(argv: list[str] | None = None) -> int:
