@@ -59,7 +59,8 @@ def goal_rows(goals: dict[str, Any]) -> list[str]:
     """One table row per goal: name, value, limit, met, decides."""
     rows = ["| goal | value | limit | met | decided |", "|---|---|---|---|---|"]
     for name, goal in goals.items():
-        met = {True: "met", False: "**not met**", None: "not measured"}[goal.get("met")]
+        met = {True: "met", False: "**not met**",
+               None: "not judged" if goal.get("not_judged") else "not measured"}[goal.get("met")]
         decides = {True: "yes", False: "no", None: "—"}[goal.get("decides")]
         rows.append(f"| {name} | {number(goal.get('value'))} | {number(goal.get('goal'))} "
                     f"| {met} | {decides} |")

@@ -460,7 +460,8 @@ def compositing_part(quick: bool, repeats: int, bar: Any) -> dict[str, Any]:
     ref = comp.run_part("reference", 2, 1024 if quick else 2048, repeats)
     comp.add_ratios(ref)
     bar.update(1)
-    return {"reference": ref, "goals": comp.goals({"reference": ref}),
+    return {"reference": ref,
+            "goals": comp.goals({"reference": ref, "reference_runs": [comp.run_summary(ref)]}),
             "source": "benchmarks/renderers/compositing.py (its reference part; "
                       "autotune bench compositing has every algorithm)"}
 
