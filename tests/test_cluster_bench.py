@@ -124,3 +124,11 @@ def test_a_node_run_times_every_brick_of_the_partition_in_one_process():
     for times in got.values():
         assert times.shape == (3, 3)
         assert np.all(times > 0)
+
+
+def test_a_quick_run_does_not_judge_r2_on_its_few_rows_and_says_so():
+    got = goals(fig("one_rank_per_core"), quick=True)
+    r2 = {k: v for k, v in got.items() if "_r2_" in k}
+    assert r2 and all(v["met"] is None and "too few to judge" in v["not_judged"]
+                      for v in r2.values())
+    assert got["faster_network_bias"]["met"] in (True, False)  # judged on any run

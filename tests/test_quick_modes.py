@@ -3,7 +3,7 @@ goal's value is a finite number (or None where nothing was measured), and a goal
 judged says why. Each runs as the user runs it, ``autotune bench NAME --quick --json`` in its
 own process. ``kernel-models``, ``gpu`` and ``embed`` run their quick modes in their own tests;
 ``replay-record`` records frames and has no goals. Left out for its cost: ``cluster-prediction``
-(about 2 minutes quick on 2 cores), whose quick goals are not yet marked not judged."""
+(about 2 minutes quick on 2 cores; tests/test_cluster_bench.py holds its quick goals)."""
 
 from __future__ import annotations
 

@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             with output_dir(args.plots, args.force) as folder:
                 plot(cfg, got.plots, folder, cores)
     figures = got.figures
-    figures["goals"] = goals(figures)
+    figures["goals"] = goals(figures, quick=args.quick)
     figures["data"] = data_note
     stamp(figures, run)
     figures["config"] = {**cfg, "cores": cores, "node_run_phase": NODE_PHASE}
