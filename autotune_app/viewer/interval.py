@@ -37,10 +37,7 @@ class FrameInterval:
     @property
     def render_target(self) -> float:
         """Seconds the renderer may take so that the whole interval holds the target."""
-        if not self.outside:
-            return self.target_seconds
-        rest = float(np.median(self.outside))
-        return max(MIN_RENDER_SHARE * self.target_seconds, self.target_seconds - rest)
+        return max(MIN_RENDER_SHARE * self.target_seconds, self.target_seconds - self.rest)
 
     @property
     def rest(self) -> float:

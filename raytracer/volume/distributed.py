@@ -274,10 +274,10 @@ class DistributedRenderer:
     ``shares`` (one weight per rank) gives each rank that share of them instead of an equal
     one (:func:`~raytracer.volume.partition.kd_partition`). With ``share_cores`` (default)
     the ranks on one machine split its cores (:func:`~raytracer.mpi.pinning.share_node`):
-    each OpenCL device gets its share of
-    threads and, where the launcher left the ranks unpinned, each rank's calling thread and
-    the threads it starts later are pinned to their own cores; an application that needs its
-    process's affinity left alone passes ``share_cores=False``.
+    each OpenCL device gets its share of threads and, where the launcher left the ranks
+    unpinned, each rank's calling thread and the threads it starts later are pinned to their
+    own cores; an application that needs its process's affinity left alone passes
+    ``share_cores=False``.
     """
 
     def __init__(
