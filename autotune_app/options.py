@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.controllers import CONTROLLERS, DEFAULT_CONTROLLER
-from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
+from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from raytracer.camera import Camera
 from raytracer.mesh.scene import DEFAULT_SCENE, UP_AXES
 
@@ -172,9 +172,9 @@ def add_controller(p: argparse.ArgumentParser, text: str = "controller") -> None
 
 def add_probe_policy(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-policy", choices=PROBE_POLICIES, default=DEFAULT_PROBE_POLICY,
-                   help="which frames the CPU probe measures: always (every frame), on-change "
-                        "(a new view, a jump, a mispriced frame, or an old probe; default) or "
-                        "never (the first view only)")
+                   help="governed runs: which frames the CPU probe measures: always (every "
+                        "frame), on-change (a new view, a jump, a mispriced frame, or an old "
+                        "probe; default) or never (the first view only)")
 
 
 def add_device(p: argparse.ArgumentParser) -> None:

@@ -128,6 +128,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="split bricks by the empty-space cost grid instead of voxel counts")
     opt.add_target(p, None, "none: fixed knobs from --step/--scale/--ert")
     opt.add_controller(p, "controller for --target-ms/--fps")
+    opt.add_probe_policy(p)
     p.add_argument("--target-share", type=unit_interval, metavar="F",
                    help="governed, with the target F times the first view's full-quality frame "
                         "(measured after calibration): a target this machine can hold without "

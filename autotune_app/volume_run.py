@@ -200,7 +200,7 @@ class VolumeRun:
 
         a = self.args
         self.tuned = TunedVolumeRenderer(self.renderer, a.width, a.height, self.target,
-                                         controller=a.controller)
+                                         controller=a.controller, probe_policy=a.probe_policy)
         if self.rank == 0:
             print(f"calibrating on {CALIBRATION_VIEWS} views off the path "
                   f"({a.calibration_frames} frames + quality sweeps)...", file=sys.stderr,

@@ -378,6 +378,23 @@ class ClusterFrameModel:
                                indices(scale_of), floats(pixels), floats(pixels_per_step),
                                group_of, group_cores, float(self.threads))
 
+    def candidate_render_work(self, length: NDArray, span: NDArray, rays: NDArray,
+                              ratio: NDArray, streamed: ArrayLike, slice_crossing: float,
+                              threshold: int, scale_of: int, pixels: float,
+                              pixels_per_step: float) -> NDArray:
+        """(ranks,) each rank's render work seconds, uncorrected, of one candidate of
+        :meth:`slowest_render_on_grid`'s (its threshold and scale indices, pixels and pixels
+        per step), in the same compiled formula: what a rendered frame is set against."""
+        work = np.empty(self.ranks)
+        _candidate_work(np.ascontiguousarray(length, np.float64),
+                        np.ascontiguousarray(span, np.float64),
+                        np.ascontiguousarray(rays, np.float64),
+                        np.ascontiguousarray(ratio, np.float64), self._coefficient_table,
+                        np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64),
+                        float(slice_crossing), np.ones(self.ranks), int(threshold),
+                        int(scale_of), float(pixels), float(pixels_per_step), work)
+        return work
+
     @functools.cached_property
     def _group_table(self) -> tuple[NDArray, float]:
         """Each rank's core group as 0..groups-1 and the cores per group (one group of all
@@ -452,6 +469,21 @@ class ClusterFrameModel:
 
 
 @nb.njit(cache=True)
+def _candidate_work(length, span, rays, ratio, coef, streamed, crossing, correction, t, s, px,
+                    per_step, work):  # pragma: no cover
+    """:func:`render_seconds` of each rank for one candidate (threshold index ``t``, scale
+    index ``s``, ``px`` pixels, ``per_step`` pixels per voxel of step) into ``work``."""
+    for r in range(rays.shape[0]):
+        m = streamed[r]
+        samples = length[t, r] * per_step * ratio[t, r, s]
+        skipped = (span[t, r] - length[t, r]) * per_step
+        work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + coef[7, r] * crossing) * samples
+                   + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
+                   + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]
+                   ) * correction[r]
+
+
+@nb.njit(cache=True)
 def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correction, threshold,
                     scale_of, pixels, pixels_per_step, group_of, group_cores, threads
                     ):  # pragma: no cover
@@ -463,17 +495,8 @@ def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correct
     out = np.empty(n)
     work, ordered = np.empty(ranks), np.empty(ranks)
     for j in range(n):
-        t, s = threshold[j], scale_of[j]
-        per_step, px = pixels_per_step[j], pixels[j]
-        for r in range(ranks):
-            m = streamed[r]
-            samples = length[t, r] * per_step * ratio[t, r, s]
-            skipped = (span[t, r] - length[t, r]) * per_step
-            work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + coef[7, r] * crossing)
-                       * samples
-                       + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
-                       + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]
-                       ) * correction[r]
+        _candidate_work(length, span, rays, ratio, coef, streamed, crossing, correction,
+                        threshold[j], scale_of[j], pixels[j], pixels_per_step[j], work)
         slowest = 0.0
         for g in range(groups):
             members = 0

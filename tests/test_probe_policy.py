@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from governed.mesh.probe_policy import ProbeSchedule, view_change
+from governed.probe_policy import ProbeSchedule, view_change
 from raytracer.camera import Camera
 
 DIAGONAL = 2.0

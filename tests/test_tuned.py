@@ -17,9 +17,9 @@ from governed.mesh.calibration_fit import fit_profile, model_errors
 from governed.mesh.calibration_frames import Sample, calibration_views, collect_samples
 from governed.mesh.instruction_counts import load_kernel_counts
 from governed.mesh.probe import Probe
-from governed.mesh.probe_policy import PROBE_POLICIES
 from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
 from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
+from governed.probe_policy import PROBE_POLICIES
 from models.app_calibration import AppCalibration
 from models.device_profile import builtin_profiles, machine_profiles
 from models.raytrace_cost import PHASES, predict_frame_seconds_batch, predict_phase_seconds

@@ -328,7 +328,8 @@ def _run(args: argparse.Namespace, comm: Any, interrupts: Interrupts) -> int:
         volume, tf = load_everywhere(args.volume, args.tf, comm)
         renderer = DistributedRenderer(volume, tf, comm, device=args.device)
         tuned = TunedVolumeRenderer(renderer, args.width, args.height,
-                                    opt.target_seconds(args), controller=args.controller)
+                                    opt.target_seconds(args), controller=args.controller,
+                                    probe_policy=args.probe_policy)
     except BaseException:
         if surface is not None:
             surface.close()

@@ -35,8 +35,8 @@ from autotune import (
 from governed.mesh.calibration_fit import RENDERER, calibrate
 from governed.mesh.instruction_counts import kernels_fingerprint, load_kernel_counts
 from governed.mesh.probe import Probe
-from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from governed.mesh.profile_store import find_app_calibration, find_device_profile
+from governed.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from models.app_calibration import AppCalibration
 from models.device_profile import DeviceProfile
 from models.raytrace_cost import (
@@ -302,7 +302,7 @@ class TunedRenderer(Governed):
 
     @property
     def probe_policy(self) -> str:
-        """Which frames are probed (:data:`~governed.mesh.probe_policy.PROBE_POLICIES`);
+        """Which frames are probed (:data:`~governed.probe_policy.PROBE_POLICIES`);
         setting it starts the schedule afresh."""
         return self.schedule.policy
 

@@ -86,6 +86,12 @@ class _CandidateGeometry:
     scale: np.ndarray  # (candidates,)
     scale_of: np.ndarray  # (candidates,) index into scales
     scales: np.ndarray  # (distinct scales,)
+    index: dict[tuple[float, float, float], int]  # a candidate's (rate, scale, ert), rounded
+
+    def index_of(self, settings: FrameSettings) -> int | None:
+        """The candidate at ``settings`` (None: not one of these)."""
+        return self.index.get(_setting_key(1.0 / settings.step, settings.image_scale,
+                                           settings.ert_threshold))
 
     @classmethod
     def of(cls, knobs: Mapping[str, np.ndarray], thresholds: np.ndarray, width: int,
@@ -96,7 +102,14 @@ class _CandidateGeometry:
         threshold = nearest_threshold(thresholds, ert)
         pixels = width * height * scale**2
         scales, scale_of = np.unique(scale, return_inverse=True)
-        return cls(threshold, pixels, pixels * rate, scale, scale_of.ravel(), scales)
+        index = {_setting_key(*k): j for j, k in enumerate(zip(
+            *np.broadcast_arrays(rate, scale, ert), strict=True))}
+        return cls(threshold, pixels, pixels * rate, scale, scale_of.ravel(), scales, index)
+
+
+def _setting_key(rate: float, scale: float, ert: float) -> tuple[float, float, float]:
+    """A setting as a lookup key: its knobs rounded past the float error of ``1 / (1 / r)``."""
+    return round(float(rate), 9), round(float(scale), 9), round(float(ert), 9)
 
 
 class VolumeModel:
@@ -122,6 +135,10 @@ class VolumeModel:
         self.correction = RankCorrection(model.ranks)
         self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
         self._geometry_cache: _CandidateGeometry | None = None
+        # the workload, geometry and group ratios the candidates were last priced with (until
+        # a frame's record teaches the model): a rendered candidate's work without pricing
+        # it again
+        self._priced: tuple[RankWorkload, _CandidateGeometry, np.ndarray] | None = None
 
     def use_record(self, record: DistributedFrameRecord) -> None:
         """Take the compositing work per stage (at scale 1) and each rank's group ratio (its
@@ -130,6 +147,7 @@ class VolumeModel:
         self.stages, self.gather_bytes = stage_work(record)
         self.group_ratio = np.array([r.group_ratio for r in record.ranks])[:, None]
         self.group_ratio_scale = record.render_width / record.width
+        self._priced = None  # the group ratios change
 
     def _geometry(self, knobs: Mapping[str, np.ndarray]) -> _CandidateGeometry:
         """The candidates' geometry, cached for the last mapping seen at this image size: the
@@ -165,21 +183,32 @@ class VolumeModel:
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
-        before its correction: what a frame's measured seconds are set against. Priced
-        without the candidates' cached geometry, which the next frame's choice needs."""
+        before its correction: what a frame's measured seconds are set against. A candidate
+        the tuner just priced on this workload is read from that pricing (the frame loop
+        learns from every frame it renders, right after the frame); any other setting is
+        priced on its own, apart from the candidates' cached geometry."""
+        priced, w = self._priced, self.workload
+        if priced is not None and priced[0] is w and priced[1] is self._geometry_cache \
+                and (j := priced[1].index_of(settings)) is not None:
+            g = priced[1]
+            return self.model.candidate_render_work(
+                w.length, w.span, w.rays, priced[2], self.streamed, w.slice_crossing,
+                g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j])
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
                                   self.height)
         return self._uncorrected_work(g)[:, 0]
 
-    def sections(self, knobs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Seconds per section (render, stages, gather, finish, frame) of each candidate."""
+    def sections(self, knobs: Mapping[str, np.ndarray], spent: float | None = None
+                 ) -> dict[str, np.ndarray]:
+        """Seconds per section (render, stages, gather, finish, frame) of each candidate; the
+        frame's measured part is ``spent`` where given, else :attr:`spent`."""
         g = self._geometry(knobs)
         work = self._uncorrected_work(g) * self.correction.factor[:, None]
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
         out["finish"] = self._finish(g)
-        out["frame"] = out["frame"] + out["finish"] + self.spent
+        out["frame"] = out["frame"] + out["finish"] + (self.spent if spent is None else spent)
         return out
 
     def __call__(self, knobs: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -188,7 +217,9 @@ class VolumeModel:
         warm, and fewer NumPy calls to pay for in caches the frame's render just evicted)."""
         g = self._geometry(knobs)
         w = self.workload
-        render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, self._group_ratio(g),
+        ratio = self._group_ratio(g)
+        self._priced = (w, g, ratio)
+        render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, ratio,
                                                    self.streamed, w.slice_crossing, g.threshold,
                                                    g.scale_of, g.pixels, g.pixels_per_step,
                                                    self.correction.factor)

@@ -17,7 +17,7 @@ whose work costs more than it buys falls short of that setting).
 Controllers, each given a fair chance:
 - feed-forward: the probe + model + slow feedback (the product), under the default probe
   policy (``on-change``), and as variants under ``always`` and ``never``
-  (``governed.mesh.probe_policy``) and with the frame's single correction only;
+  (``governed.probe_policy``) and with the frame's single correction only;
 - fixed: tuned by measurement on the first frame that shows the scene (the orbit's first, the
   turn's first after the turn), AO rays bisected with shadows and Phong on until the measured
   frame is within 1 % of the target (as Ganestam & Doggett did by hand);

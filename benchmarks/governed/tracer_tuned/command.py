@@ -37,7 +37,6 @@ from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from common.image_quality import psnr, ssim
-from governed.mesh.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
 from governed.mesh.tuned_renderer import (
     AO_LEVELS_PER_RAY,
@@ -45,6 +44,7 @@ from governed.mesh.tuned_renderer import (
     TunedRenderer,
     knobs_of,
 )
+from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer

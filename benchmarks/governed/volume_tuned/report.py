@@ -12,6 +12,7 @@ from autotune_app.report import pyplot
 from benchmarks.governed.volume_tuned.run_constants import TARGET_DROP
 from benchmarks.harness.run_record import at_most, error_goal
 from common.atomic_files import save_figure
+from governed.probe_policy import DEFAULT_PROBE_POLICY
 from governed.volume.volume_sets import GOVERNED_VOLUME
 
 
@@ -136,6 +137,12 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
                                          f"at fixed knobs strays {noise:.1%} from its median")
     out["governed_p95_error"] = error_goal(ff["p95_error"], 0.08, oracle.get("p95_error"),
                                         "p95 of the same")
+    if "probe_policies" in f:
+        out["probe_policies"] = {
+            "value": f["probe_policies"],
+            "what": f"feed-forward on {GOVERNED_VOLUME}'s double orbit under each probe policy "
+                    f"(the default, {DEFAULT_PROBE_POLICY}, is the goals' run): error, the "
+                    "tuner's share of the frame and the frames probed"}
     for key, run, floor in (("governed", ff, oracle),
                             ("governed_test_volume", f["governed_test_volume"]["summary"],
                              f["governed_test_volume"].get("oracle") or {})):

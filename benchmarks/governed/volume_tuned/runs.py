@@ -16,6 +16,7 @@ from autotune_app.volume_command import CALIBRATION_FRAMES
 from benchmarks.governed.volume_tuned.model_error import model_errors
 from benchmarks.governed.volume_tuned.run_constants import MARK, TARGET_DROP
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
+from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from governed.volume.knobs import BEST, ERT, RATES, SCALES
 from governed.volume.model_fit import volume_calibration_views
 from governed.volume.volume_sets import (
@@ -133,6 +134,32 @@ def compare_controllers(tuned: Any, orbit: list, pi_gains: tuple[float, float] |
         if tuned.rank == 0:
             runs[name] = {"summary": _summary(rows), "frames": rows}
     return runs
+
+
+def compare_probe_policies(tuned: Any, orbit: list, default_run: dict[str, Any] | None
+                           ) -> dict[str, Any]:
+    """Feed-forward on the same orbit under each probe policy, side by side: mean and p95
+    error, the tuner's share of the frame and the frames probed (collective; rank 0's). The
+    default policy's figures are ``default_run``'s (the feed-forward run of
+    :func:`compare_controllers`)."""
+    out: dict[str, Any] = {}
+    default = tuned.probe_policy
+    for policy in PROBE_POLICIES:
+        if policy == DEFAULT_PROBE_POLICY:
+            rows = default_run["frames"] if tuned.rank == 0 else None
+        else:
+            tuned.probe_policy = policy
+            tuned.use_controller("feedforward")
+            rows = governed_run(tuned, orbit, 0)
+        if tuned.rank == 0:
+            s = _summary(rows)
+            out[policy] = {"mean_error": s["mean_error"], "p95_error": s["p95_error"],
+                           "tuner_share_of_frame":
+                               controller_cost(rows)["mean_share_of_frame"],
+                           "frames_probed": sum(r["probe"] > 0 for r in rows),
+                           "frames": len(rows)}
+    tuned.probe_policy = default
+    return out
 
 
 def recoveries(tuned: Any, orbit: list, target: float | None, held_renderer: Any,
@@ -271,6 +298,7 @@ def worker(args: argparse.Namespace) -> int:
     training = seed_orbit(vol.radius, 12, orbits=1.0, elevation=0.8)  # not the evaluated path
     best, pi_figures = tune_pi_gains(tuned, training)
     runs = compare_controllers(tuned, orbit, best)
+    policies = compare_probe_policies(tuned, orbit, runs.get("feedforward"))
     noise = noise_floor(tuned, orbit[0])
     oracle = oracle_on_path(tuned, orbit)
     swap_to = VALIDATION_VOLUMES[0]
@@ -284,6 +312,7 @@ def worker(args: argparse.Namespace) -> int:
         out["governed_test_volume"] = on_test
         out.update(changes)
         out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
+        out["probe_policies"] = policies
         out["wall_seconds"] = time.perf_counter() - t0
         print(MARK + json.dumps(out), flush=True)
     return 0

@@ -1,7 +1,8 @@
-"""When the governed ray tracer probes the coming view, and when the last probe stands in.
+"""When a governed renderer probes the coming view, and when the last probe stands in.
 
-The probe measures a view's workload on the CPU; on a CPU device it runs on the cores that
-render, so every probe is time the frame does not spend on rays. Three policies:
+The ray tracer's probe traces a sample of the view, the volume renderer's marches a few
+thousand rays through the bricks; both run on the CPU, and on a CPU device on the cores that
+render, so every probe is time the frame does not spend rendering. Three policies:
 
 - ``always``: every frame is probed (the design of Ganestam & Doggett, "Auto-tuning
   Interactive Ray Tracing using an Analytical GPU Architecture Model", where the probe hides

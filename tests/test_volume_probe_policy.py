@@ -1,0 +1,134 @@
+"""The governed volume renderer's probe policy: which frames probe their view, what a frame
+between probes is priced with, what a frame teaches, and that a baseline pays for no probe."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from governed.volume.knobs import volume_knob_space
+from governed.volume.model_fit import VolumeModel, volume_calibration_views
+from governed.volume.tuned_volume import TunedVolumeRenderer
+from models.volume_cost import ClusterFrameModel
+from raytracer.camera import Camera
+from raytracer.volume.distributed import (
+    DistributedRenderer,
+    FrameSettings,
+    load_everywhere,
+    seed_orbit,
+)
+
+
+@pytest.fixture(scope="module")
+def tuned():
+    vol, tf = load_everywhere("bonsai")
+    t = TunedVolumeRenderer(DistributedRenderer(vol, tf), 48, 48, 0.05)
+    t.calibrate(volume_calibration_views(vol.radius, 3), frames=7)
+    return t
+
+
+@pytest.fixture
+def counted(tuned, monkeypatch):
+    """The tuned renderer with its probes and its pricings of the candidate grid counted."""
+    probes, prices = [], []
+    probe = tuned.probe
+    monkeypatch.setattr(tuned, "probe", lambda *a: probes.append(a[0]) or probe(*a))
+    call = VolumeModel.__call__
+    monkeypatch.setattr(VolumeModel, "__call__",
+                        lambda self, knobs: prices.append(1) or call(self, knobs))
+    tuned.use_controller("feedforward")
+    return tuned, probes, prices
+
+
+def orbit(tuned, frames=6):
+    """Views 6 degrees apart: neither a cut nor a jump."""
+    return seed_orbit(tuned.renderer.volume.radius, 60)[:frames]
+
+
+def test_always_probes_and_prices_every_frame(counted):
+    tuned, probes, prices = counted
+    tuned.probe_policy = "always"
+    frames = [tuned.render(cam) for cam in orbit(tuned, 16)[10:]]
+    assert len(probes) == len(prices) == 6 and all(f.probe_seconds > 0 for f in frames)
+
+
+def test_never_probes_the_first_frame_only_and_keeps_its_prices(counted):
+    """Between probes the candidates keep the prices of the last probe; the frame loop's
+    feedback still learns from every frame."""
+    tuned, probes, prices = counted
+    tuned.probe_policy = "never"
+    observed = len(tuned.loop.tuner.history)
+    frames = [tuned.render(cam) for cam in orbit(tuned)]
+    assert len(probes) == len(prices) == 1
+    assert frames[0].probe_seconds > 0 and all(f.probe_seconds == 0 for f in frames[1:])
+    # every frame is priced as the first (the controller starts afresh: no correction yet)
+    assert all(f.pricing is frames[0].pricing for f in frames)
+    assert frames[0].sections["frame"] == pytest.approx(frames[0].predicted, rel=1e-12)
+    assert len(tuned.loop.tuner.history) == observed + 6
+
+
+def test_on_change_probes_a_jump_and_not_a_still_view(counted):
+    tuned, probes, _ = counted
+    tuned.probe_policy = "on-change"
+    a = orbit(tuned, 41)[40]  # a view no test rendered before
+    tuned.render(a)  # a new schedule probes its first frame
+    tuned.render(a)  # the same view: the probe is deterministic
+    assert len(probes) == 1
+    opposite = Camera(tuple(-x for x in a.eye), a.target, a.up, a.fov_y)
+    tuned.render(opposite)  # the view turned 180 degrees: a cut
+    assert len(probes) == 2 and probes[-1] == opposite
+
+
+def test_a_resize_probes_again(counted):
+    tuned, probes, _ = counted
+    tuned.probe_policy = "never"
+    cam = orbit(tuned, 31)[30]
+    tuned.render(cam)
+    tuned.resize(40, 40)
+    tuned.render(cam)
+    tuned.resize(48, 48)
+    assert len(probes) == 2
+
+
+def test_a_baseline_pays_for_no_probe_and_feed_forward_probes_again(counted):
+    tuned, probes, prices = counted
+    tuned.probe_policy = "never"
+    tuned.use_controller("pi")
+    frames = [tuned.render(cam) for cam in orbit(tuned, 3)]
+    assert probes == [] and prices == [] and all(f.probe_seconds == 0 for f in frames)
+    assert all(f.sections == {} for f in frames)
+    tuned.use_controller("feedforward")
+    tuned.render(orbit(tuned, 21)[20])  # priced again: from a fresh probe, whatever the policy
+    assert len(probes) == 1
+
+
+def test_unknown_probe_policy_is_one_clear_error(tuned):
+    with pytest.raises(ValueError, match="probe policy must be one of"):
+        tuned.probe_policy = "sometimes"
+
+
+def test_a_rendered_candidates_work_is_read_from_its_pricing(tuned, monkeypatch):
+    """What a frame is set against (each rank's uncorrected work at its settings) is read
+    from the pricing that chose it, and equals the same setting priced on its own; a setting
+    off the grid, and any after a frame's record taught the model, are priced afresh."""
+    reads = []
+    read_one = ClusterFrameModel.candidate_render_work
+    monkeypatch.setattr(ClusterFrameModel, "candidate_render_work",
+                        lambda *a: reads.append(1) or read_one(*a))
+    model = copy.copy(tuned.model)
+    workload = tuned.probe(orbit(tuned)[2], tuned.width, tuned.height)
+    grid = volume_knob_space().grid()
+    for j in (0, 17, 250, 539):
+        settings = FrameSettings(step=1.0 / grid["sampling_rate"][j],
+                                 image_scale=grid["image_scale"][j],
+                                 ert_threshold=grid["ert_threshold"][j])
+        model.workload = workload
+        model(grid)
+        read = model.uncorrected_rank_work(settings)
+        model.workload = copy.copy(workload)  # the same work, not the workload priced
+        np.testing.assert_allclose(read, model.uncorrected_rank_work(settings), rtol=1e-12)
+        assert len(reads) == 1  # the first read from the pricing, the second priced afresh
+        reads.clear()
+    off_grid = FrameSettings(step=1.0 / 0.3, image_scale=0.6, ert_threshold=0.99)
+    model.workload = workload
+    assert model.uncorrected_rank_work(off_grid).shape == (model.model.ranks,) and reads == []
