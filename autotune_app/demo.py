@@ -14,6 +14,7 @@ from autotune_app.animation import (
     orbit_camera_path,
     plot_run,
     reference_frame_target,
+    reference_images,
     run_path,
     summarize,
 )
@@ -74,7 +75,8 @@ def run_demo(args: argparse.Namespace) -> int:
         (work / "frames").mkdir(exist_ok=True)
         logs = run_path(renderer, cameras, desc="demo", frames_dir=work / "frames", keep=kept)
         figures = summarize(logs)
-        figures["image_quality"] = image_quality(tracer, cameras, kept, args.width, args.height)
+        figures["image_quality"] = image_quality(
+            kept, reference_images(tracer, cameras, sorted(kept), args.width, args.height))
         plot_run({args.controller: logs}, f"{scene.name}: tuned to {target * 1e3:.1f} ms",
                  work / "plot.png")
         info = {"scene": scene.name, "triangles": scene.triangle_count,

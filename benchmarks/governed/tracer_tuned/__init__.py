@@ -28,11 +28,11 @@ Controllers, each given a fair chance:
 
 Also: the noise floor (the target's setting rendered 24 times on the orbit's first view: how
 far a frame strays from its median when nothing changes), PSNR / SSIM of chosen frames against
-the full-quality frame (64 AO rays + shadows + Phong) of the same view and seed, and a lasting
-2x cost step (from one frame on, every kernel runs twice) under the feed-forward tuner: how
-many frames until it is back within 5 %; and a load that changes (a CPU-bound process started
-and stopped mid-path) under per-phase and under frame feedback: how many frames until back
-within 5 % after it starts and after it stops.
+the full-quality frame (64 AO rays + shadows + Phong) of the same view, its AO rays
+independent of the frame's, and a lasting 2x cost step (from one frame on, every kernel runs
+twice) under the feed-forward tuner: how many frames until it is back within 5 %; and a load
+that changes (a CPU-bound process started and stopped mid-path) under per-phase and under frame
+feedback: how many frames until back within 5 % after it starts and after it stops.
 """
 
 from benchmarks.governed.tracer_tuned.command import main

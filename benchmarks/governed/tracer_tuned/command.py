@@ -18,11 +18,13 @@ from autotune_app.animation import (
     FrameLog,
     frame_times,
     heldout_turn_path,
+    image_quality,
     logs_to_dicts,
     measure_settings,
     orbit_camera_path,
     plot_run,
     reference_frame_target,
+    reference_images,
     run_path,
     summarize,
 )
@@ -36,7 +38,6 @@ from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
-from common.image_quality import psnr, ssim
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
 from governed.mesh.tuned_renderer import (
     AO_LEVELS_PER_RAY,
@@ -49,7 +50,6 @@ from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 
-FULL = RenderSettings(MAX_AO_RAYS, 0.1, True, True, ao_history=False)
 PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
 PI_GAIN_GRID = tuple((kp, ki) for kp in (0.02, 0.05, 0.15) for ki in (0.05, 0.15, 0.4))
 CONTROLLED = ("frame the user waits for: the tuner's work (probe, choice, bookkeeping) + "
@@ -143,23 +143,6 @@ class _Doubled:
         return second
 
 
-def quality(images: dict[int, np.ndarray], references: dict[int, np.ndarray]) -> dict:
-    """PSNR / SSIM of kept frames against the full-quality frames of the same views."""
-    p = [psnr(images[i] / 255.0, references[i] / 255.0) for i in references]
-    s = [ssim(images[i] / 255.0, references[i] / 255.0) for i in references]
-    finite = [x for x in p if np.isfinite(x)]
-    return {"frames": sorted(references), "mean_psnr_db": float(np.mean(finite)) if finite
-            else None, "min_psnr_db": float(np.min(finite)) if finite else None,
-            "identical_frames": len(p) - len(finite), "mean_ssim": float(np.mean(s)),
-            "min_ssim": float(np.min(s))}
-
-
-def references(tracer: Tracer, cameras: list[Camera], frames: list[int], width: int,
-               height: int) -> dict[int, np.ndarray]:
-    """The full-quality image of each of ``frames`` (the quality reference), by frame index."""
-    return {i: tracer.render(cameras[i], width, height, FULL, seed=i).image for i in frames}
-
-
 def step_run(scene: Scene, tracer: Tracer, cameras: list[Camera], width: int, height: int,
              target: float, step_at: int) -> dict:
     """Feed-forward through a lasting 2x kernel-cost step at ``step_at``."""
@@ -251,7 +234,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
     paths = {"orbit": (orbit, None, 0), "turn": (turn, turn_at, turn_at)}
     keep_at = {p: sorted({*range(0, len(c), quality_every), *([m] if m else [])})
                for p, (c, m, _) in paths.items()}
-    refs = {p: references(tracer, paths[p][0], keep_at[p], width, height) for p in paths}
+    refs = {p: reference_images(tracer, paths[p][0], keep_at[p], width, height) for p in paths}
     logs_all: dict[str, dict] = {"orbit": {}, "turn": {}}
     for name in controllers:
         figures = {}
@@ -276,7 +259,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
             logs = run_path(renderer, cameras, desc=f"{scene_name} {name} {path_name}",
                             keep=kept)
             figures[path_name] = {**summarize(logs, mark), **top_on_target(logs),
-                                  "image_quality": quality(kept, refs[path_name])}
+                                  "image_quality": image_quality(kept, refs[path_name])}
             if mark:  # an empty view cannot spend the budget: the frames that show the scene
                 after = summarize(logs[mark:])
                 figures[path_name]["from_the_turn_on"] = {
