@@ -155,11 +155,6 @@ def test_fractional_ao_count_costs_between_its_neighbours(tracers):
     assert (ao[2.5] - ao[2]) / (ao[3] - ao[2]) == pytest.approx(0.5, abs=0.1)
 
 
-def _fresh(tracer: Tracer) -> None:
-    """Start the tracer's AO history afresh (a frame at another size resets it)."""
-    tracer.render(tracer.scene.camera, 8, 8, RenderSettings(1, 0.1, False, False))
-
-
 def test_ao_history_starts_from_the_frame_s_own_rays_and_converges_on_a_still_view(tracers):
     tracer = tracers("dragon-small")
     cam = tracer.scene.camera
@@ -171,10 +166,12 @@ def test_ao_history_starts_from_the_frame_s_own_rays_and_converges_on_a_still_vi
         return float(np.abs(image.astype(np.float64) - ref).mean())
 
     on, off = RenderSettings(1, 0.1, False, False), RenderSettings(1, 0.1, False, False, False)
-    _fresh(tracer)
+    for seed in range(4):  # a history to forget
+        tracer.render(cam, W, H, on, seed=seed)
+    tracer.forget_history()
     first = tracer.render(cam, W, H, on, seed=3).image
     assert np.array_equal(first, tracer.render(cam, W, H, off, seed=3).image)
-    _fresh(tracer)
+    tracer.forget_history()
     kept = [error(on, seed) for seed in range(10)]
     alone = [error(off, seed) for seed in range(10)]
     # a still view gathers about ten frames' rays: the error against 64 rays falls 4-5x
@@ -190,10 +187,10 @@ def test_ao_history_stays_with_the_surface_that_kept_it(tracers):
     eye, target = np.asarray(cam.eye), np.asarray(cam.target)
     behind = Camera(tuple(2 * target - eye), tuple(target), cam.up, cam.fov_y)
     settings = RenderSettings(1, 0.1, False, False)
-    _fresh(tracer)
+    tracer.forget_history()
     for seed in range(8):
         tracer.render(cam, W, H, settings, seed=seed)
     after_cut = tracer.render(behind, W, H, settings, seed=99).image
-    _fresh(tracer)
+    tracer.forget_history()
     fresh = tracer.render(behind, W, H, settings, seed=99).image
     assert np.all(after_cut == fresh, axis=-1).mean() > 0.9

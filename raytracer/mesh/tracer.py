@@ -228,6 +228,11 @@ class Tracer:
             self._history_from = None
         return (keep, *basis, read, last_depth, write, depth)
 
+    def forget_history(self) -> None:
+        """Start the AO history afresh with the next frame (a new path: what the frames
+        before it saw is not this path's)."""
+        self._history_from = None
+
     def time_phase(self, phase: str, camera: Camera, width: int, height: int,
                    settings: RenderSettings = RenderSettings(), seed: int = 0) -> float:
         """Kernel seconds of one phase launched alone and waited for (its profiling event)."""
