@@ -340,3 +340,30 @@ def test_a_build_that_compiles_the_builder_says_so_first(monkeypatch, tmp_path, 
     with caplog.at_level(logging.INFO, logger="raytracer"):
         build_bvh(tris)  # the suite's builds have cached the builder
     assert not any("compiling" in r.getMessage() for r in caplog.records)
+
+
+def test_first_build_helper_compiles_what_a_build_runs(monkeypatch) -> None:
+    """A first build's helper process compiles the task phase and the collapse into numba's
+    cache; the build then loads them only if the helper passed the very types a build passes
+    (numba keys a compiled function on them): the same array dtypes, dimensions and layouts."""
+    import numba
+
+    import raytracer.mesh.bvh.build as build
+
+    seen: dict[str, list] = {"tasks": [], "finish": []}
+    tasks, finish = build._build_tasks, build.finish_bvh
+
+    def recorded(key, fn):
+        def call(*args):
+            seen[key].append(tuple(numba.typeof(a) for a in args))
+            return fn(*args)
+        return call
+
+    monkeypatch.setattr(build, "_build_tasks", recorded("tasks", tasks))
+    monkeypatch.setattr(build, "finish_bvh", recorded("finish", finish))
+    rng = np.random.default_rng(3)
+    build.build_bvh(rng.random((20000, 3, 3)).astype(np.float32))
+    build.compile_task_phase_and_finish(triangles=64)
+    assert len(seen["tasks"]) == len(seen["finish"]) == 2
+    assert seen["tasks"][0] == seen["tasks"][1]
+    assert seen["finish"][0] == seen["finish"][1]

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -45,6 +46,8 @@ from common.cache_folder import cache_dir
 from raytracer.device.runtimes import store_cache_file
 from raytracer.device.traits import traits_key
 from raytracer.mesh.phases import TILE, simd_lanes
+
+log = logging.getLogger(__name__)
 
 SUB_GROUP_EXTENSION = "cl_intel_required_subgroup_size"
 SUB_GROUP_SIZES = (8, 16, 32)
@@ -263,6 +266,9 @@ def device_launches(device: cl.Device, source: str, kernels: tuple[str, ...],
         return _memo[path]
     launches = _load(path, kernels)
     if launches is None:
+        log.info("choosing how to launch each kernel on %s: timing %d launch shapes, a kernel "
+                 "build and a few frames each (1-3 s apiece on 2 cores), once per device and "
+                 "kernel source", device.name.strip(), len(options))
         times = measure(options)
         launches = choose_all(kernels, times)
         store_cache_file(path, _document(launches, times))

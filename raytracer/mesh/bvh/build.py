@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -229,18 +232,67 @@ BUILDER_MODULES = tuple(Path(__file__).with_name(f"{name}.py")
 
 
 @functools.cache
-def _say_if_compiling() -> None:
+def _say_if_compiling() -> bool:
     """Log (``raytracer.mesh.bvh.build``, INFO) once per process that this build compiles the
-    builder first, where numba has not cached it on this machine."""
-    if not all(compiled_before(path) for path in BUILDER_MODULES):
-        log.info("compiling the BVH builder with numba before the first build: about half a "
-                 "minute on 2 cores, once per machine (later runs load it from the cache)")
+    builder first, where numba has not cached it on this machine; whether it does."""
+    if all(compiled_before(path) for path in BUILDER_MODULES):
+        return False
+    log.info("compiling the BVH builder with numba before the first build: about half a "
+             "minute on 2 cores, once per machine (later runs load it from the cache)")
+    return True
+
+
+def compile_task_phase_and_finish(triangles: int = 512, leaf_size: int = 4) -> None:
+    """Compile (into numba's cache) what a build runs after its top phase: the parallel task
+    phase and the collapse to 8 wide, on a small random mesh whose arrays have the types a
+    build passes. What the helper process of a first build does (:func:`_compile_ahead`)."""
+    rng = np.random.default_rng(0)
+    tris = rng.random((triangles, 3, 3)).astype(np.float32)
+    box, ids = np.empty((triangles, 8), np.float32), np.empty(triangles, np.int32)
+    slots = 2 * triangles + 2
+    tree = (np.empty((slots, 8), np.float32), np.zeros(slots, np.int32),
+            np.zeros(slots, np.int32))
+    # no tasks: compiled all the same (numba compiles for the types, not the data)
+    _build_tasks(box, ids, np.empty((0, 4), np.int64), np.empty((0, ITEM_F), np.float32),
+                 int(leaf_size), tree, 0, nb.get_num_threads())
+    # the top phase's first pass, which the main process compiles first: cached by now
+    root_i, root_f = _root_item(_prepare(tris, nb.get_num_threads(), box, ids), triangles)
+    _build_subtree(box, ids, root_i, root_f, int(leaf_size), tree, 1)
+    finish_bvh(tris, *tree, ids, int(leaf_size), time.perf_counter())
+
+
+def _compile_ahead() -> subprocess.Popen | None:
+    """On a first build with a core to spare: a helper process that compiles the task phase
+    and the collapse (:func:`compile_task_phase_and_finish`) while this one compiles the top
+    phase (numba compiles on one core; the dragon's first build on 2 cores: 37 s of compiling
+    in one process); None where no core is spare or the helper cannot start."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-m", "raytracer.mesh.bvh.compile_helper"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except OSError as exc:  # the build compiles alone
+        log.debug("no compile helper: %s", exc)
+        return None
+
+
+def _join(helper: subprocess.Popen | None) -> None:
+    """Wait for the helper (what it compiled is then loaded from the cache, and what it did
+    not, this process compiles); end it if it outlives its use."""
+    if helper is None:
+        return
+    try:
+        helper.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        helper.kill()
+        helper.wait()
 
 
 def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     """Build a binned-SAH BVH over ``triangles`` (F,3,3); ``leaf_size`` caps SAH leaves."""
     tris = checked_triangles(triangles, leaf_size)
-    _say_if_compiling()
+    helper = _compile_ahead() if _say_if_compiling() else None
     start = time.perf_counter()
     n = len(tris)
     threads = nb.get_num_threads()
@@ -252,7 +304,10 @@ def build_bvh(triangles: np.ndarray, leaf_size: int = 4) -> BVH:
     slots = base + 2 * n
     tree = (np.empty((slots, 8), np.float32), np.zeros(slots, np.int32),
             np.zeros(slots, np.int32))  # node boxes, first child or triangle, leaf counts
-    _, tasks_i, tasks_f = _build_top(box, ids, root_i, root_f, int(leaf_size), task_max, tree,
-                                     threads)
+    try:
+        _, tasks_i, tasks_f = _build_top(box, ids, root_i, root_f, int(leaf_size), task_max,
+                                         tree, threads)
+    finally:
+        _join(helper)
     _build_tasks(box, ids, tasks_i, tasks_f, int(leaf_size), tree, base, threads)
     return finish_bvh(tris, *tree, ids, int(leaf_size), start)
