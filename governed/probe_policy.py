@@ -63,15 +63,17 @@ class ProbeSchedule:
             raise ValueError(f"probe policy must be one of {', '.join(PROBE_POLICIES)}, "
                              f"got {self.policy!r}")
 
-    def due(self, camera: Camera, diagonal: float) -> bool:
-        """Whether the frame of ``camera`` must be probed (call once per frame)."""
+    def due(self, camera: Camera, diagonal: float, learning: bool = False) -> bool:
+        """Whether the frame of ``camera`` must be probed (call once per frame); ``learning``:
+        the renderer's model learns only from frames rendered on their own probe and is still
+        learning (``on-change`` then probes every new view)."""
         last, self._last = self._last, camera
         if self._restart or self.policy == "always":
             return True
         if self.policy == "never" or camera == self._camera:  # the probe is deterministic
             return False
         self._since += 1
-        return (self._mispriced or self._since >= self.interval
+        return (learning or self._mispriced or self._since >= self.interval
                 or view_change(last or self._camera, camera, diagonal, self.jump_degrees,
                                self.jump_move) > 1.0)
 

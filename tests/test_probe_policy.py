@@ -108,3 +108,18 @@ def test_view_change_is_the_larger_of_turn_and_move():
 def test_an_unknown_policy_is_one_clear_error():
     with pytest.raises(ValueError, match="always, on-change, never"):
         ProbeSchedule("sometimes")
+
+
+def test_on_change_probes_every_new_view_while_the_model_learns_and_never_does_not():
+    path = [camera(0.5 * d) for d in range(8)]
+    for policy, expected in (("on-change", [0, 1, 2, 3, 4]), ("never", [0])):
+        schedule, out = ProbeSchedule(policy), []
+        for i, cam in enumerate(path):  # learning over the first 5 frames, no drift
+            if schedule.due(cam, DIAGONAL, learning=i < 5):
+                schedule.probed(cam, None if not out else 0.0)
+                out.append(i)
+        assert out == expected, policy
+    still = ProbeSchedule("on-change")
+    assert still.due(path[0], DIAGONAL, learning=True)
+    still.probed(path[0], None)
+    assert not still.due(path[0], DIAGONAL, learning=True)  # the same view: nothing to learn

@@ -259,11 +259,16 @@ class TunedVolumeRenderer(SharedFrames):
     def _governed_workload(self, camera: Camera) -> tuple[RankWorkload, float, bool]:
         """Rank 0: the workload a governed frame is priced on, the seconds probing it took,
         and whether it is fresh: probed now where the probe policy says the last probe cannot
-        stand in (a fresh probe also reprices the candidates), else the last probe's."""
+        stand in, which on change includes every new view while the ranks' correction still
+        learns the renderer (it learns only from frames rendered on their own probe: after a
+        swap to aneurism, learning from one frame in two to eight took 5-6 frames to be back
+        within 5 %, against 2), else the last probe's. A fresh probe also reprices the
+        candidates."""
         view = (camera, self.width, self.height)
         if self._probed is not None and self._probed[0][1:] != view[1:]:
             self.schedule.restart()
-        if self._probed is not None and not self.schedule.due(camera, self.diagonal):
+        if self._probed is not None and not self.schedule.due(
+                camera, self.diagonal, learning=self.fit.correction.learning):
             return self._probed[1], 0.0, False
         workload, seconds = self._probe(camera)
         self._priced_before, self._priced = self._priced, None
