@@ -140,9 +140,10 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
     if "probe_policies" in f:
         out["probe_policies"] = {
             "value": f["probe_policies"],
-            "what": f"feed-forward on {GOVERNED_VOLUME}'s double orbit under each probe policy "
-                    f"(the default, {DEFAULT_PROBE_POLICY}, is the goals' run): error, the "
-                    "tuner's share of the frame and the frames probed"}
+            "what": f"feed-forward on {GOVERNED_VOLUME}'s double orbit under each probe policy, "
+                    f"run back to back (the goals' run is another, under the default, "
+                    f"{DEFAULT_PROBE_POLICY}): error, the tuner's share of the frame and the "
+                    "frames probed"}
     for key, run, floor in (("governed", ff, oracle),
                             ("governed_test_volume", f["governed_test_volume"]["summary"],
                              f["governed_test_volume"].get("oracle") or {})):

@@ -16,7 +16,7 @@ from autotune_app.volume_command import CALIBRATION_FRAMES
 from benchmarks.governed.volume_tuned.model_error import model_errors
 from benchmarks.governed.volume_tuned.run_constants import MARK, TARGET_DROP
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
-from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
+from governed.probe_policy import PROBE_POLICIES
 from governed.volume.knobs import BEST, ERT, RATES, SCALES
 from governed.volume.model_fit import volume_calibration_views
 from governed.volume.volume_sets import (
@@ -136,21 +136,16 @@ def compare_controllers(tuned: Any, orbit: list, pi_gains: tuple[float, float] |
     return runs
 
 
-def compare_probe_policies(tuned: Any, orbit: list, default_run: dict[str, Any] | None
-                           ) -> dict[str, Any]:
-    """Feed-forward on the same orbit under each probe policy, side by side: mean and p95
-    error, the tuner's share of the frame and the frames probed (collective; rank 0's). The
-    default policy's figures are ``default_run``'s (the feed-forward run of
-    :func:`compare_controllers`)."""
+def compare_probe_policies(tuned: Any, orbit: list) -> dict[str, Any]:
+    """Feed-forward on the same orbit under each probe policy, run back to back (the machine's
+    state drifts over a run): mean and p95 error, the tuner's share of the frame and the
+    frames probed (collective; rank 0's)."""
     out: dict[str, Any] = {}
     default = tuned.probe_policy
     for policy in PROBE_POLICIES:
-        if policy == DEFAULT_PROBE_POLICY:
-            rows = default_run["frames"] if tuned.rank == 0 else None
-        else:
-            tuned.probe_policy = policy
-            tuned.use_controller("feedforward")
-            rows = governed_run(tuned, orbit, 0)
+        tuned.probe_policy = policy
+        tuned.use_controller("feedforward")
+        rows = governed_run(tuned, orbit, 0)
         if tuned.rank == 0:
             s = _summary(rows)
             out[policy] = {"mean_error": s["mean_error"], "p95_error": s["p95_error"],
@@ -298,7 +293,7 @@ def worker(args: argparse.Namespace) -> int:
     training = seed_orbit(vol.radius, 12, orbits=1.0, elevation=0.8)  # not the evaluated path
     best, pi_figures = tune_pi_gains(tuned, training)
     runs = compare_controllers(tuned, orbit, best)
-    policies = compare_probe_policies(tuned, orbit, runs.get("feedforward"))
+    policies = compare_probe_policies(tuned, orbit)
     noise = noise_floor(tuned, orbit[0])
     oracle = oracle_on_path(tuned, orbit)
     swap_to = VALIDATION_VOLUMES[0]
