@@ -164,12 +164,13 @@ class TunedVolumeRenderer(SharedFrames):
                                    feedback_gain=FEEDBACK_GAIN))
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
-        self.diagonal = 0.0
+        self.diagonal = 0.0  # rank 0: the volume's diagonal (a jump of the eye is set against it)
         self.probe: WorkloadProbe | None = None
         self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
         self.schedule = volume_probe_schedule(probe_policy)  # rank 0: which governed frames probe
         # rank 0: the candidates' modelled seconds and the model as it priced them, kept until
-        # the next probe or lesson (between them the price of a candidate cannot change)
+        # the next fresh probe (the lessons of the frames between wait for it), and the ones
+        # before (what the schedule measures the drift by)
         self._priced: tuple[object, np.ndarray, VolumeModel] | None = None
         self._priced_before: tuple[object, np.ndarray, VolumeModel] | None = None
         self.boxes = brick_boxes(renderer.partition)
