@@ -184,9 +184,10 @@ class VolumeModel:
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
         before its correction: what a frame's measured seconds are set against. A candidate
-        the tuner just priced on this workload is read from that pricing (the frame loop
-        learns from every frame it renders, right after the frame); any other setting is
-        priced on its own, apart from the candidates' cached geometry."""
+        the tuner just priced on this workload is read from that pricing (the governed loop
+        learns from a frame rendered on a fresh probe right after it, before anything else
+        changes the model); any other setting is priced on its own, apart from the
+        candidates' cached geometry."""
         priced, w = self._priced, self.workload
         if priced is not None and priced[0] is w and priced[1] is self._geometry_cache \
                 and (j := priced[1].index_of(settings)) is not None:

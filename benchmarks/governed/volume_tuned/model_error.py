@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.governed.volume_tuned.run_constants import CONTENT_ON_HALF, SUBDOMAINS_3TO1
 from governed.volume.knobs import settings_of, volume_knob_space
 from governed.volume.model_fit import (
     counted_render_models,
@@ -166,9 +167,9 @@ def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
     if seed_cases:
         ranks = tuned.renderer.size
         for label, renderer in (
-                ("subdomains_3to1",
+                (SUBDOMAINS_3TO1,
                  DistributedRenderer(vol, tf, shares=subdomain_shares(ranks))),
-                ("content_on_half_the_ranks",
+                (CONTENT_ON_HALF,
                  DistributedRenderer(dense_on_first_ranks(vol, ranks), tf))):
             home = tuned.renderer
             tuned.swap_renderer(renderer)

@@ -9,7 +9,12 @@ from typing import Any
 import numpy as np
 
 from autotune_app.report import pyplot
-from benchmarks.governed.volume_tuned.run_constants import TARGET_DROP
+from benchmarks.governed.volume_tuned.run_constants import (
+    CONTENT_ON_HALF,
+    SEED_CASES,
+    SUBDOMAINS_3TO1,
+    TARGET_DROP,
+)
 from benchmarks.harness.run_record import at_most, error_goal
 from common.atomic_files import save_figure
 from governed.probe_policy import DEFAULT_PROBE_POLICY
@@ -25,17 +30,16 @@ def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_
 PARTITIONS = {
     "imbalanced": "cell-count partition (the content decides the balance)",
     "balanced": "cost-balanced partition",
-    "subdomains_3to1": "imbalanced subdomains as the HemoCell study builds them: half the "
-                       "ranks hold 3x the cells",
-    "content_on_half_the_ranks": "imbalanced content as the HemoCell study builds it: the "
-                                 "volume emptied outside the first half of the ranks' bricks",
+    SUBDOMAINS_3TO1: "imbalanced subdomains as the HemoCell study builds them: half the "
+                     "ranks hold 3x the cells",
+    CONTENT_ON_HALF: "imbalanced content as the HemoCell study builds it: the volume emptied "
+                     "outside the first half of the ranks' bricks",
 }
-SEED_CASES = ("subdomains_3to1", "content_on_half_the_ranks")
 #: the per-process analytical model (HemoCell study): mean and max error per scenario, as the
 #: study reports them (its imbalanced-content scenario gives a maximum only)
 HEMOCELL_STUDY = {"balanced": {"mean": 0.036, "max": 0.1287},
-                  "subdomains_3to1": {"mean": 0.1026, "max": 0.1583},
-                  "content_on_half_the_ranks": {"mean": None, "max": 0.0861}}
+                  SUBDOMAINS_3TO1: {"mean": 0.1026, "max": 0.1583},
+                  CONTENT_ON_HALF: {"mean": None, "max": 0.0861}}
 
 
 def study_side_by_side(test: dict[str, Any]) -> dict[str, Any]:
