@@ -35,7 +35,7 @@ from autotune.controllers import (
     GovernorController,
     PIController,
 )
-from autotune.feedback import BiasCorrection, PartCorrections, RunningOverhead
+from autotune.feedback import BiasCorrection, PartCorrections, PartDrift, RunningOverhead
 from autotune.frame_loop import FrameLoop, FramePrice, Governed
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.learned import (
@@ -79,6 +79,7 @@ __all__ = [
     "NotLearnedError",
     "PIController",
     "PartCorrections",
+    "PartDrift",
     "Predictor",
     "PredictorError",
     "RunningOverhead",

@@ -159,6 +159,39 @@ class PartCorrections:
                 bias.update(p, m)
 
 
+class PartDrift:
+    """Fast per-part factors for prices made on a stale measurement of the workload.
+
+    A renderer that measures the workload only on some views (a probe policy) prices the
+    others on the last measurement; the frames rendered since then say how far each part has
+    moved (kernels time their phases at no cost). Each factor follows the log of measured /
+    priced seconds with ``gain`` on frames priced on a stale workload, and goes back to 1 when
+    the workload is measured afresh (:meth:`restart`). A frame more than ``outlier`` (log
+    units) off is a spike and moves nothing."""
+
+    def __init__(self, gain: float, outlier: float = math.log(1.5)) -> None:
+        if not 0 < gain <= 1:
+            raise ValueError(f"drift gain must be in (0, 1], got {gain!r}")
+        self.gain, self.outlier = float(gain), float(outlier)
+        self._log: dict[str, float] = {}
+
+    def factors(self, parts: tuple[str, ...]) -> dict[str, float]:
+        """``{part: factor}`` for ``parts`` (1 for a part that has not drifted)."""
+        return {p: math.exp(self._log.get(p, 0.0)) for p in parts}
+
+    def restart(self) -> None:
+        """The workload was measured afresh: nothing has drifted yet."""
+        self._log.clear()
+
+    def update(self, priced: dict[str, float], measured: dict[str, float]) -> None:
+        """Fold in one frame priced on the stale workload: each part's ``priced`` seconds
+        (drift included) against its ``measured`` seconds (parts that ran)."""
+        for part, p in priced.items():
+            m = measured.get(part, 0.0)
+            if p > 0 and m > 0 and abs(math.log(m / p)) <= self.outlier:
+                self._log[part] = self._log.get(part, 0.0) + self.gain * math.log(m / p)
+
+
 SPIKE_FLOOR = 1e-3  # seconds: an overhead this close to its estimate is never a spike
 
 

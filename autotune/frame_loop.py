@@ -38,6 +38,7 @@ from autotune.controllers import (
     LoopOptions,
     check_target,
 )
+from autotune.controllers.feedforward import NO_SETTLE
 from autotune.knobs import KnobSpace
 from autotune.tuner import Tuner
 
@@ -59,13 +60,15 @@ class FrameLoop:
     def __init__(self, target_seconds: float, controller: str = DEFAULT_CONTROLLER, *,
                  corrects_itself: bool = False,
                  pi_gains: tuple[float, float] = DEFAULT_PI_GAINS,
-                 feedback_gain: float = DEFAULT_FEEDBACK_GAIN) -> None:
+                 feedback_gain: float = DEFAULT_FEEDBACK_GAIN,
+                 settle: tuple[int, float] = NO_SETTLE) -> None:
         self._target = check_target(target_seconds)
         self._controller = self._checked(controller)
         self._tuning = True
         self.corrects_itself = corrects_itself
         self.pi_gains = pi_gains
         self.feedback_gain = feedback_gain
+        self.settle = settle  # how feed-forward raises (FeedForwardController's settle_*)
         self.space: KnobSpace | None = None
         self.price: Callable[[Mapping[str, np.ndarray]], FramePrice] | None = None
         self.tuner: Tuner | None = None
@@ -89,7 +92,7 @@ class FrameLoop:
         if self.space is None:
             return
         name = self._controller if self._tuning else "fixed"
-        options = LoopOptions(self._held, self.pi_gains, self.feedback_gain)
+        options = LoopOptions(self._held, self.pi_gains, self.feedback_gain, self.settle)
         ctrl = CONTROLLERS[name].from_loop(self.space, self._target, options)
         self.tuner = Tuner(self.space, self._predict, self._target, controller=ctrl)
 

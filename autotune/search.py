@@ -13,7 +13,11 @@ Selection rule: highest quality whose ``correction * predicted <= target``; ties
 lower prediction. Hysteresis: the previous setting is kept while it still fits, unless some
 setting of strictly higher quality fits with ``hysteresis`` headroom
 (``corrected <= target * (1 - hysteresis)``), so measurement noise cannot flip the choice back
-and forth across the target. If nothing fits, the cheapest setting is returned, over budget.
+and forth across the target. A caller may also hold a raise (``hold_band``): the previous
+setting is then kept while its corrected prediction fits within ``hold_band`` of the target,
+even when a better-looking one fits with headroom, and the choice says so (``held_raise``), so
+that a controller can ask a small raise to fit on several frames in a row before it takes it.
+If nothing fits, the cheapest setting is returned, over budget.
 """
 
 from __future__ import annotations
@@ -80,13 +84,15 @@ def as_predictor(predictor: Predictor | Callable[..., Any]) -> Predictor:
 
 
 class Choice(NamedTuple):
-    """A search's answer for one frame."""
+    """A search's answer for one frame; ``held_raise``: the previous setting was kept by
+    ``hold_band`` where a better-looking one fitted with the hysteresis headroom."""
 
     knobs: dict[str, Any]
     predicted: float
     corrected: float
     over_budget: bool
     evaluations: int
+    held_raise: bool = False
 
 
 def _check_hysteresis(hysteresis: float) -> float:
@@ -130,21 +136,27 @@ class GridSearch:
         correction: float,
         target: float,
         previous: Mapping[str, Any] | None = None,
+        hold_band: float = 0.0,
     ) -> Choice:
-        """Choose this frame's setting; ``previous`` enables hysteresis."""
+        """Choose this frame's setting; ``previous`` enables hysteresis, ``hold_band`` keeps it
+        while it fits within that share of the target (see the module)."""
         predicted = predictor.batch(self.grid)
         prev = -1 if previous is None else self._index_of(previous)
         pick = int(self._select(predicted, float(correction), float(target), prev,
                                 self.hysteresis, self._order, self._tie_end, self.quality))
         if pick < 0:
             raise PredictorError(*_BAD_VALUES[pick])
+        held = bool(prev >= 0 and self.quality[pick] > self.quality[prev]
+                    and target * (1 - hold_band) < correction * predicted[prev] <= target)
+        if held:
+            pick = prev
         if pick not in self._settings:
             self._settings[pick] = self.space.at_index(pick)
         knobs = dict(self._settings[pick])
         self._last = (self._settings[pick], pick)
         corrected = float(correction * predicted[pick])
         return Choice(knobs, float(predicted[pick]), corrected, corrected > target,
-                      self.space.size)
+                      self.space.size, held)
 
 
 #: What :func:`_select` returns for a predictor's bad values, and the error each one raises
@@ -222,8 +234,10 @@ class BisectionSearch:
         correction: float,
         target: float,
         previous: Mapping[str, Any] | None = None,
+        hold_band: float = 0.0,
     ) -> Choice:
-        """Choose this frame's setting; ``previous`` enables hysteresis."""
+        """Choose this frame's setting; ``previous`` enables hysteresis, ``hold_band`` keeps it
+        while it fits within that share of the target (see the module)."""
         count = 0
 
         def predict(levels: list[int]) -> float:
@@ -256,14 +270,16 @@ class BisectionSearch:
                 roomy, _ = climb(base, target * (1 - self.hysteresis))
                 if self._quality(roomy) <= self._quality(prev):
                     return self._choice(prev, t_prev, correction, target, count)
+                if correction * t_prev > target * (1 - hold_band):
+                    return self._choice(prev, t_prev, correction, target, count, True)
         levels, time = climb(base, target)
         return self._choice(levels, time, correction, target, count)
 
-    def _choice(
-        self, levels: list[int], predicted: float, correction: float, target: float, count: int
-    ) -> Choice:
+    def _choice(self, levels: list[int], predicted: float, correction: float, target: float,
+                count: int, held_raise: bool = False) -> Choice:
         corrected = correction * predicted
-        return Choice(self.space.at_levels(levels), predicted, corrected, corrected > target, count)
+        return Choice(self.space.at_levels(levels), predicted, corrected, corrected > target,
+                      count, held_raise)
 
 
 def make_search(

@@ -269,3 +269,44 @@ def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> 
     assert main_loop.CONTROLLER_KEYS == {glfw.KEY_1: "feedforward", glfw.KEY_2: "fixed",
                                          glfw.KEY_3: "pi", glfw.KEY_4: "governor"}
     assert "1 / 2 / 3 / 4  feed-forward/fixed/PI/governor" in main_loop.HELP_TOP
+
+
+@pytest.mark.parametrize("search_type", [GridSearch, BisectionSearch])
+def test_a_held_raise_keeps_the_previous_setting_only_within_the_band(search_type) -> None:
+    """``hold_band`` keeps a setting that fits within the band under the target and says so;
+    further under the target, or with no band, the raise is taken; a setting that no longer
+    fits is never held."""
+    search = search_type(KnobSpace([IntKnob("ao_rays", 0, 64)]), hysteresis=0.02)
+    predictor = Predictor(lambda c: A + B * c["ao_rays"], vectorized=search_type is GridSearch)
+    previous = {"ao_rays": 20}  # A + 20 B = 6 ms
+    near = search.run(predictor, 1.0, 0.0064, previous, hold_band=0.10)  # 6 % under: held
+    assert near.knobs == previous and near.held_raise
+    free = search.run(predictor, 1.0, 0.0064, previous)  # no band: raised
+    assert free.knobs == {"ao_rays": 22} and not free.held_raise
+    far = search.run(predictor, 1.0, 0.0075, previous, hold_band=0.10)  # 20 % under: raised
+    assert far.knobs == {"ao_rays": 27} and not far.held_raise
+    over = search.run(predictor, 1.0, 0.0057, previous, hold_band=0.10)  # no longer fits
+    assert over.knobs == {"ao_rays": 18} and not over.held_raise
+
+
+def test_feed_forward_takes_a_small_raise_once_it_fitted_on_settle_frames() -> None:
+    """The view gets 5 % cheaper: with settling the raise comes on the third frame it fits,
+    without it on the first; a view 20 % cheaper is raised at once either way."""
+    def frames_until_raise(settle: tuple[int, float], cheaper: float) -> int:
+        ctrl = FeedForwardController(SPACE, 0.010, settle_frames=settle[0],
+                                     settle_band=settle[1])
+        start = ctrl.choose(model).knobs
+        ctrl.observe(model({k: np.array(v) for k, v in start.items()}))
+        for frame in range(1, 10):
+            knobs = ctrl.choose(lambda c: model(c) * cheaper).knobs
+            if knobs != start:
+                return frame
+        return -1
+
+    assert frames_until_raise((3, 0.10), 0.95) == 3
+    assert frames_until_raise((1, 0.0), 0.95) == 1
+    assert frames_until_raise((3, 0.10), 0.80) == 1
+    with pytest.raises(ValueError, match="settle_frames"):
+        FeedForwardController(SPACE, 0.010, settle_frames=0)
+    with pytest.raises(ValueError, match="settle_band"):
+        FeedForwardController(SPACE, 0.010, settle_band=1.5)

@@ -5,7 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from autotune import BiasCorrection, BoolKnob, FeedForwardController, IntKnob, KnobSpace
+from autotune import (
+    BiasCorrection,
+    BoolKnob,
+    FeedForwardController,
+    IntKnob,
+    KnobSpace,
+    PartDrift,
+)
 
 SPACE = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows")])
 TARGET = 0.010
@@ -233,3 +240,18 @@ def test_running_overhead_drops_a_stall_and_follows_a_lasting_change():
     for seconds in (1.0, 2e-4, 2e-4, 1e-3):  # 5x, but under a millisecond over: learnt
         tiny.update(seconds)
     assert tiny.learned == 3 and tiny.dropped == 1
+
+
+def test_part_drift_follows_stale_prices_and_restarts_on_a_fresh_measurement() -> None:
+    """Each part's factor moves ``gain`` of the way (in log) to measured / priced; a spike
+    moves nothing; a fresh measurement brings every factor back to 1."""
+    drift = PartDrift(gain=0.5)
+    parts = ("ao", "shade")
+    drift.update({"ao": 1.0, "shade": 1.0}, {"ao": 1.21, "shade": 1.0})
+    assert drift.factors(parts) == pytest.approx({"ao": 1.1, "shade": 1.0})
+    drift.update({"ao": 1.1}, {"ao": 11.0})  # a 10x spike
+    assert drift.factors(parts)["ao"] == pytest.approx(1.1)
+    drift.restart()
+    assert drift.factors(parts) == {"ao": 1.0, "shade": 1.0}
+    with pytest.raises(ValueError, match="drift gain"):
+        PartDrift(gain=0.0)

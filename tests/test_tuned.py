@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -376,3 +377,26 @@ def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with()
     assert bare.active_blocks is None
     assert bare.phase_seconds(w, settings) == predict_phase_seconds(
         profile, counts, w, 4, True, True, 64, plain)
+
+
+def test_phases_drift_between_probes_and_restart_at_a_probe(tracers, fitted):
+    """On a plant that costs what the model says for each view's own workload, frames priced
+    on an older probe's workload learn how far the AO phase moved since; a probe restarts the
+    drift."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer, probe_policy="never")
+    r.tracer = _PhasesTimedByModel(r, {})
+    orbit = orbit_camera_path(tracer.scene, 60)
+    for _ in range(4):  # one probe; the slow corrections learn the plant (the model itself)
+        r.render(orbit[0])
+    for camera in orbit[1:8]:
+        frame = r.render(camera)
+    moved = (r.model.phase_seconds(r.probe.measure(orbit[7], W, H), frame.settings)["ao"]
+             / frame.predicted_phases["ao"])  # the last view's AO against the stale price
+    drift = r.drift.factors(PHASES)["ao"]
+    assert abs(math.log(moved)) > 0.05, moved  # the orbit moved the workload
+    assert abs(math.log(drift / moved)) < 0.5 * abs(math.log(moved)), (drift, moved)
+    r.probe_policy = "always"
+    r.render(orbit[8])
+    assert r.drift.factors(PHASES) == dict.fromkeys(PHASES, 1.0)

@@ -51,6 +51,7 @@ class LoopOptions:
     held: dict[str, Any] | None  # knobs to hold (tuning off, or tuned by measurement)
     pi_gains: tuple[float, float]  # (kp, ki) of a PI law
     feedback_gain: float  # the slow bias feedback of a model-based controller
+    settle: tuple[int, float] = (1, 0.0)  # feed-forward's (settle_frames, settle_band)
 
 
 class Controller(ABC):
@@ -107,4 +108,5 @@ class Controller(ABC):
 
 def timed_decision(choice: Choice, started: float) -> Decision:
     """Stamp a search's answer with the time the search took."""
-    return Decision(*choice, search_seconds=time.perf_counter() - started)
+    return Decision(choice.knobs, choice.predicted, choice.corrected, choice.over_budget,
+                    choice.evaluations, search_seconds=time.perf_counter() - started)

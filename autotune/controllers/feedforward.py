@@ -12,9 +12,19 @@ from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
 from autotune.search import MAX_GRID, Predictor, as_predictor, compiled_select, make_search
 
+NO_SETTLE = (1, 0.0)  # (settle_frames, settle_band): every raise that fits is taken at once
+
 
 class FeedForwardController(Controller):
-    """Model-driven search every frame, corrected by a slow outer feedback loop."""
+    """Model-driven search every frame, corrected by a slow outer feedback loop.
+
+    A lower setting is taken on the frame it is needed. A better-looking one is taken at once
+    where the current setting is more than ``settle_band`` under the target (the view got
+    cheaper), but a small raise only once it has fitted with the hysteresis headroom on
+    ``settle_frames`` frames in a row, so that one cheap frame of noise cannot buy a raise the
+    next frames take back. Engines' governors raise more slowly than they drop for the same
+    reason: UE's dynamic resolution changes at most once per 8 frames, Unity's HDRP scales up
+    after twice as long as down."""
 
     label = "feed-forward"
     summary = "model + feedback"
@@ -27,11 +37,19 @@ class FeedForwardController(Controller):
         gain: float = 0.1,
         hysteresis: float = 0.02,
         max_grid: int = MAX_GRID,
+        settle_frames: int = NO_SETTLE[0],
+        settle_band: float = NO_SETTLE[1],
     ) -> None:
         super().__init__(space, target_seconds)
+        if not (isinstance(settle_frames, int) and settle_frames >= 1):
+            raise ValueError(f"settle_frames must be an integer >= 1, got {settle_frames!r}")
+        if not (isinstance(settle_band, (int, float)) and 0 <= settle_band < 1):
+            raise ValueError(f"settle_band must be in [0, 1), got {settle_band!r}")
         self.feedback = BiasCorrection(gain)
         self.hysteresis = hysteresis
         self.max_grid = max_grid
+        self.settle_frames, self.settle_band = settle_frames, float(settle_band)
+        self._held = 0  # frames in a row on which a small raise was held
         self._searches: dict[bool, Any] = {}
         self.last: Decision | None = None
         compiled_select()  # compiled (or loaded) now, when the loop is set up, not in a frame
@@ -39,7 +57,8 @@ class FeedForwardController(Controller):
     @classmethod
     def from_loop(cls, space: KnobSpace, target_seconds: float,
                   options: LoopOptions) -> FeedForwardController:
-        return cls(space, target_seconds, gain=options.feedback_gain)
+        return cls(space, target_seconds, gain=options.feedback_gain,
+                   settle_frames=options.settle[0], settle_band=options.settle[1])
 
     @property
     def correction(self) -> float:
@@ -53,7 +72,9 @@ class FeedForwardController(Controller):
             search = make_search(self.space, predictor.vectorized, self.hysteresis, self.max_grid)
             self._searches[predictor.vectorized] = search
         previous = self.last.knobs if self.last is not None else None
-        choice = search.run(predictor, self.correction, self.target_seconds, previous)
+        band = self.settle_band if self._held + 1 < self.settle_frames else 0.0
+        choice = search.run(predictor, self.correction, self.target_seconds, previous, band)
+        self._held = self._held + 1 if choice.held_raise else 0
         self.last = timed_decision(choice, started)
         return self.last
 
