@@ -166,12 +166,17 @@ def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, flo
 
 
 def quality_reversals(logs: list[FrameLog], window: int = REVERSAL_WINDOW) -> int:
-    """Knob raises undone within ``window`` frames: for each knob (AO rays, shadows, Phong),
-    each frame that raises it and is followed by a frame that lowers it within the window."""
+    """Knob raises undone within ``window`` frames (see :func:`reversals`)."""
+    return reversals({knob: [float(getattr(x, knob)) for x in logs]
+                      for knob in ("ao_rays", "shadows", "phong")}, window)
+
+
+def reversals(series: dict[str, list[float]], window: int) -> int:
+    """For each knob's series of values, each step that raises it and is followed by a step
+    that lowers it within ``window`` steps."""
     count = 0
-    for knob in ("ao_rays", "shadows", "phong"):
-        v = np.array([float(getattr(x, knob)) for x in logs])
-        step = np.diff(v)
+    for values in series.values():
+        step = np.diff(np.asarray(values, np.float64))
         for i in np.flatnonzero(step > 0):
             count += bool((step[i + 1:i + 1 + window] < 0).any())
     return count

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune_app.animation import frame_times, measure_settings
+from autotune_app.animation import REVERSAL_WINDOW, frame_times, measure_settings, reversals
 from governed.mesh.tuned_renderer import AO_LEVELS_PER_RAY, TunedRenderer
 from raytracer.camera import Camera
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings
@@ -56,8 +56,9 @@ def best_under_target(renderer: TunedRenderer, camera: Camera, target: float
 
 def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
                 every: int = ORACLE_EVERY) -> dict:
-    """The oracle on every ``every``-th view of ``cameras``: its settings, and the mean and p95
-    of |frame - target| / target over :data:`FRESH_FRAMES` fresh frames per view."""
+    """The oracle on every ``every``-th view of ``cameras``: its settings, their reversals,
+    and the mean and p95 of |frame - target| / target over :data:`FRESH_FRAMES` fresh frames
+    per view."""
     errors, views, frames_spent, top = [], [], 0, 0
     for i in range(0, len(cameras), every):
         setting, spent = best_under_target(renderer, cameras[i], target)
@@ -72,7 +73,12 @@ def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
                       "phong": setting.phong, "mean_ms": float(times.mean() * 1e3)})
         frames_spent += spent + FRESH_FRAMES
     renderer.tuning = True
+    picks = {k: [float(v[k]) for v in views] for k in ("ao_rays", "shadows", "phong")}
     return {"views": views, "frames_measured": frames_spent,
+            # raises undone within the reversal window, at the oracle's views (every frames
+            # apart): how often the best setting under the target itself goes up and back down
+            "quality_reversals_per_60_frames": (reversals(picks, REVERSAL_WINDOW // every)
+                                                * 60.0 / len(cameras)),
             "fresh_frames_per_view": FRESH_FRAMES,
             "frames_at_top_under_target": top,
             "mean_abs_error_vs_target": float(np.mean(errors)),
