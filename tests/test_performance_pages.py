@@ -4,6 +4,7 @@ generator says what each result file holds."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from benchmarks.performance_pages import main, page, result_files
@@ -50,3 +51,42 @@ def test_check_fails_on_a_stale_page_and_passes_after_writing(tmp_path):
     assert main(args) == 0 and main([*args, "--check"]) == 0
     _result(results / "cpu", "c.json", {"goals": {}})
     assert main([*args, "--check"]) == 1
+
+
+def test_every_image_the_committed_page_links_is_committed():
+    text = (ROOT / "docs" / "performance.md").read_text()
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links, "the page links no plot"
+    missing = [link for link in links if not (ROOT / "docs" / link).is_file()]
+    assert not missing, f"run `autotune report`: {missing}"
+
+
+def test_a_tracer_tuned_result_shows_its_controllers_and_plot(tmp_path):
+    """Each scene of a ``bench tracer-tuned`` file: a row per controller and path, the oracle's,
+    and the quality plot the report draws from the same file."""
+    path = {"frames": 60, "mean_abs_error_top_on_target": 0.05, "p95_abs_error_top_on_target":
+            0.125, "frames_over_budget": 3, "quality_reversals": 2, "tuner_share_of_frame": 0.021,
+            "probed_frames": 9, "mean_frame_ms": 50.0, "p95_abs_error_vs_target": 0.125,
+            "image_quality": {"mean_ssim": 0.95, "mean_psnr_db": 40.0}}
+    scene = {"scene": "dragon", "target_ms": 50.0, "noise_floor": {"mean_off_median": 0.02},
+             "controllers": {"feedforward": {"orbit": path}, "fixed": {"orbit": path}},
+             "oracle": {"orbit": {"mean_abs_error_vs_target": 0.03,
+                                  "p95_abs_error_vs_target": 0.07,
+                                  "quality_reversals_per_60_frames": 3.0}}}
+    results, out = tmp_path / "results", tmp_path / "docs" / "performance.md"
+    _result(results / "cpu", "tracer_tuned_x.json", {"goals": {}, "paper": [scene]})
+    out.parent.mkdir()
+    assert main(["--results", str(results), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| orbit | feedforward | 5.0 % | 12.5 % | 3 | 0.9500 | 40.0 | 2 | 2.1 % | 9 |" in text
+    assert "| orbit | oracle | 3.0 % | 7.0 % | — | — | — | 3 | — | — |" in text
+    image = "images/performance/cpu/tracer_tuned_x_dragon.png"
+    assert f"({image})" in text and (out.parent / image).is_file()
+
+
+def test_a_volume_tuned_result_shows_its_probe_policies(tmp_path):
+    policy = {"mean_error": 0.072, "p95_error": 0.188, "tuner_share_of_frame": 0.017,
+              "frames_probed": 17, "frames": 72}
+    _result(tmp_path / "cpu", "volume_tuned_512.json",
+            {"goals": {}, "probe_policies": {"on-change": policy}})
+    assert "| on-change | 7.2 % | 18.8 % | 1.7 % | 17 of 72 |" in page(tmp_path)

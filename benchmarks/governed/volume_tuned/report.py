@@ -199,3 +199,15 @@ def plot(f: dict[str, Any], path: Path) -> None:
     axes[2].legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def policy_table(policies: dict[str, dict[str, Any]]) -> list[str]:
+    """The probe policies run back to back on one orbit, as the performance page shows them."""
+    lines = ["Probe policies on the same orbit, back to back (diagnostic):", "",
+             "| policy | mean error | p95 error | tuner's share | frames probed |",
+             "|---|---|---|---|---|"]
+    for name, p in policies.items():
+        lines.append(f"| {name} | {100 * p['mean_error']:.1f} % | {100 * p['p95_error']:.1f} % "
+                     f"| {100 * p['tuner_share_of_frame']:.1f} % "
+                     f"| {p['frames_probed']} of {p['frames']} |")
+    return [*lines, ""]

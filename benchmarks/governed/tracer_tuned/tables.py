@@ -1,0 +1,43 @@
+"""``bench tracer-tuned``'s headline as the performance page shows it: per scene and path,
+what each controller delivered (frame error, frames over budget, image quality, reversals, the
+tuner's share of the frame) beside the oracle and the noise floor measured in the same run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+COLUMNS = ("path", "controller", "mean error", "p95 error", "frames over budget", "mean SSIM",
+           "mean PSNR (dB)", "reversals", "tuner's share", "probed frames")
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def scene_table(result: dict[str, Any]) -> list[str]:
+    """One scene's table: a row per path and controller, then the oracle's rows. Errors are
+    |frame - target| / target, a frame under the target at the highest setting on target
+    (where the file has that figure; older files count it off target); — where a file lacks
+    a figure."""
+    floor = (result.get("noise_floor") or {}).get("mean_off_median")
+    lines = [f"{result['scene']}: target {result['target_ms']:.1f} ms, noise floor "
+             f"{percent(floor)} (one view at fixed knobs, mean off its median).", "",
+             "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for controller, paths in result["controllers"].items():
+        for path, f in paths.items():
+            quality = f.get("image_quality") or {}
+            ssim, psnr = quality.get("mean_ssim"), quality.get("mean_psnr_db")
+            mean = f.get("mean_abs_error_top_on_target", f.get("mean_abs_error_vs_target"))
+            p95 = f.get("p95_abs_error_top_on_target", f.get("p95_abs_error_vs_target"))
+            lines.append(
+                f"| {path} | {controller} | {percent(mean)} | {percent(p95)} "
+                f"| {f.get('frames_over_budget', '—')} "
+                f"| {'—' if ssim is None else f'{ssim:.4f}'} "
+                f"| {'—' if psnr is None else f'{psnr:.1f}'} | {f.get('quality_reversals', '—')} "
+                f"| {percent(f.get('tuner_share_of_frame'))} | {f.get('probed_frames', '—')} |")
+    for path, o in (result.get("oracle") or {}).items():
+        reversals = o.get("quality_reversals_per_60_frames")
+        lines.append(f"| {path} | oracle | {percent(o['mean_abs_error_vs_target'])} "
+                     f"| {percent(o['p95_abs_error_vs_target'])} | — | — | — "
+                     f"| {'—' if reversals is None else f'{reversals:g}'} | — | — |")
+    return [*lines, ""]
