@@ -22,7 +22,7 @@ from autotune.controllers.base import (
     check_target,
     timed_decision,
 )
-from autotune.controllers.feedforward import FeedForwardController
+from autotune.controllers.feedforward import GOVERNOR_SETTLE, FeedForwardController
 from autotune.controllers.fixed import FixedController
 from autotune.controllers.governor import GovernorController
 from autotune.controllers.pi import PIController
@@ -42,6 +42,7 @@ __all__ = [
     "CONTROLLERS",
     "CONTROLLER_NAMES",
     "DEFAULT_CONTROLLER",
+    "GOVERNOR_SETTLE",
     "Controller",
     "Decision",
     "FeedForwardController",

@@ -23,6 +23,7 @@ import numpy as np
 
 from autotune import (
     DEFAULT_CONTROLLER,
+    GOVERNOR_SETTLE,
     BoolKnob,
     FloatKnob,
     FrameLoop,
@@ -64,13 +65,12 @@ EXCLUDED_SECONDS = 1e6  # prediction given to candidates a user has ruled out (f
 MIN_KERNEL_SHARE = 0.25  # frames whose modelled kernels are less of the frame teach no bias
 FEEDBACK = ("phase", "frame")  # per-phase corrections + the frame's, or the frame's only
 # Between probes, each phase's price follows the frames rendered since the last one
-# (PartDrift's gain), and feed-forward takes a raise within 10 % of the target only once it
-# fitted on 3 frames in a row. Chosen on the validation orbits (dragon, sibenik; two quiet
-# runs each, on change): against no drift and no settling, mean error 6.0 -> 5.1 % and
-# 8.8 -> 7.8 %, reversals per 60 frames 10 -> 4.5 and 10 -> 8.5. A gain of 1.0 measured alike;
-# settling every raise (no band) left sibenik's p95 error at 0.19-0.50, with the band 0.14-0.25
+# (PartDrift's gain), and feed-forward raises as a governor does (GOVERNOR_SETTLE). Chosen on
+# the validation orbits (dragon, sibenik; two quiet runs each, on change): against no drift
+# and no settling, mean error 6.0 -> 5.1 % and 8.8 -> 7.8 %, reversals per 60 frames 10 -> 4.5
+# and 10 -> 8.5. A gain of 1.0 measured alike; settling every raise (no band) left sibenik's
+# p95 error at 0.19-0.50, with the band 0.14-0.25
 DRIFT_GAIN = 0.6
-SETTLE = (3, 0.10)
 
 
 def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
@@ -265,7 +265,7 @@ class TunedRenderer(Governed):
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase",
-                              settle=SETTLE)
+                              settle=GOVERNOR_SETTLE)
         self.loop.configure(self.space, self._price)
 
     @property

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autotune import FrameLoop, FramePrice, RunningOverhead
+from autotune import GOVERNOR_SETTLE, FrameLoop, FramePrice, RunningOverhead
 from governed.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from governed.volume import measured_baselines
 from governed.volume.calibration_frames import calibration_samples, random_settings
@@ -161,7 +161,7 @@ class TunedVolumeRenderer(SharedFrames):
         # (rank 0 chooses with it once calibrated; the other ranks keep its state in step)
         super().__init__(renderer, width, height,
                          FrameLoop(target_seconds, controller, pi_gains=pi_gains,
-                                   feedback_gain=FEEDBACK_GAIN))
+                                   feedback_gain=FEEDBACK_GAIN, settle=GOVERNOR_SETTLE))
         self.thresholds = np.linspace(*ERT[:2], ERT[2])
         self.grid: BlockGrid | None = None  # rank 0: the volume's block grid and its probe
         self.diagonal = 0.0  # rank 0: the volume's diagonal (a jump of the eye is set against it)
