@@ -181,15 +181,24 @@ def test_fixed_controller_never_changes_its_first_choice_and_prices_only_that() 
         assert np.isnan(d.predicted) and not d.over_budget and d.evaluations == 0
 
 
-def test_pi_level_walks_the_quality_ranked_order_and_reaches_every_setting() -> None:
+def test_pi_level_walks_a_chain_on_which_every_knob_rises() -> None:
+    """From the lowest setting to the highest, one knob one level up at each rung (the knob
+    whose step adds the most quality first), so a higher level never costs less; every rung
+    is reached."""
     ctrl = PIController(SPACE, 0.010)
     assert ctrl.knobs_at(0.0) == {"ao_rays": 0, "shadows": False}
     assert ctrl.knobs_at(1.0) == {"ao_rays": 64, "shadows": True}
-    levels = np.linspace(0, 1, 4 * SPACE.size)
-    settings = [ctrl.knobs_at(u) for u in levels]
-    quality = [SPACE.quality({k: np.array([v]) for k, v in s.items()})[0] for s in settings]
-    assert np.all(np.diff(quality) >= 0)
-    assert len({tuple(s.items()) for s in settings}) == SPACE.size
+    chain = [SPACE.at_index(i) for i in SPACE.quality_chain()]
+    assert chain[1] == {"ao_rays": 0, "shadows": True}  # a whole quality point before 1/64
+    assert len(chain) == 64 + 1 + 1
+    for a, b in zip(chain, chain[1:], strict=False):
+        steps = [SPACE.knobs[j].index(b[k]) - SPACE.knobs[j].index(a[k])
+                 for j, k in enumerate(SPACE.names)]
+        assert sorted(steps) == [0, 1], (a, b)
+    levels = np.linspace(0, 1, 4 * len(chain))
+    assert {tuple(ctrl.knobs_at(u).items()) for u in levels} == {tuple(c.items()) for c in chain}
+    cost = [float(model({k: np.array(v) for k, v in ctrl.knobs_at(u).items()})) for u in levels]
+    assert np.all(np.diff(cost) >= 0)
 
 
 def jump_run(ctrl, frames: int = 60, jump_at: int = 30, seed: int = 0) -> list[float]:
@@ -212,7 +221,10 @@ def jump_run(ctrl, frames: int = 60, jump_at: int = 30, seed: int = 0) -> list[f
 
 
 def test_feedforward_holds_target_through_sudden_workload_jump_where_pi_overshoots() -> None:
-    target = 0.012
+    """The target leaves a setting on PI's chain after the jump (shadows at no AO cost 18 ms
+    at 3x): below it the chain has only the lowest setting, and any feedback law on a ladder
+    swings across such a gap."""
+    target = 0.018
     ff = np.array(jump_run(FeedForwardController(SPACE, target)))
     pi = np.array(jump_run(PIController(SPACE, target)))
     # Feed-forward: once the feedback has learned the model's bias, the model sees the new
@@ -223,15 +235,15 @@ def test_feedforward_holds_target_through_sudden_workload_jump_where_pi_overshoo
     assert ff[0] > target  # the first frame trusted the low model: over, as it must be
     # PI: blind until it has measured the slow frame, so the first frame after the jump overshoots
     assert pi[30] > 2.0 * target
-    # ... then reacts, settling back near the target over the following frames.
-    assert pi[31] < 0.7 * pi[30]
+    # ... then reacts, its frames falling every frame, settling back near the target.
+    assert np.all(np.diff(pi[30:38]) < 0)
     assert max(pi[50:]) <= 1.1 * target
 
 
 def test_bisection_by_measurement_finds_the_best_setting_that_fits() -> None:
     from autotune.baselines import bisect_by_measurement
 
-    cost = np.linspace(0.001, 0.040, 200)  # rising along the quality order
+    cost = np.linspace(0.001, 0.040, 200)  # rising along the order
     measured = []
 
     def seconds_of(i: int) -> float:
@@ -242,9 +254,6 @@ def test_bisection_by_measurement_finds_the_best_setting_that_fits() -> None:
     assert found.index == int(np.flatnonzero(cost <= 0.0203).max())
     assert found.measured == len(measured) <= 9  # log2(200) rounds, not 200
     assert bisect_by_measurement(5, lambda i: 1.0, 0.5).index == 0  # nothing fits: cheapest
-    order = [SPACE.at_index(int(i)) for i in SPACE.quality_order()]
-    q = SPACE.quality({k: np.array([o[k] for o in order]) for k in SPACE.names})
-    assert len(order) == SPACE.size and np.all(np.diff(q) >= 0)
 
 
 def test_the_cli_and_the_viewer_derive_their_controllers_from_the_registry() -> None:

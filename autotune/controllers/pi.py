@@ -18,9 +18,9 @@ class PIController(Controller):
 
     The error ``e = (target - measured) / target`` moves a quality level ``u`` in [0, 1]
     (velocity form: ``u += kp * (e - e_prev) + ki * e``; clamping is the anti-windup). ``u``
-    walks the same quality-ranked candidate order the feed-forward search ranks by (every
-    setting of the space, worst look first), so it can reach every setting the tuned controller
-    can; it starts at ``initial``. Gains should be tuned on a path not used for evaluation
+    walks the space's quality chain (:class:`~autotune.controllers.ladder.QualityLadder`: one
+    knob up at each rung, worst look first, so cost rises with ``u``); it starts at
+    ``initial``. Gains should be tuned on a path not used for evaluation
     (:func:`autotune.replay.tune_pi_gains`).
     """
 
@@ -51,7 +51,7 @@ class PIController(Controller):
         return cls(space, target_seconds, kp=kp, ki=ki)
 
     def knobs_at(self, level: float) -> dict[str, Any]:
-        """Settings for a quality level in [0, 1]: that share along the quality-ranked order."""
+        """Settings for a quality level in [0, 1]: that share along the quality chain."""
         return self.ladder.knobs_at(level)
 
     @property
