@@ -38,7 +38,7 @@ from autotune.controllers import (
     LoopOptions,
     check_target,
 )
-from autotune.controllers.feedforward import NO_SETTLE
+from autotune.controllers.base import NO_SETTLE
 from autotune.knobs import KnobSpace
 from autotune.tuner import Tuner
 

@@ -43,6 +43,9 @@ class Decision:
     search_seconds: float
 
 
+NO_SETTLE = (1, 0.0)  # (settle_frames, settle_band): every raise that fits is taken at once
+
+
 @dataclass(frozen=True)
 class LoopOptions:
     """What a frame loop (:class:`autotune.frame_loop.FrameLoop`) offers the controller it
@@ -51,7 +54,7 @@ class LoopOptions:
     held: dict[str, Any] | None  # knobs to hold (tuning off, or tuned by measurement)
     pi_gains: tuple[float, float]  # (kp, ki) of a PI law
     feedback_gain: float  # the slow bias feedback of a model-based controller
-    settle: tuple[int, float] = (1, 0.0)  # feed-forward's (settle_frames, settle_band)
+    settle: tuple[int, float] = NO_SETTLE  # feed-forward's (settle_frames, settle_band)
 
 
 class Controller(ABC):

@@ -7,12 +7,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from autotune.controllers.base import Controller, Decision, LoopOptions, timed_decision
+from autotune.controllers.base import (
+    NO_SETTLE,
+    Controller,
+    Decision,
+    LoopOptions,
+    timed_decision,
+)
 from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
 from autotune.search import MAX_GRID, Predictor, as_predictor, compiled_select, make_search
 
-NO_SETTLE = (1, 0.0)  # (settle_frames, settle_band): every raise that fits is taken at once
 # what both governed renderers use: a raise within 10 % of the target after 3 frames in a row
 # (chosen on their validation paths: docs/design-notes.md, "raising like a governor")
 GOVERNOR_SETTLE = (3, 0.10)
