@@ -219,6 +219,12 @@ class RunningOverhead:
         self.dropped = 0
         self._held: float | None = None
 
+    def start_from(self, seconds: float) -> None:
+        """Take an overhead measured outside the loop (a warm-up frame) as the estimate the
+        first frames are priced with; the first frame shown is still left out."""
+        self.seconds = max(0.0, float(seconds))
+        self.learned = max(self.learned, 1)
+
     def update(self, seconds: float) -> None:
         """Take one frame's overhead (seconds; a negative one counts as none)."""
         seconds = max(0.0, seconds)

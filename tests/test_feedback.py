@@ -12,6 +12,7 @@ from autotune import (
     IntKnob,
     KnobSpace,
     PartDrift,
+    RunningOverhead,
 )
 
 SPACE = KnobSpace([IntKnob("ao_rays", 0, 64), BoolKnob("shadows")])
@@ -255,3 +256,15 @@ def test_part_drift_follows_stale_prices_and_restarts_on_a_fresh_measurement() -
     assert drift.factors(parts) == {"ao": 1.0, "shade": 1.0}
     with pytest.raises(ValueError, match="drift gain"):
         PartDrift(gain=0.0)
+
+
+def test_an_overhead_measured_before_the_loop_prices_the_first_frames() -> None:
+    """``start_from`` is the estimate until frames teach; the first frame shown is still left
+    out (it builds the search's tables), the next averages in at half weight."""
+    overhead = RunningOverhead()
+    overhead.start_from(0.002)
+    assert overhead.seconds == 0.002
+    overhead.update(0.010)  # the first frame: left out
+    assert overhead.seconds == 0.002 and overhead.dropped == 1
+    overhead.update(0.004)
+    assert overhead.seconds == pytest.approx(0.003)

@@ -400,3 +400,16 @@ def test_phases_drift_between_probes_and_restart_at_a_probe(tracers, fitted):
     r.probe_policy = "always"
     r.render(orbit[8])
     assert r.drift.factors(PHASES) == dict.fromkeys(PHASES, 1.0)
+
+
+def test_a_fresh_renderer_prices_its_first_frame_with_the_host_overhead(tracers, fitted):
+    """The warm-up frame at construction measures the launches and read-back every frame
+    pays, so the first frame's price holds them (it held none: the first frame is not learnt)."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    overhead = r.overhead.seconds
+    assert overhead > 0
+    first = r.render(tracer.scene.camera)
+    known = first.predicted - sum(first.predicted_phases.values())
+    assert known >= first.probe_seconds + overhead

@@ -264,9 +264,20 @@ class TunedRenderer(Governed):
         self._fresh = False  # whether this frame's workload was probed on its view
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
+        self._warm_up()
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase",
                               settle=GOVERNOR_SETTLE)
         self.loop.configure(self.space, self._price)
+
+    def _warm_up(self) -> None:
+        """One untimed frame at the cheapest setting that launches every phase: it pays the
+        first render's one-off costs at this size, and its host overhead (launches, read-back)
+        is the first frames' estimate, which the first frame's price would otherwise lack."""
+        settings = RenderSettings(1.0 / AO_LEVELS_PER_RAY, self.ao_radius, True, True)
+        started = time.perf_counter()
+        frame = self.tracer.render(self.scene.camera, self.width, self.height, settings)
+        self.overhead.start_from(time.perf_counter() - started - frame.seconds)
+        self.tracer.forget_history()  # the warm-up's AO is not the first frame's history
 
     @property
     def ao_radius(self) -> float:
