@@ -18,6 +18,7 @@ from raytracer.mesh.scene import Scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 
 REVERSAL_WINDOW = 10  # frames within which a raised knob lowered again is a reversal
+REVERSAL_KNOBS = ("ao_rays", "shadows", "phong")  # the knobs whose reversals are counted
 REFERENCE_SETTINGS = RenderSettings(ao_rays=8, ao_radius=0.1, shadows=True, phong=True)
 
 
@@ -168,7 +169,7 @@ def summarize(logs: list[FrameLog], turn_at: int | None = None) -> dict[str, flo
 def quality_reversals(logs: list[FrameLog], window: int = REVERSAL_WINDOW) -> int:
     """Knob raises undone within ``window`` frames (see :func:`reversals`)."""
     return reversals({knob: [float(getattr(x, knob)) for x in logs]
-                      for knob in ("ao_rays", "shadows", "phong")}, window)
+                      for knob in REVERSAL_KNOBS}, window)
 
 
 def reversals(series: dict[str, list[float]], window: int) -> int:

@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from autotune_app.animation import REVERSAL_WINDOW, frame_times, measure_settings, reversals
+from autotune_app.animation import (
+    REVERSAL_KNOBS,
+    REVERSAL_WINDOW,
+    frame_times,
+    measure_settings,
+    reversals,
+)
 from governed.mesh.tuned_renderer import AO_LEVELS_PER_RAY, TunedRenderer
 from raytracer.camera import Camera
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings
@@ -73,7 +79,7 @@ def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
                       "phong": setting.phong, "mean_ms": float(times.mean() * 1e3)})
         frames_spent += spent + FRESH_FRAMES
     renderer.tuning = True
-    picks = {k: [float(v[k]) for v in views] for k in ("ao_rays", "shadows", "phong")}
+    picks = {k: [float(v[k]) for v in views] for k in REVERSAL_KNOBS}
     return {"views": views, "frames_measured": frames_spent,
             # raises undone within the reversal window, at the oracle's views (every frames
             # apart): how often the best setting under the target itself goes up and back down
