@@ -13,7 +13,7 @@ import pytest
 
 from autotune_app.cli import BENCHMARKS
 from benchmarks.studies.kernel_models import opencl_timing
-from benchmarks.studies.kernel_models.command import main
+from benchmarks.studies.kernel_models.command import main, result_name
 from benchmarks.studies.kernel_models.launches import (
     MATRIX_MULTIPLY,
     MSA_THREADS,
@@ -26,8 +26,10 @@ from benchmarks.studies.kernel_models.launches import (
     occupancy,
 )
 from benchmarks.studies.kernel_models.predictions import (
+    DEVICE_SPLIT_DEVICES,
     bsp_predictions,
     bsp_unit_seconds,
+    default_split,
     folds,
     holdout_key,
     lambda_run,
@@ -206,6 +208,26 @@ def test_goals_from_a_synthetic_figures_dict():
     assert not bad["bsp_regular_share_in_0.8_1.2"]["met"]
     assert not bad["test_LR_mean_accuracy"]["met"] and bad["test_RF_mean_accuracy"]["met"]
     assert not goals(figures_with(math.nan, math.nan))["test_LR_mean_accuracy"]["met"]
+
+
+def test_a_device_split_needs_devices_that_vary_in_training():
+    assert default_split(1) == default_split(2) == "size"
+    assert default_split(DEVICE_SPLIT_DEVICES) == "device"
+    two = figures_with(0.95, 1e6)
+    two["table_v"]["other"] = two["table_v"]["test"]
+    two["split"] = "device"
+    g = goals(two)
+    assert g["test_LR_mean_accuracy"]["met"] is None
+    assert "do not vary" in g["other_RF_mean_accuracy"]["not_judged"]
+    assert g["bsp_regular_share_in_0.8_1.2"]["met"]  # BSP is fitted per device: judged
+    two["split"] = "size"
+    assert goals(two)["test_LR_mean_accuracy"]["met"] is False
+
+
+def test_a_saved_result_names_its_part_and_runtimes():
+    figures = {"devices": {"pocl": {}, "intel-cpu": {}}}
+    assert result_name("seed003", False, figures) == "kernel_models_seed003_intel-cpu+pocl.json"
+    assert result_name("own", True, {}) == "kernel_models_own_quick.json"
 
 
 def test_the_command_is_registered():

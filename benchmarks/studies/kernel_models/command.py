@@ -18,8 +18,9 @@ Approaches, all predicting seconds per launch:
   else one from quick microbenchmarks), fed the kernels' own per-thread counts; nothing fitted.
 - ``LR``, ``SVR``, ``RF``: ``studies.kernel_models.learned_comparators`` on the paper's 13
   features in log2 space, one model per kernel as the paper trains per application. Held out:
-  one device at a time where two or more OpenCL runtimes build (the paper's protocol), else one
-  size at a time (all its blocks). Held out by size, RF cannot extrapolate past the sizes it
+  one device at a time where three or more OpenCL runtimes build (the paper's protocol: each
+  fold trains on two or more devices, so the device features vary), else one size at a time
+  (all its blocks). Held out by size, RF cannot extrapolate past the sizes it
   saw, and on a power-of-two grid in log2 a held-out size sits exactly on the threshold between
   its neighbours, so RF predicts a neighbour's time; LR and SVR extrapolate the log-log trend.
 
@@ -58,9 +59,11 @@ from typing import Any
 
 from autotune_app import options as opt
 from autotune_app.report import emit
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.studies.kernel_models.launches import FULL, QUICK
 from benchmarks.studies.kernel_models.plots import write_plots
+from benchmarks.studies.kernel_models.predictions import DEVICE_SPLIT_DEVICES, default_split
 from benchmarks.studies.kernel_models.tables import evaluate, table_lines
 from common.atomic_files import check_output_dir
 
@@ -75,8 +78,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", help="one device (P:D, cpu, intel-cpu, ...); default: one "
                                     "device of every OpenCL runtime that builds here")
     p.add_argument("--split", choices=("auto", "device", "size"), default="auto",
-                   help="what the learned models hold out; auto: device where two or more "
-                        "devices build, else size")
+                   help="what the learned models hold out; auto: device where "
+                        f"{DEVICE_SPLIT_DEVICES} or more devices build, else size (with "
+                        "two, each fold would train on one device and the learned goals "
+                        "are not judged)")
     p.add_argument("--max-launch-s", type=opt.finite_positive,
                    help="stop growing a kernel's size where a launch would take longer "
                         f"(default {FULL.max_launch_s}, quick {QUICK.max_launch_s})")
@@ -87,7 +92,17 @@ def parser() -> argparse.ArgumentParser:
                         "(benchmarks.predictors.online_predictor), or all (default)")
     opt.add_plots(p, "the Q-Q and accuracy box plots")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--save", action="store_true",
+                   help="also write results/<machine>/kernel_models_<part>[_quick]"
+                        "[_<runtimes>].json")
     return p
+
+
+def result_name(part: str, quick: bool, figures: dict[str, Any]) -> str:
+    """The file ``--save`` writes: the part, quick or not, and the runtimes it timed."""
+    runtimes = "+".join(sorted(figures.get("devices", {})))
+    return (f"kernel_models_{part}{'_quick' if quick else ''}"
+            f"{'_' + runtimes if runtimes else ''}.json")
 
 
 def kernel_part(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict[str, Any]:
@@ -98,7 +113,7 @@ def kernel_part(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict[st
     if args.max_launch_s:
         sweep = replace(sweep, max_launch_s=args.max_launch_s)
     specs = opencl_timing.runtime_specs(args.device)
-    split = args.split if args.split != "auto" else ("device" if len(specs) > 1 else "size")
+    split = args.split if args.split != "auto" else default_split(len(specs))
     if split == "device" and len(specs) < 2:
         p.error("--split device needs two or more devices that build here")
     runs, facts, profiles, reached = opencl_timing.measure(specs, sweep)
@@ -144,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = kernel_part(args, p)
     tables = own_work_parts(args, figures)
     stamp(figures, run)
+    if args.save:
+        save_result(result_name(args.part, args.quick, figures), figures)
     if args.json:
         emit(figures, True)
         return 0

@@ -15,6 +15,7 @@ import numpy as np
 
 from benchmarks.studies.kernel_models.launches import DeviceFacts, Run, feature_matrix
 from benchmarks.studies.kernel_models.predictions import (
+    DEVICE_SPLIT_DEVICES,
     bsp_predictions,
     groups_of,
     hk_predictions,
@@ -81,7 +82,8 @@ def bsp_regular(runs: Sequence[Run], bsp: np.ndarray) -> dict[str, dict[str, flo
 
 def goals(figures: dict) -> dict[str, dict]:
     """BSP's share of regular runs in 0.8-1.2 at lambda's block; each learned approach's mean
-    accuracy per device."""
+    accuracy per device (not judged when held out by device with fewer than
+    :data:`DEVICE_SPLIT_DEVICES` devices)."""
     share = figures["bsp_regular"]["at_lambda_block"]["share_in_band"]
     out = {"bsp_regular_share_in_0.8_1.2": {
         "value": share, "goal": f">= {BSP_SHARE_GOAL}",
@@ -90,13 +92,22 @@ def goals(figures: dict) -> dict[str, dict]:
                 "over sizes at the block lambda was fitted on (one run per kernel and device, "
                 "left out), as the paper's analytical data; bsp_regular.all_blocks has the rest"}}
     low, high = LEARNED_BAND
+    devices = len(figures["table_v"])
+    judged = figures["split"] != "device" or devices >= DEVICE_SPLIT_DEVICES
     for device, row in figures["table_v"].items():
         for approach in APPROACHES:
             mean = row[approach]["accuracy_mean"]
-            out[f"{device}_{approach}_mean_accuracy"] = {
-                "value": mean, "goal": f"{low}..{high}", "met": bool(low <= mean <= high),
+            name = f"{device}_{approach}_mean_accuracy"
+            out[name] = {
+                "value": mean, "goal": f"{low}..{high}",
+                "met": bool(low <= mean <= high) if judged else None,
                 "what": f"mean predicted/measured of {approach} on {device}, every kernel, "
                         f"runs held out by {figures['split']}"}
+            if not judged:
+                out[name]["not_judged"] = (
+                    f"held out by device with {devices} devices, each fold trains on "
+                    f"{devices - 1}: the device features do not vary in training; the "
+                    "size split judges it")
     return out
 
 
