@@ -29,6 +29,7 @@ BENCHMARK_MODULES = (
     "benchmarks.renderers.throughput",
     "benchmarks.renderers.volume_throughput",
     "benchmarks.renderers.compositing",
+    "benchmarks.renderers.first_render",
     "benchmarks.tuner.controller_cost",
     "benchmarks.tuner.replay_record",
     "benchmarks.tuner.embed",

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-QUICK = ("compositing", "controller-cost", "probe-cost", "tracer-tuned", "tracer-model",
-         "throughput", "volume-throughput", "volume-tuned", "pipeline-mapping")
+QUICK = ("compositing", "controller-cost", "first-render", "probe-cost", "tracer-tuned",
+         "tracer-model", "throughput", "volume-throughput", "volume-tuned", "pipeline-mapping")
 
 
 @pytest.mark.parametrize("name", QUICK)

@@ -18,6 +18,7 @@ import numpy as np
 
 from autotune_app.animation import REFERENCE_SETTINGS, orbit_camera_path
 from autotune_app.report import emit
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from governed.mesh.probe import Probe
 from governed.mesh.tuned_renderer import TunedRenderer, device_model
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--device")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--save", action="store_true",
+                        help="also write results/<machine>/probe_cost[_quick].json")
     args = parser.parse_args(argv)
     scenes = args.scene or (["dragon-small"] if args.quick else ["dragon", "sibenik", "city"])
     factors = args.factor or [4, 8, 16, 32]
@@ -112,4 +115,6 @@ def main(argv: list[str] | None = None) -> int:
             row["still_view"] = still_view(tracer)
         figures["scenes"][name] = row
     emit(stamp(figures, run), args.json, title="CPU probe cost at 1280x720")
+    if args.save:
+        save_result("probe_cost_quick.json" if args.quick else "probe_cost.json", figures)
     return 0

@@ -38,6 +38,7 @@ from dataclasses import asdict
 from typing import Any
 
 from autotune_app.report import emit
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from studies.pipeline_mapping.model import (
     Connection,
@@ -343,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="1.5 s per mapping and no search part")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
+    parser.add_argument("--save", action="store_true",
+                        help="also write results/<machine>/pipeline_mapping[_quick].json")
     args = parser.parse_args(argv)
     run = RunRecord()
     seconds = 1.5 if args.quick else args.seconds
@@ -366,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         "python": platform.python_version()}
     emit(stamp(figures, run), args.json, "Mapping model (Jubertie, Melin) vs real pipeline "
                                          "runs")
+    if args.save:
+        save_result("pipeline_mapping_quick.json" if args.quick else "pipeline_mapping.json",
+                    figures)
     return 0
 
 

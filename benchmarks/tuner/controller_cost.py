@@ -21,6 +21,7 @@ import numpy as np
 
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
 from autotune_app.report import emit, summary_stats
+from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
 from models.app_calibration import load_calibration
 from models.device_profile import load_profile
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer frames (a smoke run)")
     parser.add_argument("--json", action="store_true", help="print figures as JSON")
+    parser.add_argument("--save", action="store_true",
+                        help="also write results/<machine>/controller_cost[_quick].json")
     args = parser.parse_args(argv)
     frames = 300 if args.quick else 3000
     run = RunRecord()
@@ -158,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                     "settings with its real model"}},
     }
     emit(stamp(figures, run), args.json, "Controller cost per choose()")
+    if args.save:
+        save_result("controller_cost_quick.json" if args.quick else "controller_cost.json", figures)
     return 0
 
 
