@@ -58,14 +58,14 @@ def timed_run(env: dict[str, str] | None) -> dict[str, Any]:
     """One ``autotune render`` in a child process: each output line with the seconds since the
     start, the seconds to the first line and to the end, and the render's own figures."""
     started = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-u", "-m", "autotune_app.cli", *COMMAND],
-                             cwd=CHECKOUT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
     lines: list[tuple[float, str]] = []
-    assert child.stdout is not None
-    for line in child.stdout:
-        lines.append((time.perf_counter() - started, line.rstrip("\n")))
-    code = child.wait(timeout=TIMEOUT_S)
+    with subprocess.Popen([sys.executable, "-u", "-m", "autotune_app.cli", *COMMAND],
+                          cwd=CHECKOUT, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            lines.append((time.perf_counter() - started, line.rstrip("\n")))
+        code = child.wait(timeout=TIMEOUT_S)
     total = time.perf_counter() - started
     if code != 0:
         tail = "\n".join(text for _, text in lines[-20:])
