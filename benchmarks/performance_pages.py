@@ -21,6 +21,7 @@ from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.governed.tracer_tuned.tables import scene_table
 from benchmarks.governed.volume_tuned.report import policy_table
 from benchmarks.harness.results import results_root
+from benchmarks.tuner.embed import case_table
 from common.atomic_files import write_text
 
 PAGE = Path("docs") / "performance.md"
@@ -92,6 +93,8 @@ def file_section(path: Path, figures: dict[str, Any], root: Path) -> list[str]:
     lines.append("")
     if figures.get("probe_policies"):  # bench volume-tuned
         lines += policy_table(figures["probe_policies"])
+    if figures.get("steady_frames") and figures.get("cases"):  # bench embed
+        lines += case_table(figures["cases"])
     for result in figures.get("paper") or []:  # bench tracer-tuned: the controllers
         lines += [*scene_table(result),
                   f"![{result['scene']}: quality against frame time]"
