@@ -19,8 +19,12 @@ from typing import Any
 
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.governed.tracer_tuned.tables import scene_table
-from benchmarks.governed.volume_tuned.report import policy_table
+from benchmarks.governed.tracer_tuned.tables import seed_table as tracer_seed_table
+from benchmarks.governed.volume_tuned.report import policy_table, study_table
 from benchmarks.harness.results import results_root
+from benchmarks.studies.cluster_prediction.goals import seed_table as cluster_seed_table
+from benchmarks.studies.kernel_models.tables import seed_table as kernel_seed_table
+from benchmarks.studies.pipeline_mapping import printed_table
 from benchmarks.tuner.embed import case_table
 from common.atomic_files import write_text
 
@@ -95,11 +99,29 @@ def file_section(path: Path, figures: dict[str, Any], root: Path) -> list[str]:
         lines += policy_table(figures["probe_policies"])
     if figures.get("steady_frames") and figures.get("cases"):  # bench embed
         lines += case_table(figures["cases"])
+    lines += seed_lines(figures)
     for result in figures.get("paper") or []:  # bench tracer-tuned: the controllers
         lines += [*scene_table(result),
                   f"![{result['scene']}: quality against frame time]"
                   f"({plot_path(path, result, root).as_posix()})", ""]
     return lines
+
+
+def seed_lines(figures: dict[str, Any]) -> list[str]:
+    """The seeds' printed figures beside a result's own, for the benchmarks that reproduce a
+    seed (recognised by their figures)."""
+    if figures.get("paper"):  # bench tracer-tuned: the auto-tuning paper
+        return tracer_seed_table(figures["paper"])
+    if figures.get("table_vi"):  # bench kernel-models --part seed003
+        return kernel_seed_table(figures)
+    side_by_side = (figures.get("diagnostics") or {}).get("hemocell_study_side_by_side")
+    if side_by_side:  # bench volume-tuned: the per-process model (HemoCell study)
+        return study_table(side_by_side)
+    if figures.get("upgrade") and figures.get("faster_network"):  # bench cluster-prediction
+        return cluster_seed_table(figures)
+    if figures.get("tables") and figures.get("cases"):  # bench pipeline-mapping
+        return printed_table(figures["tables"])
+    return []
 
 
 def plot_path(path: Path, result: dict[str, Any], root: Path) -> Path:

@@ -90,3 +90,15 @@ def test_a_volume_tuned_result_shows_its_probe_policies(tmp_path):
     _result(tmp_path / "cpu", "volume_tuned_512.json",
             {"goals": {}, "probe_policies": {"on-change": policy}})
     assert "| on-change | 7.2 % | 18.8 % | 1.7 % | 17 of 72 |" in page(tmp_path)
+
+
+def test_each_reproduced_seed_is_shown_beside_its_printed_figures():
+    text = page(ROOT / "results")
+    for heading in ("beside the auto-tuning paper", "Table V beside the kernel-model paper",
+                    "Table VI beside the paper's", "beside the HemoCell study",
+                    "beside the cluster study's", "The mapping paper's tables reproduced"):
+        assert heading in text, heading
+    # the printed figures are the seeds' own (Table VI's MMSC row, Sec. 5's fixed baseline)
+    assert re.search(r"\| MMSC \| [0-9.]+ / 0\.008 \| [0-9.]+ / 0\.046 ", text)
+    assert "| the paper | 2.1-6.3 % / 11.1-19.9 % | 0.2-1.1 % / 0.2-1.7 % | 10.5 % / 13.2 % |" \
+        in text

@@ -184,6 +184,17 @@ def tables_part() -> list[dict[str, Any]]:
     return out
 
 
+def printed_table(tables: list[dict[str, Any]]) -> list[str]:
+    """Each of the mapping paper's tables: reproduced to its printed predictions or not, and
+    where not, how it differs, as the performance page shows them."""
+    lines = ["The mapping paper's tables reproduced (each module's predicted figures against the "
+             "printed ones):", "", "| table | reproduced | differences |", "|---|---|---|"]
+    for t in tables:
+        diffs = "; ".join(map(str, t["differences"])) or "—"
+        lines.append(f"| {t['table']} | {'yes' if t['reproduced'] else 'no'} | {diffs} |")
+    return [*lines, ""]
+
+
 def measured_frame(solution: Any, measured: dict[str, Any], frame: list[str]) -> float:
     """The measured counterpart of :func:`studies.pipeline_mapping.model.frame.frame_time`."""
     seen = upstream_modules(solution, frame)

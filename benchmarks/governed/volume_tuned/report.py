@@ -201,6 +201,23 @@ def plot(f: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+def study_table(side_by_side: dict[str, Any]) -> list[str]:
+    """The per-rank model's error on the test volumes beside the HemoCell study's, per
+    scenario, as the performance page shows them."""
+    def pct(value: float | None) -> str:
+        return "—" if value is None else f"{100 * value:.1f} %"
+
+    lines = ["The per-rank model on the test volumes beside the HemoCell study's per-process "
+             "model (mean / max per-rank error; the busiest rank's share of the samples):", "",
+             "| scenario | ours | the study's | busiest rank's share |", "|---|---|---|---|"]
+    for part, row in side_by_side.items():
+        seed = row["hemocell_study"]
+        shares = ", ".join(f"{100 * v:.0f} %" for v in row["busiest_rank_sample_share"])
+        lines.append(f"| {part} | {pct(row['mean'])} / {pct(row['max'])} "
+                     f"| {pct(seed['mean'])} / {pct(seed['max'])} | {shares} |")
+    return [*lines, ""]
+
+
 def policy_table(policies: dict[str, dict[str, Any]]) -> list[str]:
     """The probe policies run back to back on one orbit, as the performance page shows them."""
     lines = ["Probe policies on the same orbit, back to back (diagnostic):", "",
