@@ -31,7 +31,7 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
     remeasure_stalls,
 )
 from benchmarks.studies.cluster_prediction.experiments import experiments
-from benchmarks.studies.cluster_prediction.goals import goals
+from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
 from benchmarks.studies.cluster_prediction.mpi_runs import (
     NODE_PHASE,
     calibrate_term,
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                 plot(cfg, got.plots, folder, cores)
     figures = got.figures
     figures["goals"] = goals(figures, quick=args.quick)
+    figures["diagnostics"] = diagnostics(figures, quick=args.quick)
     figures["data"] = data_note
     stamp(figures, run)
     figures["config"] = {**cfg, "cores": cores, "node_run_phase": NODE_PHASE}
