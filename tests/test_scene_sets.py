@@ -210,3 +210,11 @@ def test_paper_error_goals_follow_the_oracle_only_where_it_is_above_the_absolute
     assert not out["grass_orbit_p95_error"]["met"]  # the oracle's 7 % is within 8 %: 8 % holds
     assert not out["grass_turn_mean_error"]["met"]  # the oracle's 2 %: 3 % holds
     assert out["grass_turn_p95_error"]["met"]  # 9 % <= 1.2 x 10 %
+
+
+def test_image_quality_is_measured_on_about_thirty_frames_of_each_path_and_the_turn():
+    orbit = paper.quality_frames_of(60, None, paper.QUALITY_FRAMES)
+    assert len(orbit) == 30 and orbit[:3] == [0, 2, 4]
+    turn = paper.quality_frames_of(30, 17, paper.QUALITY_FRAMES)
+    assert 17 in turn and len(turn) == 30
+    assert paper.quality_frames_of(24, 5, 30) == sorted({*range(24), 5})  # quick: every frame

@@ -214,6 +214,12 @@ def noise_floor(renderer: TunedRenderer, camera: Camera, frames: int = 24) -> di
     return frame_spread(seconds)
 
 
+def quality_frames_of(frames: int, mark: int | None, count: int) -> list[int]:
+    """About ``count`` evenly spaced frames of a path of ``frames``, and its ``mark`` (the
+    turn's first frame): where image quality is measured."""
+    return sorted({*range(0, frames, max(frames // count, 1)), *([mark] if mark else [])})
+
+
 def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width: int,
               height: int, target_ms: float | None, device: str | None, plots: Path | None,
               gains: tuple[float, float], quality_frames: int,
@@ -238,9 +244,7 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                     "controllers": {}, "fixed_tuning": {}, "oracle": {},
                     "noise_floor": noise_floor(probe_renderer, orbit[0])}
     paths = {"orbit": (orbit, None, 0), "turn": (turn, turn_at, turn_at)}
-    keep_at = {p: sorted({*range(0, len(c), max(len(c) // quality_frames, 1)),
-                          *([m] if m else [])})
-               for p, (c, m, _) in paths.items()}
+    keep_at = {p: quality_frames_of(len(c), m, quality_frames) for p, (c, m, _) in paths.items()}
     refs = {p: reference_images(tracer, paths[p][0], keep_at[p], width, height) for p in paths}
     logs_all: dict[str, dict] = {"orbit": {}, "turn": {}}
     for name in controllers:
