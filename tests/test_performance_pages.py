@@ -67,6 +67,7 @@ def test_a_tracer_tuned_result_shows_its_controllers_and_plot(tmp_path):
     path = {"frames": 60, "mean_abs_error_top_on_target": 0.05, "p95_abs_error_top_on_target":
             0.125, "frames_over_budget": 3, "quality_reversals": 2, "tuner_share_of_frame": 0.021,
             "probed_frames": 9, "mean_frame_ms": 50.0, "p95_abs_error_vs_target": 0.125,
+            "mean_tuner_ms": 1.05, "mean_probe_ms": 0.4,
             "image_quality": {"mean_ssim": 0.95, "mean_psnr_db": 40.0}}
     scene = {"scene": "dragon", "target_ms": 50.0, "noise_floor": {"mean_off_median": 0.02},
              "controllers": {"feedforward": {"orbit": path}, "fixed": {"orbit": path}},
@@ -78,8 +79,9 @@ def test_a_tracer_tuned_result_shows_its_controllers_and_plot(tmp_path):
     out.parent.mkdir()
     assert main(["--results", str(results), "--out", str(out)]) == 0
     text = out.read_text()
-    assert "| orbit | feedforward | 5.0 % | 12.5 % | 3 | 0.9500 | 40.0 | 2 | 2.1 % | 9 |" in text
-    assert "| orbit | oracle | 3.0 % | 7.0 % | — | — | — | 3 | — | — |" in text
+    assert ("| orbit | feedforward | 5.0 % | 12.5 % | 3 | 0.9500 | 40.0 | 2 | 2.1 % | 1.05 "
+            "| 0.40 | 9 |") in text
+    assert "| orbit | oracle | 3.0 % | 7.0 % | — | — | — | 3 | — | — | — | — |" in text
     image = "images/performance/cpu/tracer_tuned_x_dragon.png"
     assert f"({image})" in text and (out.parent / image).is_file()
 

@@ -9,11 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 COLUMNS = ("path", "controller", "mean error", "p95 error", "frames over budget", "mean SSIM",
-           "mean PSNR (dB)", "reversals", "tuner's share", "probed frames")
+           "mean PSNR (dB)", "reversals", "tuner's share", "tuner's work (ms)", "of it probe (ms)",
+           "probed frames")
 
 
 def percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f} %"
+
+
+def ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
 
 
 def scene_table(result: dict[str, Any]) -> list[str]:
@@ -36,12 +41,13 @@ def scene_table(result: dict[str, Any]) -> list[str]:
                 f"| {f.get('frames_over_budget', '—')} "
                 f"| {'—' if ssim is None else f'{ssim:.4f}'} "
                 f"| {'—' if psnr is None else f'{psnr:.1f}'} | {f.get('quality_reversals', '—')} "
-                f"| {percent(f.get('tuner_share_of_frame'))} | {f.get('probed_frames', '—')} |")
+                f"| {percent(f.get('tuner_share_of_frame'))} | {ms(f.get('mean_tuner_ms'))} "
+                f"| {ms(f.get('mean_probe_ms'))} | {f.get('probed_frames', '—')} |")
     for path, o in (result.get("oracle") or {}).items():
         reversals = o.get("quality_reversals_per_60_frames")
         lines.append(f"| {path} | oracle | {percent(o['mean_abs_error_vs_target'])} "
                      f"| {percent(o['p95_abs_error_vs_target'])} | — | — | — "
-                     f"| {'—' if reversals is None else f'{reversals:g}'} | — | — |")
+                     f"| {'—' if reversals is None else f'{reversals:g}'} | — | — | — | — |")
     return [*lines, ""]
 
 
