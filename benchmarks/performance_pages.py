@@ -5,7 +5,8 @@ Per machine (``results/<machine>/``), per result file with a goals block: the ru
 others' share of the CPUs, whether it was quiet) and each goal's value, limit, whether it was
 met and whether the run could decide it; for ``bench tracer-tuned``, each scene's controllers
 side by side and their quality plot (drawn from the file into ``docs/images/performance/``);
-for ``bench volume-tuned``, its probe policies side by side.
+for ``bench volume-tuned``, its probe policies side by side; for ``bench embed``, its cases;
+for each benchmark that reproduces a seed, its figures beside the seed's printed ones.
 A test regenerates the page and compares.
 """
 

@@ -72,7 +72,7 @@ def timed_run(env: dict[str, str] | None) -> dict[str, Any]:
         raise RuntimeError(f"autotune {' '.join(COMMAND)} exited {code}:\n{tail}")
     start = next(i for i, (_, text) in enumerate(lines) if text.startswith("{"))
     figures = json.loads("\n".join(text for _, text in lines[start:]))
-    return {"first_line_s": lines[0][0] if lines else None, "total_s": total,
+    return {"first_line_s": lines[0][0], "total_s": total,
             "build_ms": figures["bvh"]["build_ms"], "frame_ms": figures["total_ms"],
             "said": [{"at_s": round(at, 2), "line": text} for at, text in lines[:start]]}
 

@@ -43,6 +43,7 @@ import numpy as np
 
 from autotune import AutotuneWarning, BoolKnob, FloatKnob, KnobSpace, LearnedPredictor, Tuner
 from autotune_app.report import emit
+from benchmarks.harness.page_cells import percent
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, at_most, stamp
 from benchmarks.harness.tracking import frames_to_within
@@ -314,8 +315,8 @@ def case_table(cases: Sequence[dict]) -> list[str]:
         within = "—" if share is None else f"{100 * share:.0f} %"
         lines.append(
             f"| {c['case']} | {c['target_ms']:.1f} ms | {'yes' if c['warm_up'] else 'no'} "
-            f"| {100 * c['mean_off_after_settle']:.1f} % | {100 * c['p95_off_after_settle']:.1f} % "
-            f"| {100 * c['oracle_error']:.1f} % | {within} | {c['worst_frame']:.2f}x "
+            f"| {percent(c['mean_off_after_settle'])} | {percent(c['p95_off_after_settle'])} "
+            f"| {percent(c['oracle_error'])} | {within} | {c['worst_frame']:.2f}x "
             f"| {c['worst_frame_after_first']:.2f}x | {'never' if first is None else first} "
             f"| {', '.join(map(str, c['dropped_frames'])) or '—'} |")
     return [*lines, ""]

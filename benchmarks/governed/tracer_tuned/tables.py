@@ -8,17 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.harness.page_cells import ms, percent
+
 COLUMNS = ("path", "controller", "mean error", "p95 error", "frames over budget", "mean SSIM",
            "mean PSNR (dB)", "reversals", "tuner's share", "tuner's work (ms)", "of it probe (ms)",
            "probed frames")
-
-
-def percent(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f} %"
-
-
-def ms(value: float | None) -> str:
-    return "—" if value is None else f"{value:.2f}"
 
 
 def scene_table(result: dict[str, Any]) -> list[str]:

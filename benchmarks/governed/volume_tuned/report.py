@@ -15,6 +15,7 @@ from benchmarks.governed.volume_tuned.run_constants import (
     SUBDOMAINS_3TO1,
     TARGET_DROP,
 )
+from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import at_most, error_goal
 from common.atomic_files import save_figure
 from governed.probe_policy import DEFAULT_PROBE_POLICY
@@ -204,17 +205,14 @@ def plot(f: dict[str, Any], path: Path) -> None:
 def study_table(side_by_side: dict[str, Any]) -> list[str]:
     """The per-rank model's error on the test volumes beside the HemoCell study's, per
     scenario, as the performance page shows them."""
-    def pct(value: float | None) -> str:
-        return "—" if value is None else f"{100 * value:.1f} %"
-
     lines = ["The per-rank model on the test volumes beside the HemoCell study's per-process "
              "model (mean / max per-rank error; the busiest rank's share of the samples):", "",
              "| scenario | ours | the study's | busiest rank's share |", "|---|---|---|---|"]
     for part, row in side_by_side.items():
         seed = row["hemocell_study"]
         shares = ", ".join(f"{100 * v:.0f} %" for v in row["busiest_rank_sample_share"])
-        lines.append(f"| {part} | {pct(row['mean'])} / {pct(row['max'])} "
-                     f"| {pct(seed['mean'])} / {pct(seed['max'])} | {shares} |")
+        lines.append(f"| {part} | {percent(row['mean'])} / {percent(row['max'])} "
+                     f"| {percent(seed['mean'])} / {percent(seed['max'])} | {shares} |")
     return [*lines, ""]
 
 
@@ -224,7 +222,7 @@ def policy_table(policies: dict[str, dict[str, Any]]) -> list[str]:
              "| policy | mean error | p95 error | tuner's share | frames probed |",
              "|---|---|---|---|---|"]
     for name, p in policies.items():
-        lines.append(f"| {name} | {100 * p['mean_error']:.1f} % | {100 * p['p95_error']:.1f} % "
-                     f"| {100 * p['tuner_share_of_frame']:.1f} % "
+        lines.append(f"| {name} | {percent(p['mean_error'])} | {percent(p['p95_error'])} "
+                     f"| {percent(p['tuner_share_of_frame'])} "
                      f"| {p['frames_probed']} of {p['frames']} |")
     return [*lines, ""]
