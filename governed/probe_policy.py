@@ -63,6 +63,12 @@ class ProbeSchedule:
             raise ValueError(f"probe policy must be one of {', '.join(PROBE_POLICIES)}, "
                              f"got {self.policy!r}")
 
+    @property
+    def last_probed(self) -> Camera | None:
+        """The view of the last probe (None before the first): a frame of this view is priced
+        on its own workload."""
+        return self._camera
+
     def due(self, camera: Camera, diagonal: float, learning: bool = False) -> bool:
         """Whether the frame of ``camera`` must be probed (call once per frame); ``learning``:
         the renderer's model learns only from frames rendered on their own probe and is still

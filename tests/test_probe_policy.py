@@ -91,6 +91,7 @@ def test_restart_probes_whatever_the_policy():
     assert not s.due(camera(90), DIAGONAL)
     s.restart()
     assert s.due(camera(90), DIAGONAL)
+    assert s.last_probed == camera(0)  # a restart asks for a probe; the last one stays known
 
 
 def test_view_change_is_the_larger_of_turn_and_move():

@@ -260,7 +260,6 @@ class TunedRenderer(Governed):
         self.schedule = ProbeSchedule(probe_policy)  # which frames are probed
         self._probed_key: tuple | None = None  # what the last probe's workload depends on
         self._priced = False  # whether the last frame's controller priced it
-        self._probed_camera: Camera | None = None  # the view of the last probe
         self._fresh = False  # whether this frame's workload was probed on its view
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
@@ -375,7 +374,7 @@ class TunedRenderer(Governed):
             after = sum(self.model.phase_seconds(workload, self._settings).values())
             change = abs(after - before) / max(before, 1e-12)
         self.schedule.probed(camera, change)
-        self._probed_key, self._probed_camera = key, camera
+        self._probed_key = key
         self.drift.restart()
         return workload
 
@@ -388,7 +387,7 @@ class TunedRenderer(Governed):
         """
         started_frame = time.perf_counter()
         self._workload, probe_seconds = self._measure(camera)
-        self._fresh = camera == self._probed_camera
+        self._fresh = camera == self.schedule.last_probed
         if self._workload is not None and self.feedback == "phase":
             # a phase far from where its correction was learnt
             self.phase_corrections.rescope(self.model.phase_seconds(self._workload, self._settings))
