@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autotune import GOVERNOR_SETTLE, FrameLoop, FramePrice, RunningOverhead
+from common.collector import freeze_set_up
 from governed.probe_policy import DEFAULT_PROBE_POLICY, ProbeSchedule
 from governed.volume import measured_baselines
 from governed.volume.calibration_frames import calibration_samples, random_settings
@@ -321,6 +322,7 @@ class TunedVolumeRenderer(SharedFrames):
         self.losses = self.measure_losses(cameras[0])
         if self.rank == 0:
             self._configure_loop()
+        freeze_set_up()  # every rank: no collection of the set-up's objects in a frame
 
     def _fit_model(self, samples: list[CalibrationSample], fits: list[RendererFit],
                    own_render_models: bool) -> None:
