@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from governed.mesh.probe import Probe, adjacent_coherence
+from governed.mesh.probe import Probe, tile_sums
 from raytracer.camera import Camera
 from raytracer.device.launches import KernelLaunches, Launch
 from raytracer.mesh.phases import PACKET_PHASES, RAY_PACKET
@@ -147,14 +147,50 @@ def test_probe_simd_width_defaults_to_the_devices(tracers):
         Probe(t.scene, t.bvh, simd_width=0)
 
 
+def _coherence(last: np.ndarray, hit: np.ndarray) -> float:
+    """The model's ``m`` as the probe sums it, for one-lane groups."""
+    tiles = last.reshape((1, *last.shape)) if last.ndim == 2 else last
+    prim = np.where(hit, 0, -1).reshape(tiles.shape).astype(np.int32)
+    counters = np.zeros((*tiles.shape, 3, 2), np.int32)
+    *_, pairs, same = tile_sums(counters, tiles.astype(np.int32), prim, 1, 1,
+                                np.zeros(1, np.bool_))
+    return same / pairs if pairs else 0.0
+
+
 def test_adjacent_coherence_is_a_per_frame_pixel_probability():
     last = np.array([[1, 1, 2, 2], [1, 1, 2, 3]])
     hit = np.ones_like(last, bool)
     # right pairs: 1=1, 1≠2, 2=2, 1=1, 1≠2, 2≠3 -> 3 of 6; down pairs: 4 columns, 3 equal
-    assert adjacent_coherence(last, hit) == pytest.approx(6 / 10)
-    assert adjacent_coherence(last, np.zeros_like(hit)) == 0.0
+    assert _coherence(last, hit) == pytest.approx(6 / 10)
+    assert _coherence(last, np.zeros_like(hit)) == 0.0
     # a stack of tiles: pairs only within a tile (the two rows are two 1x4 tiles: 3 of 6)
-    assert adjacent_coherence(last.reshape(2, 1, 4), hit.reshape(2, 1, 4)) == pytest.approx(0.5)
+    assert _coherence(last.reshape(2, 1, 4), hit.reshape(2, 1, 4)) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("lane_rows, lanes", [(1, 1), (1, 8), (2, 8), (2, 4)])
+def test_tile_sums_are_numpys_reductions_of_the_tiles(lane_rows, lanes):
+    """The compiled summary gives what NumPy's reshapes, maxima, means and unique did."""
+    rng = np.random.default_rng(lane_rows * 10 + lanes)
+    n, rows, cols = 5, 2 * lane_rows, 2 * lanes
+    counters = rng.integers(0, 50, (n, rows, cols, 3, 2)).astype(np.int32)
+    prim = rng.integers(-1, 7, (n, rows, cols)).astype(np.int32)
+    last = rng.integers(0, 3, (n, rows, cols)).astype(np.int32)
+    seen = np.zeros(7, np.bool_)
+    group_sum, lane_sum, groups_hit, distinct, pairs, same = tile_sums(
+        counters, last, prim, lane_rows, lanes, seen)
+    groups = (n, rows // lane_rows, lane_rows, cols // lanes, lanes)
+    hit = prim >= 0
+    np.testing.assert_array_equal(
+        group_sum, counters.reshape(*groups, 3, 2).max(axis=(2, 4)).sum(axis=(0, 1, 2)))
+    np.testing.assert_array_equal(lane_sum, counters.sum(axis=(0, 1, 2)))
+    assert groups_hit == hit.reshape(groups).any(axis=(2, 4)).sum()
+    assert distinct == np.unique(prim[hit]).size
+    assert not seen.any()  # left clear for the next probe
+    right = hit[..., 1:] & hit[..., :-1]
+    down = hit[..., 1:, :] & hit[..., :-1, :]
+    assert pairs == right.sum() + down.sum()
+    assert same == ((last[..., 1:] == last[..., :-1]) & right).sum() + (
+        (last[..., 1:, :] == last[..., :-1, :]) & down).sum()
 
 
 def test_coherence_hardly_depends_on_the_probe_resolution(tracers):
