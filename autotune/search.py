@@ -146,7 +146,7 @@ class GridSearch:
                                 self.hysteresis, self._order, self._tie_end, self.quality))
         if pick < 0:
             raise PredictorError(*_BAD_VALUES[pick])
-        held = bool(prev >= 0 and self.quality[pick] > self.quality[prev]
+        held = bool(prev >= 0 and pick != prev and self.quality[pick] > self.quality[prev]
                     and target * (1 - hold_band) < correction * predicted[prev] <= target)
         if held:
             pick = prev
@@ -154,9 +154,9 @@ class GridSearch:
             self._settings[pick] = self.space.at_index(pick)
         knobs = dict(self._settings[pick])
         self._last = (self._settings[pick], pick)
-        corrected = float(correction * predicted[pick])
-        return Choice(knobs, float(predicted[pick]), corrected, corrected > target,
-                      self.space.size, held)
+        seconds = predicted[pick].item()
+        corrected = float(correction) * seconds
+        return Choice(knobs, seconds, corrected, corrected > target, self.space.size, held)
 
 
 #: What :func:`_select` returns for a predictor's bad values, and the error each one raises

@@ -113,11 +113,14 @@ class ProbeSchedule:
 
 def view_change(a: Camera, b: Camera, diagonal: float, degrees: float, move: float) -> float:
     """How far camera ``b`` is from ``a``, as a multiple of the larger allowance: its view
-    direction turned by ``degrees``, or its eye moved by ``move`` of ``diagonal``."""
-    da = [t - e for t, e in zip(a.target, a.eye, strict=True)]
-    db = [t - e for t, e in zip(b.target, b.eye, strict=True)]
-    na, nb = math.hypot(*da), math.hypot(*db)
-    cos = sum(x * y for x, y in zip(da, db, strict=True)) / max(na * nb, 1e-30)
+    direction turned by ``degrees``, or its eye moved by ``move`` of ``diagonal``. Plain
+    arithmetic: asked every frame, where a generator's frames cost more than the sums."""
+    (ax, ay, az), (bx, by, bz) = a.eye, b.eye
+    (tx, ty, tz), (ux, uy, uz) = a.target, b.target
+    dax, day, daz = tx - ax, ty - ay, tz - az
+    dbx, dby, dbz = ux - bx, uy - by, uz - bz
+    cos = (dax * dbx + day * dby + daz * dbz) / max(
+        math.hypot(dax, day, daz) * math.hypot(dbx, dby, dbz), 1e-30)
     turned = math.degrees(math.acos(max(-1.0, min(1.0, cos))))
-    moved = math.dist(a.eye, b.eye) / max(diagonal, 1e-30)
+    moved = math.hypot(bx - ax, by - ay, bz - az) / max(diagonal, 1e-30)
     return max(turned / degrees, moved / move)

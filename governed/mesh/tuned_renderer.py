@@ -341,7 +341,7 @@ class TunedRenderer(Governed):
         """Everything a probe's workload depends on besides the camera and the geometry."""
         p = self.probe
         return (self.width, self.height, p.ao_radius, p.ao_samples, p.factor, p.min_pixels,
-                p.simd_width, tuple(np.asarray(self.scene.light, np.float64).tolist()))
+                p.simd_width, self.scene.light.tobytes())  # bytes: no NumPy call a frame
 
     def _measure(self, camera: Camera) -> tuple[Workload | None, float]:
         """The view's workload and the seconds this frame spent measuring it: none for a
