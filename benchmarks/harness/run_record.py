@@ -26,17 +26,29 @@ QUIET_LIMIT = 0.10
 COMMIT_ENV = "AUTOTUNE_COMMIT"  # the commit a copy of the checkout without git history holds
 
 
+#: Paths a run writes or a report regenerates: changes there do not change what ran
+NOT_CODE = (":(exclude)results", ":(exclude)docs")
+
+
 def checkout_commit() -> str:
     """The commit that ran: ``$AUTOTUNE_COMMIT`` (a GPU machine's copy of the checkout has
-    no git history, so the call names it), else git's HEAD (``-dirty`` with changes)."""
+    no git history, so the call names it), else git's HEAD, ``-dirty`` where a tracked file
+    outside ``results/`` and ``docs/`` has changes (a result saved by the run before, or an
+    edited page, is not what ran)."""
     if os.environ.get(COMMIT_ENV):
         return os.environ[COMMIT_ENV]
     try:
-        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"],
-                              cwd=CHECKOUT, capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        head = _git("describe", "--always", "--abbrev=12")
+        changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *NOT_CODE)
     except (OSError, subprocess.SubprocessError):
         return f"unknown (no git here and no ${COMMIT_ENV})"
+    return head + ("-dirty" if changed else "")
+
+
+def _git(*args: str) -> str:
+    """A git command's output in the checkout."""
+    return subprocess.run(["git", *args], cwd=CHECKOUT, capture_output=True, text=True,
+                          timeout=10, check=True).stdout.strip()
 
 
 def cpu_model() -> str:

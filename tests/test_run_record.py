@@ -1,0 +1,40 @@
+"""A result names the commit that ran; saved results and regenerated pages do not make it dirty."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.harness import run_record
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                   check=True, capture_output=True)
+
+
+@pytest.fixture()
+def checkout(tmp_path, monkeypatch):
+    for name in ("code.py", "results/m/r.json", "docs/performance.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("0\n")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "first")
+    monkeypatch.setattr(run_record, "CHECKOUT", tmp_path)
+    monkeypatch.delenv(run_record.COMMIT_ENV, raising=False)
+    return tmp_path
+
+
+def test_a_saved_result_or_a_regenerated_page_is_not_a_change_of_what_ran(checkout):
+    clean = run_record.checkout_commit()
+    assert len(clean) == 12 and not clean.endswith("-dirty")
+    (checkout / "results/m/r.json").write_text("1\n")
+    (checkout / "docs/performance.md").write_text("1\n")
+    assert run_record.checkout_commit() == clean
+
+
+def test_a_changed_source_file_marks_the_commit_dirty(checkout):
+    clean = run_record.checkout_commit()
+    (checkout / "code.py").write_text("1\n")
+    assert run_record.checkout_commit() == clean + "-dirty"
