@@ -401,6 +401,7 @@ class TunedVolumeRenderer(SharedFrames):
         self.schedule.restart()
         if self.model is not None:
             self.model.width, self.model.height = width, height
+            self.model.prepare(self.loop.space.grid())
 
     def swap_renderer(self, renderer: DistributedRenderer) -> None:
         """Render another volume (or partition) from the next frame on, keeping the tuner and
@@ -427,7 +428,9 @@ class TunedVolumeRenderer(SharedFrames):
     def _configure_loop(self) -> None:
         """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
         losses) and price (the model), or the fixed setting found by measurement."""
-        self.loop.configure(volume_knob_space(self.losses), self._price)
+        space = volume_knob_space(self.losses)
+        self.loop.configure(space, self._price)
+        self.model.prepare(space.grid())
         if self.fixed_settings is not None:
             self.loop.hold(knobs_of(self.fixed_settings))
 
