@@ -156,16 +156,20 @@ class VolumeModel:
         self._geometry(knobs)
         self.model.load_kernels()
 
-    def _geometry(self, knobs: Mapping[str, np.ndarray]) -> _CandidateGeometry:
-        """The candidates' geometry, cached for the last mapping seen at this image size: the
-        tuner prices the same candidate grid every frame, and only the workload and the
-        compositing work change between frames."""
+    def _geometry(self, knobs: Mapping[str, np.ndarray], keep: bool = True
+                  ) -> _CandidateGeometry:
+        """The candidates' geometry, cached for the last mapping priced with ``keep`` at this
+        image size: the tuner prices the same candidate grid every frame, and only the
+        workload and the compositing work change between frames. A one-off mapping (a
+        frame's sections, a model check) is laid out without ``keep``, so that it does not
+        evict the grid's (which the next frame then laid out again: 0.9 ms)."""
         key = self._geometry_key
-        if key is None or key[0] is not knobs or key[1:] != (self.width, self.height):
-            self._geometry_cache = _CandidateGeometry.of(knobs, self.thresholds, self.width,
-                                                         self.height)
-            self._geometry_key = (knobs, self.width, self.height)
-        return self._geometry_cache
+        if key is not None and key[0] is knobs and key[1:] == (self.width, self.height):
+            return self._geometry_cache
+        g = _CandidateGeometry.of(knobs, self.thresholds, self.width, self.height)
+        if keep:
+            self._geometry_cache, self._geometry_key = g, (knobs, self.width, self.height)
+        return g
 
     def _group_ratio(self, g: _CandidateGeometry) -> np.ndarray:
         """(thresholds, ranks, scales) each rank's group ratio at each probed threshold and
@@ -210,7 +214,7 @@ class VolumeModel:
                  ) -> dict[str, np.ndarray]:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate; the
         frame's measured part is ``spent`` where given, else :attr:`spent`."""
-        g = self._geometry(knobs)
+        g = self._geometry(knobs, keep=False)
         work = self._uncorrected_work(g) * self.correction.factor[:, None]
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
