@@ -109,10 +109,10 @@ class BiasCorrection:
         self._recent.clear()
 
     def _lasting_change(self) -> bool:
-        """``persist`` innovations in a row, same sign, each beyond ``shift``."""
+        """``persist`` innovations in a row, same sign, each beyond ``shift`` (all above it or
+        all below minus it; asked every frame, so no generators)."""
         r = self._recent
-        return (len(r) == self.persist and all(abs(x) > self.shift for x in r)
-                and (all(x > 0 for x in r) or all(x < 0 for x in r)))
+        return len(r) == self.persist and (min(r) > self.shift or max(r) < -self.shift)
 
 
 #: How far (a factor of the predicted seconds) a part's workload may move from where its
