@@ -16,7 +16,7 @@ from autotune.controllers.base import (
 )
 from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
-from autotune.search import MAX_GRID, Predictor, as_predictor, compiled_select, make_search
+from autotune.search import MAX_GRID, Predictor, as_predictor, make_search
 
 # what both governed renderers use: a raise within 10 % of the target after 3 frames in a row
 # (chosen on their validation paths: docs/design-notes.md, "raising like a governor")
@@ -59,12 +59,11 @@ class FeedForwardController(Controller):
         self.settle_frames, self.settle_band = settle_frames, float(settle_band)
         self._held = 0  # frames in a row on which a small raise was held
         # the search of a vectorized predictor (a frame loop's) built now, when the loop is set
-        # up, not in its first frame (0.4 ms for the volume renderer's 540 settings), and the
-        # compiled selection loaded with it
+        # up, not in its first frame (0.4 ms for the volume renderer's 540 settings); a grid
+        # search loads its compiled selection as it is built
         self._searches: dict[bool, Any] = {
             True: make_search(space, True, hysteresis, max_grid)}
         self.last: Decision | None = None
-        compiled_select()
 
     @classmethod
     def from_loop(cls, space: KnobSpace, target_seconds: float,
