@@ -150,11 +150,10 @@ class VolumeModel:
         self._priced = None  # the group ratios change
 
     def prepare(self, knobs: Mapping[str, np.ndarray]) -> None:
-        """Lay out the geometry of candidates ``knobs`` (the tuner's grid) and load the
-        compiled kernels now, at set-up: the first frame that priced them paid 0.9 ms for the
-        geometry (bonsai, 540 candidates, 512²), the first it learned from 3.3 ms for a kernel."""
+        """Lay out the geometry of candidates ``knobs`` (the tuner's grid) at this image size
+        now, at set-up or a resize: the first frame that priced them paid 0.9 ms for it
+        (bonsai, 540 candidates, 512²)."""
         self._geometry(knobs)
-        self.model.load_kernels()
 
     def _geometry(self, knobs: Mapping[str, np.ndarray], keep: bool = True
                   ) -> _CandidateGeometry:

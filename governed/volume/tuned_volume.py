@@ -431,6 +431,7 @@ class TunedVolumeRenderer(SharedFrames):
         space = volume_knob_space(self.losses)
         self.loop.configure(space, self._price)
         self.model.prepare(space.grid())
+        self.model.model.load_kernels()  # the learning frames' kernel, not in the first frame
         if self.fixed_settings is not None:
             self.loop.hold(knobs_of(self.fixed_settings))
 
