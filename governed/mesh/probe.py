@@ -22,6 +22,7 @@ held-out error 7-11 points worse.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -124,6 +125,7 @@ class Probe:
         self.packets = packets
         self._normals = packed_normals(scene, bvh)
         self._seen = np.zeros(len(bvh.triangles), np.bool_)  # tile_sums' scratch, kept clear
+        self._seen_lock = threading.Lock()  # measure() may run on a worker thread too
         self._corners: tuple[tuple, np.ndarray] | None = None  # the last frame size's lattice
         self._pool: ThreadPoolExecutor | None = None
         self.last_seconds = 0.0
@@ -216,8 +218,9 @@ class Probe:
             np.float32(self.scene.diagonal), self.ao_samples,
             self.ao_radius * self.scene.diagonal, 0, "primary" in self.packets,
             "shadow" in self.packets)
-        group_sum, lane_sum, groups_hit, distinct, pairs, same = tile_sums(
-            counters, last_node, prim, lane_rows, lanes, self._seen)
+        with self._seen_lock:
+            group_sum, lane_sum, groups_hit, distinct, pairs, same = tile_sums(
+                counters, last_node, prim, lane_rows, lanes, self._seen)
         n_groups = prim.size // (lane_rows * lanes)
         mean = group_sum / n_groups  # each group's slowest lane
         lane = lane_sum / prim.size  # every lane alike, no group maximum
