@@ -4,9 +4,15 @@ After the per-process analytical model (HemoCell study), each code section of a 
 gets a small linear model in the quantities that drive it, calibrated per rank by non-negative
 least squares from measured section timings:
 
-* local raycast: ``a·samples + e·skipped + b·rays + c·pixels + d`` (samples taken inside the
-  rank's brick, lattice positions passed over in empty blocks, rays that enter the brick,
-  pixels of the full-size image the rank clears and hands on), where a sample or a skip costs
+* local raycast: ``a·samples + e·skipped + j·jumps + b·rays + c·pixels + d`` (samples taken
+  inside the rank's brick, lattice positions passed over in empty blocks, jumps over empty
+  space, rays that enter the brick, pixels of the full-size image the rank clears and hands
+  on). A jump is a distance lookup and a cube exit, whatever the step: a ray through thin
+  structures (aneurism's vessels) makes many at few samples, which a cost per skipped position
+  priced as a few samples (chosen on the validation volumes' frames, 2 ranks at 512², the
+  models fitted on 48 frames each of bonsai and ironprot, priced on the probe's estimates:
+  per-rank error 9.9 -> 7.0 %, aneurism 21 -> 13 %, field:96 5.8 -> 4.8 %, neghip 3.0 ->
+  3.4 %). A sample or a skip costs
   ``a`` or ``e`` when the data it reads stay in the core's cache and ``a'`` or ``e'`` when
   they stream from memory, mixed by the brick's *streamed share* ``m = W / (W + L2)`` (``W``:
   bytes of the brick's non-empty blocks): bonsai's 6 MB per brick and a 0.6 MB volume differ
@@ -111,22 +117,23 @@ def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
 
 def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skipped: ArrayLike,
                    rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0,
-                   slice_crossing: ArrayLike = 0.0) -> NDArray:
-    """:class:`RenderModel`'s formula on its eight ``coefficients`` (field order): numbers
+                   slice_crossing: ArrayLike = 0.0, jumps: ArrayLike = 0.0) -> NDArray:
+    """:class:`RenderModel`'s formula on its nine ``coefficients`` (field order): numbers
     for one rank, or (ranks, 1) arrays against (ranks, candidates) counts for all at once."""
-    a, e, b, c, d, a_streamed, e_streamed, a_crossing = coefficients
+    a, e, b, c, d, a_streamed, e_streamed, a_crossing, j = coefficients
     m = np.asarray(streamed, np.float64)
     return ((a * (1 - m) + a_streamed * m + a_crossing * np.asarray(slice_crossing, np.float64))
             * np.asarray(samples, np.float64)
             + (e * (1 - m) + e_streamed * m) * np.asarray(skipped, np.float64)
+            + j * np.asarray(jumps, np.float64)
             + b * np.asarray(rays, np.float64) + c * np.asarray(pixels, np.float64) + d)
 
 
 @dataclass(frozen=True)
 class RenderModel:
-    """One rank's local raycast time: ``a·samples + e·skipped + b·rays + c·pixels + d`` s, with
-    ``a``, ``e`` mixed between their cached and streamed values by the streamed share and
-    ``a`` growing by ``per_sample_crossing`` times the rays' slice crossing."""
+    """One rank's local raycast time: ``a·samples + e·skipped + j·jumps + b·rays + c·pixels +
+    d`` s, with ``a``, ``e`` mixed between their cached and streamed values by the streamed
+    share and ``a`` growing by ``per_sample_crossing`` times the rays' slice crossing."""
 
     per_sample: float
     per_skipped: float
@@ -136,6 +143,7 @@ class RenderModel:
     per_sample_streamed: float = 0.0
     per_skipped_streamed: float = 0.0
     per_sample_crossing: float = 0.0
+    per_jump: float = 0.0  # a jump over empty space (0 in a model from before it was priced)
     fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
 
     def __post_init__(self) -> None:
@@ -143,36 +151,42 @@ class RenderModel:
 
     @property
     def coefficients(self) -> tuple[float, ...]:
-        """The eight costs in field order (what :func:`render_seconds` takes)."""
+        """The nine costs in field order (what :func:`render_seconds` takes)."""
         return (self.per_sample, self.per_skipped, self.per_ray, self.per_pixel, self.constant,
-                self.per_sample_streamed, self.per_skipped_streamed, self.per_sample_crossing)
+                self.per_sample_streamed, self.per_skipped_streamed, self.per_sample_crossing,
+                self.per_jump)
 
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0
-                ) -> NDArray:
+                pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0,
+                jumps: ArrayLike = 0.0) -> NDArray:
         return render_seconds(self.coefficients, samples, skipped, rays, pixels, streamed,
-                              slice_crossing)
+                              slice_crossing, jumps)
 
     @classmethod
     def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
-            seconds: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0
-            ) -> RenderModel:
+            seconds: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0,
+            jumps: ArrayLike = 0.0) -> RenderModel:
         """Fit on timed frames; where their streamed shares barely differ (one volume), the
-        cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD), and where
-        their slice crossings barely differ (one direction), there is no crossing cost."""
+        cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD), where their
+        slice crossings barely differ (one direction), there is no crossing cost, and where no
+        frame jumps over empty space, no jump cost."""
         y = np.asarray(seconds, np.float64)
         m = np.broadcast_to(np.asarray(streamed, np.float64), y.shape)
         z = np.broadcast_to(np.asarray(slice_crossing, np.float64), y.shape)
+        j = np.broadcast_to(np.asarray(jumps, np.float64), y.shape)
         s, k = np.asarray(samples, np.float64), np.asarray(skipped, np.float64)
         crossing = [s * z] if np.ptp(z) >= MIN_CROSSING_SPREAD else []
+        jumped = [j] if np.any(j > 0) else []
         one = np.ptp(m) < MIN_STREAMED_SPREAD
         columns = [s, k, rays, pixels, 1.0] if one else \
             [s * (1 - m), k * (1 - m), rays, pixels, 1.0, s * m, k * m]
-        coef, err = _fit_nnls(_design(columns + crossing, len(y)), y, "render model")
+        coef, err = _fit_nnls(_design(columns + crossing + jumped, len(y)), y, "render model")
         values = [float(v) for v in coef]
         if one:  # the cached and the streamed costs are the same
             values[5:5] = values[:2]
         if not crossing:
+            values.insert(7, 0.0)
+        if not jumped:
             values.append(0.0)
         return cls(*values, fit_error=err)
 
@@ -328,13 +342,14 @@ class ClusterFrameModel:
         return len(self.render)
 
     def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
-                  pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0
-                  ) -> NDArray:
+                  pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0,
+                  jumps: ArrayLike = 0.0) -> NDArray:
         """(ranks, candidates) seconds of work of each rank's local render.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
         (candidates,) rendered pixels; ``streamed``: each rank's streamed share (a number for
-        all, or one per rank); ``slice_crossing``: the view's (the same for every rank)."""
+        all, or one per rank); ``slice_crossing``: the view's (the same for every rank);
+        ``jumps``: (ranks, candidates) jumps over empty space (0: none priced)."""
         samples = np.atleast_2d(np.asarray(samples, np.float64))
         skipped = np.atleast_2d(np.asarray(skipped, np.float64))
         rays = np.atleast_2d(np.asarray(rays, np.float64))
@@ -344,25 +359,26 @@ class ClusterFrameModel:
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))[:, None]
         return render_seconds(self._stacked_render, samples, skipped, rays, pixels, share,
-                              slice_crossing)
+                              slice_crossing, jumps)
 
     @functools.cached_property
     def _stacked_render(self) -> tuple[NDArray, ...]:
         """The ranks' render coefficients as (ranks, 1) arrays, one per field."""
         return tuple(c[:, None] for c in self._coefficient_table)
 
-    def slowest_render_on_grid(self, length: NDArray, span: NDArray, rays: NDArray,
-                               ratio: NDArray, streamed: ArrayLike, slice_crossing: float,
-                               threshold: NDArray, scale_of: NDArray, pixels: NDArray,
-                               pixels_per_step: NDArray, correction: ArrayLike = 1.0
-                               ) -> NDArray:
+    def slowest_render_on_grid(self, length: NDArray, span: NDArray, jumps: NDArray,
+                               rays: NDArray, ratio: NDArray, streamed: ArrayLike,
+                               slice_crossing: float, threshold: NDArray, scale_of: NDArray,
+                               pixels: NDArray, pixels_per_step: NDArray,
+                               correction: ArrayLike = 1.0) -> NDArray:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
-        ``length[t, r]·pixels_per_step[j]·ratio[t, r, s]`` samples and
-        ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions, ``rays[r]·pixels[j]``
-        rays, with t = ``threshold[j]`` and s = ``scale_of[j]``, its work times
-        ``correction[r]`` (a number for all ranks, or one per rank)."""
+        ``length[t, r]·pixels_per_step[j]·ratio[t, r, s]`` samples,
+        ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions,
+        ``jumps[t, r]·pixels[j]`` jumps and ``rays[r]·pixels[j]`` rays, with t =
+        ``threshold[j]`` and s = ``scale_of[j]``, its work times ``correction[r]`` (a number
+        for all ranks, or one per rank)."""
         def floats(a: ArrayLike) -> NDArray:
             return np.ascontiguousarray(a, np.float64)
 
@@ -372,22 +388,24 @@ class ClusterFrameModel:
         share = np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64)
         factor = np.array(np.broadcast_to(correction, (self.ranks,)), np.float64)
         group_of, group_cores = self._group_table
-        return _slowest_render(floats(length), floats(span), floats(rays), floats(ratio),
+        return _slowest_render(floats(length), floats(span), floats(jumps), floats(rays),
+                               floats(ratio),
                                self._coefficient_table, share, float(slice_crossing),
                                factor, indices(threshold),
                                indices(scale_of), floats(pixels), floats(pixels_per_step),
                                group_of, group_cores, float(self.threads))
 
-    def candidate_render_work(self, length: NDArray, span: NDArray, rays: NDArray,
-                              ratio: NDArray, streamed: ArrayLike, slice_crossing: float,
-                              threshold: int, scale_of: int, pixels: float,
-                              pixels_per_step: float) -> NDArray:
+    def candidate_render_work(self, length: NDArray, span: NDArray, jumps: NDArray,
+                              rays: NDArray, ratio: NDArray, streamed: ArrayLike,
+                              slice_crossing: float, threshold: int, scale_of: int,
+                              pixels: float, pixels_per_step: float) -> NDArray:
         """(ranks,) each rank's render work seconds, uncorrected, of one candidate of
         :meth:`slowest_render_on_grid`'s (its threshold and scale indices, pixels and pixels
         per step), in the same compiled formula: what a rendered frame is set against."""
         work = np.empty(self.ranks)
         _candidate_work(np.ascontiguousarray(length, np.float64),
                         np.ascontiguousarray(span, np.float64),
+                        np.ascontiguousarray(jumps, np.float64),
                         np.ascontiguousarray(rays, np.float64),
                         np.ascontiguousarray(ratio, np.float64), self._coefficient_table,
                         np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64),
@@ -399,8 +417,8 @@ class ClusterFrameModel:
         """Load :meth:`candidate_render_work`'s compiled kernel now, at set-up: the first frame
         a tuner learned from paid 3.3 ms for loading it (bonsai, 512², 2 ranks)."""
         ones = np.ones(self.ranks)
-        self.candidate_render_work(ones[None], ones[None], ones, ones[None, :, None], ones,
-                                   0.0, 0, 0, 1.0, 1.0)
+        self.candidate_render_work(ones[None], ones[None], ones[None], ones,
+                                   ones[None, :, None], ones, 0.0, 0, 0, 1.0, 1.0)
 
     @functools.cached_property
     def _group_table(self) -> tuple[NDArray, float]:
@@ -413,7 +431,7 @@ class ClusterFrameModel:
 
     @functools.cached_property
     def _coefficient_table(self) -> NDArray:
-        """(8, ranks) the render coefficients in field order."""
+        """(9, ranks) the render coefficients in field order."""
         return np.array([m.coefficients for m in self.render], np.float64).T.copy()
 
     def compositing_sections(self, stages: Sequence[Sequence[StageWork]], gather_bytes: float,
@@ -447,12 +465,12 @@ class ClusterFrameModel:
     def predict_sections(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                          pixels: ArrayLike, stages: Sequence[Sequence[StageWork]],
                          gather_bytes: float, image_scale: ArrayLike = 1.0,
-                         streamed: ArrayLike = 0.0, slice_crossing: float = 0.0
-                         ) -> dict[str, NDArray]:
+                         streamed: ArrayLike = 0.0, slice_crossing: float = 0.0,
+                         jumps: ArrayLike = 0.0) -> dict[str, NDArray]:
         """Seconds per section (render, each stage, composite, gather, frame) for candidates:
         :meth:`rank_work`'s arguments, then :meth:`compositing_sections`'; ``image_scale``
         is a number for all candidates or one per candidate."""
-        work = self.rank_work(samples, skipped, rays, pixels, streamed, slice_crossing)
+        work = self.rank_work(samples, skipped, rays, pixels, streamed, slice_crossing, jumps)
         scale = np.broadcast_to(np.asarray(image_scale, np.float64), work.shape[1:])
         return self.sections_of(work, self.compositing_sections(stages, gather_bytes, scale))
 
@@ -476,8 +494,8 @@ class ClusterFrameModel:
 
 
 @nb.njit(cache=True)
-def _candidate_work(length, span, rays, ratio, coef, streamed, crossing, correction, t, s, px,
-                    per_step, work):  # pragma: no cover
+def _candidate_work(length, span, jumps, rays, ratio, coef, streamed, crossing, correction, t,
+                    s, px, per_step, work):  # pragma: no cover
     """:func:`render_seconds` of each rank for one candidate (threshold index ``t``, scale
     index ``s``, ``px`` pixels, ``per_step`` pixels per voxel of step) into ``work``."""
     for r in range(rays.shape[0]):
@@ -486,14 +504,15 @@ def _candidate_work(length, span, rays, ratio, coef, streamed, crossing, correct
         skipped = (span[t, r] - length[t, r]) * per_step
         work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + coef[7, r] * crossing) * samples
                    + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
+                   + coef[8, r] * (jumps[t, r] * px)
                    + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]
                    ) * correction[r]
 
 
 @nb.njit(cache=True)
-def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correction, threshold,
-                    scale_of, pixels, pixels_per_step, group_of, group_cores, threads
-                    ):  # pragma: no cover
+def _slowest_render(length, span, jumps, rays, ratio, coef, streamed, crossing, correction,
+                    threshold, scale_of, pixels, pixels_per_step, group_of, group_cores,
+                    threads):  # pragma: no cover
     """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
     rank and candidate, then :func:`shared_finish`'s slowest rank of each core group, in the
     same order of operations."""
@@ -502,7 +521,7 @@ def _slowest_render(length, span, rays, ratio, coef, streamed, crossing, correct
     out = np.empty(n)
     work, ordered = np.empty(ranks), np.empty(ranks)
     for j in range(n):
-        _candidate_work(length, span, rays, ratio, coef, streamed, crossing, correction,
+        _candidate_work(length, span, jumps, rays, ratio, coef, streamed, crossing, correction,
                         threshold[j], scale_of[j], pixels[j], pixels_per_step[j], work)
         slowest = 0.0
         for g in range(groups):

@@ -162,12 +162,14 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     cores or not: the same formula in the same order of operations."""
     rng = np.random.default_rng(ranks)
     render = tuple(RenderModel(*rng.uniform(1e-9, 2e-8, 2), 1e-7 * rng.uniform(), 1e-8,
-                               1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 3))
+                               1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 3),
+                               2e-8 * rng.uniform())
                    for _ in range(ranks))
     model = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10),
                               cores=cores, threads=threads, core_groups=groups)
     length = rng.uniform(5, 80, (3, ranks))
     span = length + rng.uniform(0, 40, (3, ranks))
+    jumps = rng.uniform(0, 12, (3, ranks))
     rays = rng.uniform(0.1, 1.0, ranks)
     ratio = rng.uniform(1.0, 2.0, (3, ranks, 4))
     streamed = rng.uniform(0, 1, ranks)
@@ -176,12 +178,13 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
     pixels = rng.uniform(1e4, 3e5, 300)
     per_step = pixels * rng.uniform(0.25, 2.0, 300)
-    compiled = model.slowest_render_on_grid(length, span, rays, ratio, streamed, crossing,
-                                            threshold, scale_of, pixels, per_step, correction)
+    compiled = model.slowest_render_on_grid(length, span, jumps, rays, ratio, streamed,
+                                            crossing, threshold, scale_of, pixels, per_step,
+                                            correction)
     samples = length[threshold].T * per_step * ratio[threshold, :, scale_of].T
     skipped = (span - length)[threshold].T * per_step
     work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed,
-                           crossing) * correction[:, None]
+                           crossing, jumps[threshold].T * pixels) * correction[:, None]
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
     np.testing.assert_array_equal(compiled, general)
 
@@ -197,6 +200,7 @@ def test_the_fewest_calibration_frames_fit_one_volumes_render_model():
     rows = [rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n), rng.uniform(1e3, 2e5, n),
             rng.choice([65536.0, 262144.0], n), rng.uniform(1e-3, 1e-2, n)]
     z = rng.uniform(0.05, 0.95, n)
-    RenderModel.fit(*rows, 0.5, z)
+    jumps = rng.uniform(1e3, 5e5, n)
+    RenderModel.fit(*rows, 0.5, z, jumps)
     with pytest.raises(VolumeModelError, match="cannot fit"):
-        RenderModel.fit(*(r[1:] for r in rows), 0.5, z[1:])
+        RenderModel.fit(*(r[1:] for r in rows), 0.5, z[1:], jumps[1:])

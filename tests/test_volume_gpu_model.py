@@ -57,7 +57,8 @@ def fake_samples(clock: str | None = None, cpu_scale: float = 1.0, frames: int =
         workload = SimpleNamespace(thresholds=THRESHOLDS, length=length,
                                    span=length * rng.uniform(1.2, 1.8, (3, RANKS)),
                                    rays=rng.uniform(0.3, 0.9, RANKS),
-                                   slice_crossing=float(rng.uniform(0.05, 0.95)))
+                                   slice_crossing=float(rng.uniform(0.05, 0.95)),
+                                   jumps=np.zeros((3, RANKS)))  # none: the old form
         t = int(np.argmin(np.abs(THRESHOLDS - settings.ert_threshold)))
         ranks = []
         for r in range(RANKS):
@@ -137,7 +138,7 @@ def test_cpu_records_give_the_old_numbers(clock):
         got = model.sections_of(WORK, {"composite": np.zeros(3), "gather": np.zeros(3)})
         assert _hex(got["render"]) == want
         for r in range(RANKS):
-            es, ek, er, px, _ = render_rows(samples, r, THRESHOLDS)
+            es, ek, er, px, _, _ = render_rows(samples, r, THRESHOLDS)
             rows = model.render[r].predict(es, ek, er, px, samples[0].streamed[r],
                                            [s.workload.slice_crossing for s in samples])
             np.testing.assert_allclose(rows[:4], OLD_ROWS[r], rtol=1e-12)
@@ -157,7 +158,7 @@ def test_gpu_records_fit_kernel_seconds_and_ignore_cpu_seconds():
                              CoreSharing(device_kind="GPU"))
     assert a.render == b.render and (a.stage, a.gather, fa) == (b.stage, b.gather, fb)
     for r in range(RANKS):  # the rows it fits are the kernel seconds
-        assert render_rows(gpu, r, THRESHOLDS)[4] == \
+        assert render_rows(gpu, r, THRESHOLDS)[-1] == \
             [s.record.ranks[r].kernel_seconds for s in gpu]
     cpu, _ = fit_volume_model(fake_samples(), RANKS, 128, 96, THRESHOLDS)
     assert cpu.render != a.render
@@ -177,8 +178,8 @@ def test_core_sharing_is_off_on_a_gpu():
     ratio = np.ones((3, 2, 1))
     threshold, scale_of = rng.integers(0, 3, 20), np.zeros(20, np.int64)
     pixels = rng.uniform(1e4, 3e5, 20)
-    compiled = gpu.slowest_render_on_grid(length, length, np.ones(2), ratio, 0.0, 0.0,
-                                          threshold, scale_of, pixels, pixels)
+    compiled = gpu.slowest_render_on_grid(length, length, np.zeros((3, 2)), np.ones(2), ratio,
+                                          0.0, 0.0, threshold, scale_of, pixels, pixels)
     work = gpu.rank_work(length[threshold].T * pixels, np.zeros((2, 20)),
                          np.ones((2, 1)) * pixels, pixels)
     np.testing.assert_array_equal(compiled, work.max(axis=0))

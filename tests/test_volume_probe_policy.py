@@ -23,7 +23,7 @@ from raytracer.volume.distributed import (
 def tuned():
     vol, tf = load_everywhere("bonsai")
     t = TunedVolumeRenderer(DistributedRenderer(vol, tf), 48, 48, 0.05)
-    t.calibrate(volume_calibration_views(vol.radius, 3), frames=7)
+    t.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     return t
 
 

@@ -163,7 +163,7 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
     fit = tuned.group_fit
     assert fit.fitted.all() and tuned.model.group_fit is fit
     learned = copy.copy(fit)
@@ -181,7 +181,7 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     assert tuned.group_fit.fitted.all() and not np.all(tuned.model.correction.factor == 1.0)
     tuned.swap_renderer(home)
     assert tuned.model.group_fit is fit and tuned.model.correction is correction
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7)  # a new fit
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)  # a new fit
     assert np.all(tuned.model.correction.factor == 1.0)
 
 
@@ -192,9 +192,9 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
     home = DistributedRenderer(vol, tf)
     also = DistributedRenderer(*load_everywhere("neghip"))
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=7,
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8,
                     also=[(also, volume_calibration_views(also.volume.radius, 3))])
-    assert len(tuned.calibration_samples) == 12 and len(tuned.pricing_samples) == 6
+    assert len(tuned.calibration_samples) == 14 and len(tuned.pricing_samples) == 7
     own = tuned.model.model.render
     assert own == tuned.fit.render and own != tuned.joint_model.render
     assert tuned.model.model.stage == tuned.joint_model.stage  # compositing: one model
@@ -332,37 +332,70 @@ def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
 def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
     """The model form fitted on the caster's counts (the probe-free reference of bench
     volume-tuned): samples are priced as the SIMD groups paid them, and a frame made by the
-    form's own formula is priced back exactly, the view's slice crossing included."""
-    truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8)
+    form's own formula is priced back exactly, the view's slice crossing and the probe's
+    jumps over empty space included (the caster does not count those)."""
+    truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8,
+                        per_jump=4e-8)
     rng = np.random.default_rng(1)
     samples = []
     for _ in range(24):
         side = int(rng.integers(64, 256))
         crossing = rng.uniform(0.05, 0.95)
+        jumps = rng.uniform(0.5, 12.0, (1, 2))  # per probe ray
         ranks = []
         for r in range(2):
             taken, skipped, rays = (int(v) for v in rng.integers(10**5, 10**7, 3))
             ratio = rng.uniform(1.2, 2.0)
             paid = round(taken * ratio)
-            cpu = float(truth.predict(paid, skipped, rays, side * side, 0.0, crossing))
+            cpu = float(truth.predict(paid, skipped, rays, side * side, 0.0, crossing,
+                                      jumps[0, r] * side * side))
             ranks.append(RankTiming(r, r, cpu * 1.1, cpu, taken, skipped, rays, 0.0,
                                     cpu_seconds=cpu, group_samples=paid))
         record = SimpleNamespace(ranks=ranks, render_width=side, render_height=side)
-        samples.append(SimpleNamespace(record=record, streamed=np.zeros(2),
-                                       workload=SimpleNamespace(slice_crossing=crossing)))
+        workload = SimpleNamespace(slice_crossing=crossing, thresholds=np.ones(1), jumps=jumps)
+        samples.append(SimpleNamespace(record=record, streamed=np.zeros(2), workload=workload,
+                                       settings=SimpleNamespace(ert_threshold=1.0)))
     models = counted_render_models(samples)
     assert len(models) == 2
     for r, m in enumerate(models):
         for s in samples:
             t = s.record.ranks[r]
-            z = s.workload.slice_crossing
-            assert float(m.predict(t.group_samples, t.skipped, t.rays, s.record.render_width**2,
-                                   0.0, z)) == pytest.approx(t.cpu_seconds, rel=1e-3)
+            z, side = s.workload.slice_crossing, s.record.render_width
+            assert float(m.predict(t.group_samples, t.skipped, t.rays, side**2, 0.0, z,
+                                   s.workload.jumps[0, r] * side**2)
+                         ) == pytest.approx(t.cpu_seconds, rel=1e-3)
 
 
 def test_counted_models_need_calibration_frames():
     with pytest.raises(VolumeModelError, match="no calibration frames"):
         counted_render_models([])
+
+
+def test_probe_counts_the_casters_jumps_over_empty_space():
+    """Seen head-on, an empty volume is one jump per ray (its empty cube reaches past the
+    brick), a filled one none, and a slab across the middle some in front of it and some
+    behind (each landing where the last empty cube ends), at any step: a jump is priced per
+    ray, not per position passed over."""
+    n = 64
+    alpha = np.full(256, 1e-3, np.float32)  # faint: no ray terminates
+    alpha[:2] = 0.0  # value 0 (and the lookup's one entry of margin) is empty
+    part = kd_partition((n, n, n), 1)
+    origin = np.asarray(part.origin, np.float64)
+    cam = Camera((0.0, 0.0, 1000.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0),
+                 2.0 * np.degrees(np.arctan(24.0 / 1000.0)))
+    thresholds = np.array([0.95, 1.0])
+
+    def jumps_per_ray(values: np.ndarray) -> np.ndarray:
+        grid = BlockGrid.of(values, alpha, origin, np.ones(3))
+        w = probe_workload(grid, cam, 64, 64, brick_boxes(part), thresholds)
+        assert w.rays[0] == 1.0  # every probe ray enters the brick
+        return w.jumps[:, 0]
+
+    assert np.all(jumps_per_ray(np.zeros((n, n, n), np.float32)) == 1.0)
+    assert np.all(jumps_per_ray(np.ones((n, n, n), np.float32)) == 0.0)
+    slab = np.zeros((n, n, n), np.float32)
+    slab[n // 2 - 2: n // 2 + 2] = 1.0  # z slices (the array is [z, y, x])
+    assert np.all((jumps_per_ray(slab) >= 2.0) & (jumps_per_ray(slab) <= 6.0))
 
 
 def test_probe_roughness_counts_each_jump_between_adjacent_rays():

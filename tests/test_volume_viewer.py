@@ -27,7 +27,7 @@ from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--volume", "marschner-lobb:24", "--width", "64", "--height", "64",
-         "--calibration-frames", "7", "--target-ms", "40"]
+         "--calibration-frames", "8", "--target-ms", "40"]
 needs_mpiexec = pytest.mark.skipif(
     mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )

@@ -10,8 +10,8 @@ as ``TunedVolumeRenderer`` calibrates. Sets, as ``bench volume-tuned`` holds out
 Acquisition") of the same volume (views the fit never saw), **test** on the orbit of a
 held-out volume. Measured: the render's CPU seconds (what the per-process model is fitted on).
 Feature sets: ``model``, the linear model's own inputs (probe-estimated samples, skipped
-positions and rays, rendered pixels), and ``model+knobs`` with the three knobs beside them
-(each + 1 for log2).
+positions and rays, rendered pixels, jumps over empty space), and ``model+knobs`` with the
+three knobs beside them (each + 1 for log2).
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ def rows(samples: Sequence[CalibrationSample], thresholds: np.ndarray) -> PartRo
 
 def linear_seconds(model: RenderModel, data: PartRows) -> np.ndarray:
     """(rows, 1) seconds of the per-process render model on the rows' own inputs."""
-    samples, skipped, rays, pixels = (data.features["model"][0] - 1.0).T
-    return model.predict(samples, skipped, rays, pixels)[:, None]
+    samples, skipped, rays, pixels, jumps = (data.features["model"][0] - 1.0).T
+    return model.predict(samples, skipped, rays, pixels, jumps=jumps)[:, None]
 
 
 def fit_linear(data: PartRows) -> RenderModel:
     """The per-process render model fitted on the rows (``RenderModel.fit``: robust NNLS)."""
-    return RenderModel.fit(*(data.features["model"][0] - 1.0).T, data.measured[:, 0])
+    samples, skipped, rays, pixels, jumps = (data.features["model"][0] - 1.0).T
+    return RenderModel.fit(samples, skipped, rays, pixels, data.measured[:, 0], jumps=jumps)
 
 
 def collect(renderer: Any, cameras: Sequence[Any], size: int, seed: int

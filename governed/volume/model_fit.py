@@ -189,7 +189,7 @@ class VolumeModel:
                    * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
         return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed,
-                                    w.slice_crossing)
+                                    w.slice_crossing, w.jump_counts(g.threshold, g.pixels))
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
@@ -203,7 +203,7 @@ class VolumeModel:
                 and (j := priced[1].index_of(settings)) is not None:
             g = priced[1]
             return self.model.candidate_render_work(
-                w.length, w.span, w.rays, priced[2], self.streamed, w.slice_crossing,
+                w.length, w.span, w.jumps, w.rays, priced[2], self.streamed, w.slice_crossing,
                 g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j])
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
                                   self.height)
@@ -230,7 +230,7 @@ class VolumeModel:
         w = self.workload
         ratio = self._group_ratio(g)
         self._priced = (w, g, ratio)
-        render = self.model.slowest_render_on_grid(w.length, w.span, w.rays, ratio,
+        render = self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
                                                    self.streamed, w.slice_crossing, g.threshold,
                                                    g.scale_of, g.pixels, g.pixels_per_step,
                                                    self.correction.factor)
@@ -263,12 +263,12 @@ def stage_work(record: DistributedFrameRecord) -> tuple[list[list[StageWork]], f
 
 
 def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.ndarray
-                ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
+                ) -> tuple[list[float], ...]:
     """One rank's render-model rows: per frame the probe's samples (as the SIMD groups paid
     them: times the frame's group ratio), skipped lattice positions and rays at the frame's
-    knobs, its rendered pixels, and the measured work seconds of the render
-    (:func:`work_seconds`)."""
-    est_s, est_k, est_r, px, sec = [], [], [], [], []
+    knobs, its rendered pixels, the probe's jumps over empty space, and the measured work
+    seconds of the render (:func:`work_seconds`)."""
+    est_s, est_k, est_r, px, est_j, sec = [], [], [], [], [], []
     for s in samples:
         rec = s.record
         pixels = rec.render_width * rec.render_height
@@ -279,8 +279,17 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
         est_k.append((w.span[idx, rank] - w.length[idx, rank]) / s.settings.step * pixels)
         est_r.append(w.rays[rank] * pixels)
         px.append(pixels)
+        est_j.append(_probed_jumps(s, rank, thresholds))
         sec.append(work_seconds(rec.ranks[rank]))
-    return est_s, est_k, est_r, px, sec
+    return est_s, est_k, est_r, px, est_j, sec
+
+
+def _probed_jumps(sample: CalibrationSample, rank: int, thresholds: np.ndarray) -> float:
+    """The probe's jumps over empty space of one rank in a calibration frame, at its knobs
+    and rendered pixels."""
+    idx = int(nearest_threshold(thresholds, sample.settings.ert_threshold))
+    rec = sample.record
+    return float(sample.workload.jumps[idx, rank] * rec.render_width * rec.render_height)
 
 
 #: Which RankTiming field each work clock (raytracer/volume/distributed.py work_clock) reads
@@ -303,7 +312,8 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     """Per rank, the render model fitted as :func:`fit_volume_model` fits it but on the
     caster's own counts of each calibration frame (samples as the SIMD groups paid them,
     skipped positions, rays) instead of the probe's estimates: priced on the counts of the
-    frames it predicts, it shows what the model's form alone misses, without the probe's."""
+    frames it predicts, it shows what the model's form alone misses, without the probe's.
+    The caster does not count its jumps over empty space: those are the probe's."""
     if not samples:
         raise VolumeModelError("no calibration frames to fit the counted render models on")
     ranks = len(samples[0].record.ranks)
@@ -312,10 +322,11 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     models = []
     for r in range(ranks):
         timings = [s.record.ranks[r] for s in samples]
+        jumps = [_probed_jumps(s, r, s.workload.thresholds) for s in samples]
         models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
                                       [t.skipped for t in timings], [t.rays for t in timings],
                                       pixels, [work_seconds(t) for t in timings],
-                                      [s.streamed[r] for s in samples], crossing))
+                                      [s.streamed[r] for s in samples], crossing, jumps))
     return tuple(models)
 
 
@@ -337,9 +348,12 @@ def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, threshol
                       ) -> tuple[RenderModel, ...]:
     """Each rank's render model fitted on the probe's estimates of ``samples``."""
     crossing = [s.workload.slice_crossing for s in samples]
-    return tuple(RenderModel.fit(*render_rows(samples, r, thresholds),
-                                 [s.streamed[r] for s in samples], crossing)
-                 for r in range(ranks))
+    models = []
+    for r in range(ranks):
+        est_s, est_k, est_r, px, est_j, sec = render_rows(samples, r, thresholds)
+        models.append(RenderModel.fit(est_s, est_k, est_r, px, sec,
+                                      [s.streamed[r] for s in samples], crossing, est_j))
+    return tuple(models)
 
 
 def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: int, height: int,

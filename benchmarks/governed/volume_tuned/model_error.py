@@ -18,6 +18,7 @@ from governed.volume.model_fit import (
 )
 from governed.volume.tuned_volume import TunedVolumeRenderer
 from governed.volume.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
+from governed.volume.workload_probe import nearest_threshold
 from models.rank_correction import RankCorrection
 from models.volume_cost import shared_finish
 from raytracer.camera import Camera
@@ -58,9 +59,12 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         first.append(measured)
         rank_err.extend(np.abs(per_rank - measured) / measured)
         counts = np.array([[r.samples * r.group_ratio, r.skipped, r.rays] for r in rec.ranks])
-        work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3],
-                                 rec.render_width * rec.render_height, tuned.model.streamed,
-                                 tuned.model.workload.slice_crossing)
+        pixels = rec.render_width * rec.render_height
+        probed = tuned.model.workload
+        jumps = probed.jump_counts(nearest_threshold(probed.thresholds, [settings.ert_threshold]),
+                                   np.array([pixels]))  # the caster does not count them
+        work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
+                                 tuned.model.streamed, probed.slice_crossing, jumps)
         from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
                                     counted.threads, counted.core_groups)[:, 0]
         if counted_correction.learning:
