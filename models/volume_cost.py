@@ -11,8 +11,8 @@ least squares from measured section timings:
   structures (aneurism's vessels) makes many at few samples, which a cost per skipped position
   priced as a few samples (chosen on the validation volumes' frames, 2 ranks at 512², the
   models fitted on 48 frames each of bonsai and ironprot, priced on the probe's estimates:
-  per-rank error 9.9 -> 7.0 %, aneurism 21 -> 13 %, field:96 5.8 -> 4.8 %, neghip 3.0 ->
-  3.4 %). A sample or a skip costs
+  per-rank error 10.2 -> 7.4 %, aneurism 21 -> 13 %, field:96 6.0 -> 5.2 %, neghip 3.2 ->
+  3.9 %). A sample or a skip costs
   ``a`` or ``e`` when the data it reads stay in the core's cache and ``a'`` or ``e'`` when
   they stream from memory, mixed by the brick's *streamed share* ``m = W / (W + L2)`` (``W``:
   bytes of the brick's non-empty blocks): bonsai's 6 MB per brick and a 0.6 MB volume differ

@@ -26,15 +26,8 @@ from raytracer.volume.raycaster import OPAQUE_TRANSMITTANCE, SKIP_BLOCK
 from raytracer.volume.transfer_function import TransferFunction
 from raytracer.volume.volume_data import Volume
 
-PROBE_SIZE = 32  # about PROBE_SIZE² probe rays a frame (0.25 ms for bonsai on one core, warm)
+PROBE_SIZE = 32  # about PROBE_SIZE² probe rays a frame (0.3 ms for bonsai after a frame)
 BLOCK = SKIP_BLOCK  # voxels per block side of the coarse grid: the ray caster's skipping blocks
-#: Voxels between the probe's samples: half a block, so that its jumps over empty space land
-#: about where the caster's do (at a block, a thin gap between non-empty blocks went unseen:
-#: priced by models fitted on bonsai's and ironprot's frames, the validation volumes' per-rank
-#: error was 11.3 % at 4 voxels, 7.0 % at 2 and 6.9 % at 1; 10.2 % and 9.9 % without jumps).
-#: The jumps cost the probe 0.1 ms: where each lands decides the next sample, so the walk
-#: cannot run ahead of it
-PROBE_STEP = 2.0
 
 
 #: Levels of the one-byte block code: 0 is an empty block, k >= 1 a mean opacity of
@@ -133,8 +126,9 @@ class RankWorkload:
     length: NDArray[np.float64]  # (T, ranks) mean voxels walked in non-empty blocks per ray
     span: NDArray[np.float64]  # (T, ranks) mean voxels walked in the brick (any block) per ray
     rays: NDArray[np.float64]  # (ranks,) share of probe rays that enter the brick
-    # (T, ranks) mean jumps over empty space per ray: one per lookup of an empty block's
-    # distance, as the ray caster jumps (a cost per jump, not per position passed over)
+    # (T, ranks) mean jumps over empty space per ray: the ray caster looks an empty block's
+    # distance up and jumps the empty cube around it (a cost per jump, not per position
+    # passed over); each probe step in an empty block adds its share of the jump from there
     jumps: NDArray[np.float64]
     # (T, ranks) mean |difference| of horizontally adjacent probe rays' non-empty lengths
     neighbour_change: NDArray[np.float64]
@@ -179,22 +173,27 @@ def nearest_threshold(thresholds: NDArray, ert: ArrayLike) -> NDArray[np.intp]:
 
 
 # One numba hot loop, kept whole: per probe ray, per brick, a walk of the ray's samples whose
-# running state (transmittance, thresholds passed, voxels walked, non-empty voxels, jumps) stays in
-# registers and lands in the per-brick accumulators once per brick. A function per ray or per
-# brick would be a call inside the probe's ray loop, taking the accumulators and returning
-# that state each time.
+# running state (transmittance, thresholds passed, voxels walked, non-empty voxels, jumps)
+# stays in registers and lands in the per-brick accumulators once per brick. A function per
+# ray or per brick would be a call inside the probe's ray loop, taking the accumulators and
+# returning that state each time.
 @njit(fastmath=True)
 def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, code,
-           distance, passes, bricks_lo, bricks_hi, step_vox, thresholds):  # pragma: no cover
+           distance, passes, jump_share, bricks_lo, bricks_hi, step_vox, thresholds
+           ):  # pragma: no cover
     """Per brick, the ray's samples inside it (clipped by a ray-box test, not a search per
     sample); per threshold (ascending) the voxels walked before the brick's own
     transmittance fell to 1 − threshold (at most OPAQUE_TRANSMITTANCE, where the caster
-    stops), and the jumps over empty space before then (one from each empty block a sample
-    lands in, to the first sample past the empty cube of the block's ``distance``, clipped to
-    the brick, as the caster jumps), totalled once when it does; a ray stops once every
-    threshold is passed. All per probe ray, and per threshold and brick the mean
-    |difference| of horizontally adjacent rays' non-empty lengths (per pair of rays); last
-    the mean |z component| of the direction, in voxels, of the rays that enter the volume."""
+    stops), and the jumps over empty space before then, totalled once when it does; a ray
+    stops once every threshold is passed. A step in an empty block counts ``jump_share[r]``
+    jumps (its length over the ``r`` blocks the caster's jump from there crosses, ``r`` the
+    block's ``distance``): the sum over a run of empty space is about the caster's jumps
+    across it, without a walk from landing to landing (where each lands decides the next
+    sample, so the walk cannot run ahead: on bonsai after a frame evicted the caches, that
+    probe took 0.67 ms, this one 0.29 and none 0.23).
+    All per probe ray, and per threshold and brick the mean |difference| of horizontally
+    adjacent rays' non-empty lengths (per pair of rays); last the mean |z component| of the
+    direction, in voxels, of the rays that enter the volume."""
     n_bricks = bricks_lo.shape[0]
     n_thr = thresholds.shape[0]
     length = np.zeros((n_thr, n_bricks))
@@ -210,14 +209,7 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
     dt = step_vox * smin
     inv_cell = 1.0 / (spacing * block)
     limits = np.maximum(1.0 - thresholds, OPAQUE_TRANSMITTANCE)  # as the caster stops
-    cube = spacing * block  # a block's world size
     d = np.empty(3)  # the ray's direction, filled in place (an array per ray cost 30 µs)
-    inv_dt = 1.0 / dt
-    # a jump's exit along each axis: the ray meets the plane of block boundary i at
-    # face_t + i·per_block; the far face of the cube of radius r around block c is boundary
-    # c + r going up (up = 1), c − r + 1 going down (down = 1), none along an axis the ray
-    # runs parallel to (face_t = inf)
-    face_t, per_block, up, down = np.empty(3), np.empty(3), np.empty(3), np.empty(3)
     for py in range(ph):
         for px in range(pw):
             for a in range(3):
@@ -225,11 +217,6 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
             norm = math.sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2])
             for a in range(3):
                 d[a] /= norm
-                moving = d[a] != 0.0
-                face_t[a] = (origin[a] - eye[a]) / d[a] if moving else 1e30
-                per_block[a] = cube[a] / d[a] if moving else 0.0
-                up[a] = 1.0 if d[a] > 0.0 else 0.0
-                down[a] = 1.0 if d[a] < 0.0 else 0.0
             t0, t1 = 0.0, 1e30
             for a in range(3):
                 inv = 1.0 / d[a] if d[a] != 0.0 else 1e30
@@ -277,24 +264,13 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
                     iy = min(max(int((p1 - origin[1]) * inv_cell[1]), 0), by - 1)
                     iz = min(max(int((p2 - origin[2]) * inv_cell[2]), 0), bz - 1)
                     c = code[iz, iy, ix]
+                    walked += step_vox
                     if c > 0:
-                        walked += step_vox
                         full += step_vox
                         trans *= passes[c]
-                        t += dt
-                        continue
-                    # an empty block: the caster looks its distance up and jumps to the
-                    # first sample past the empty cube around it (within the brick); the
-                    # probe does too, every sample jumped over walked and let through
-                    hops += 1.0
-                    r = float(distance[iz, iy, ix])
-                    landing = min(leave,
-                                  face_t[0] + (ix + up[0] * r + down[0] * (1.0 - r)) * per_block[0],
-                                  face_t[1] + (iy + up[1] * r + down[1] * (1.0 - r)) * per_block[1],
-                                  face_t[2] + (iz + up[2] * r + down[2] * (1.0 - r)) * per_block[2])
-                    steps = max(1, int(math.ceil((landing - t) * inv_dt)))
-                    walked += step_vox * steps
-                    t += dt * steps
+                    else:
+                        hops += jump_share[distance[iz, iy, ix]]
+                    t += dt
                 for j in range(k, n_thr):
                     span[j, b] += walked
                     length[j, b] += full
@@ -344,7 +320,7 @@ class WorkloadProbe:
 
     def __init__(self, grid: BlockGrid, brick_boxes: NDArray, thresholds: NDArray,
                  ref_step: float = 1.0, rays: int = PROBE_SIZE * PROBE_SIZE,
-                 step_vox: float = PROBE_STEP) -> None:
+                 step_vox: float = 4.0) -> None:
         self.thresholds = np.asarray(thresholds, np.float64)
         if np.any(np.diff(self.thresholds) < 0):
             raise ValueError(f"probe thresholds must be ascending, got "
@@ -355,6 +331,9 @@ class WorkloadProbe:
         self._bricks_hi = np.ascontiguousarray(boxes[:, 1])
         self._volume_hi = grid.origin + (np.asarray(grid.dims) - 1.0) * grid.spacing
         self._passes = grid.transmittance(step_vox / ref_step)
+        # per distance r: the share of one jump over r blocks a probe step is (0: not empty)
+        r = np.arange(int(grid.distance.max()) + 1, dtype=np.float64)
+        self._jump_share = np.divide(step_vox, r * grid.block, out=np.zeros_like(r), where=r > 0)
 
     def __call__(self, camera: Camera, width: int, height: int) -> RankWorkload:
         """Each brick's workload for ``camera`` rendering ``width`` x ``height`` pixels."""
@@ -363,14 +342,14 @@ class WorkloadProbe:
         g = self.grid
         length, span, jumps, hits, change, crossing = _march(
             eye, top_left, du, dv, pw, ph, g.origin, self._volume_hi, g.origin, g.spacing,
-            g.block, g.code, g.distance, self._passes, self._bricks_lo, self._bricks_hi,
-            self.step_vox, self.thresholds)
+            g.block, g.code, g.distance, self._passes, self._jump_share, self._bricks_lo,
+            self._bricks_hi, self.step_vox, self.thresholds)
         return RankWorkload(self.thresholds, length, span, hits, jumps, change, pw, crossing)
 
 
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
                    brick_boxes: NDArray, thresholds: NDArray, ref_step: float = 1.0,
-                   rays: int = PROBE_SIZE * PROBE_SIZE, step_vox: float = PROBE_STEP
+                   rays: int = PROBE_SIZE * PROBE_SIZE, step_vox: float = 4.0
                    ) -> RankWorkload:
     """One probe of ``camera`` (see :class:`WorkloadProbe`, which a frame loop keeps)."""
     return WorkloadProbe(grid, brick_boxes, thresholds, ref_step, rays, step_vox)(
