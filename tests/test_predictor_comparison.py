@@ -142,11 +142,13 @@ def test_bsp_lambda_is_fitted_per_phase_and_reproduces_times_it_explains():
 def volume_sample(rng: np.random.Generator) -> SimpleNamespace:
     """A frame record and probe workload with the fields the render model reads."""
     length = rng.uniform(10, 100, (3, 1))
-    workload = SimpleNamespace(length=length, span=length * 1.5, rays=rng.uniform(0.2, 1, 1))
+    jumps = rng.uniform(0.5, 8, (3, 1))
+    workload = SimpleNamespace(length=length, span=length * 1.5, rays=rng.uniform(0.2, 1, 1),
+                               jumps=jumps)
     step = float(rng.choice([0.5, 1.0, 2.0]))
     settings = SimpleNamespace(step=step, image_scale=1.0, ert_threshold=1.0)
     pixels = 64 * 64
-    seconds = 1e-8 * length[2, 0] / step * pixels + 1e-3
+    seconds = 1e-8 * length[2, 0] / step * pixels + 3e-8 * jumps[2, 0] * pixels + 1e-3
     rank = SimpleNamespace(cpu_seconds=seconds, render_seconds=seconds, group_ratio=1.0)
     record = SimpleNamespace(render_width=64, render_height=64, ranks=[rank])
     return SimpleNamespace(workload=workload, settings=settings, record=record)
@@ -157,7 +159,7 @@ def test_the_volume_linear_model_is_fitted_on_its_own_rows_and_predicts_them():
     th = np.array([0.95, 0.975, 1.0])
     cal = vp.rows([volume_sample(rng) for _ in range(20)], th)
     assert set(cal.features) == set(vp.FEATURE_SETS)
-    assert cal.features["model+knobs"][0].shape == (20, 7)
+    assert cal.features["model+knobs"][0].shape == (20, 8)
     linear = vp.fit_linear(cal)
     assert np.allclose(vp.linear_seconds(linear, cal), cal.measured, rtol=1e-3)
 

@@ -56,6 +56,7 @@ from autotune_app.animation import (
     run_path,
     summarize,
 )
+from autotune_app.options import MIN_CALIBRATION_FRAMES
 from benchmarks.governed.tracer_model import errors, eval_settings, measure
 from benchmarks.harness.checkout_tools import load_tool
 from benchmarks.harness.results import results_root
@@ -104,7 +105,7 @@ class Sizes:
         self.tuned_frames = 6 if quick else 48
         self.volume = 64 if quick else 1024
         self.volume_frames = 4 if quick else 24
-        self.volume_calibration = 7 if quick else 12  # the fewest the per-rank model takes
+        self.volume_calibration = MIN_CALIBRATION_FRAMES if quick else 12
 
 
 # a step's rough length on the GPU (seconds; quick: a fifth), for the budget: a step is skipped
