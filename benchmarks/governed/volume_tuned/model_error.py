@@ -144,16 +144,16 @@ def dense_on_first_ranks(vol: Volume, ranks: int) -> Volume:
 
 
 def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
-                  own_frames: int, seed_cases: bool = False
+                  own_frames: int
                   ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, Any]:
     """Another volume's orbit (random knobs), on both partitions (collective): the
     bonsai-fitted models carried over, and a model calibrated on ``own_frames`` frames of the
     volume's own calibration views (off its orbit, as ``autotune volume`` calibrates on the
-    volume it is given). With ``seed_cases``, the HemoCell study's two imbalanced scenarios, under
-    the models calibrated on the cell-count partition: ``subdomains_3to1``
-    (:func:`subdomain_shares`) and ``content_on_half_the_ranks``
-    (:func:`dense_on_first_ranks`). Returns rank 0's figures of each and the volume's
-    cell-count renderer."""
+    volume it is given); and the HemoCell study's two imbalanced scenarios, under the models
+    calibrated on the cell-count partition: ``subdomains_3to1`` (:func:`subdomain_shares`)
+    and ``content_on_half_the_ranks`` (:func:`dense_on_first_ranks`), on the validation
+    volumes as on the test ones, so that a choice for them has figures to be made on.
+    Returns rank 0's figures of each and the volume's cell-count renderer."""
     vol, tf = load_everywhere(name, comm=comm)
     orbit = seed_orbit(vol.radius, 12, orbits=1.0)
     carried: dict[str, Any] = {}
@@ -168,17 +168,14 @@ def volume_errors(tuned: Any, tuned_bal: Any, name: str, comm: Any, seed: int,
         fresh = TunedVolumeRenderer(renderers[label], t.width, t.height, 1.0)
         fresh.calibrate(volume_calibration_views(vol.radius), frames=own_frames)
         own[label] = evaluate_model(fresh, orbit, seed=seed)
-    if seed_cases:
-        ranks = tuned.renderer.size
-        for label, renderer in (
-                (SUBDOMAINS_3TO1,
-                 DistributedRenderer(vol, tf, shares=subdomain_shares(ranks))),
-                (CONTENT_ON_HALF,
-                 DistributedRenderer(dense_on_first_ranks(vol, ranks), tf))):
-            home = tuned.renderer
-            tuned.swap_renderer(renderer)
-            carried[label] = evaluate_model(tuned, orbit, seed=seed)
-            tuned.swap_renderer(home)
+    ranks = tuned.renderer.size
+    for label, renderer in (
+            (SUBDOMAINS_3TO1, DistributedRenderer(vol, tf, shares=subdomain_shares(ranks))),
+            (CONTENT_ON_HALF, DistributedRenderer(dense_on_first_ranks(vol, ranks), tf))):
+        home = tuned.renderer
+        tuned.swap_renderer(renderer)
+        carried[label] = evaluate_model(tuned, orbit, seed=seed)
+        tuned.swap_renderer(home)
     if tuned.rank != 0:
         return None, None, renderers["imbalanced"]
     return carried, own, renderers["imbalanced"]
@@ -211,8 +208,7 @@ def model_errors(vol: Any, tf: Any, also: list[str], size: int, views: list,
     for i, name in enumerate(VALIDATION_VOLUMES + TEST_VOLUMES):
         which = "validation" if name in VALIDATION_VOLUMES else "test"
         carried, calibrated, renderers[name] = volume_errors(tuned, tuned_bal, name, comm,
-                                                             3 + i, own_frames,
-                                                             seed_cases=which == "test")
+                                                             3 + i, own_frames)
         carried_to[which][name] = carried
         own[which][name] = calibrated
     figures: dict[str, Any] = {}

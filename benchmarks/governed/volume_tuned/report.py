@@ -19,7 +19,7 @@ from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import at_most, error_goal
 from common.atomic_files import save_figure
 from governed.probe_policy import DEFAULT_PROBE_POLICY
-from governed.volume.volume_sets import GOVERNED_VOLUME
+from governed.volume.volume_sets import GOVERNED_VOLUME, VALIDATION_VOLUMES
 
 
 def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_error"
@@ -124,6 +124,12 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
         mean_rank_error(test, "imbalanced"), 0.05,
         f"the per-rank error on the test volumes carried over, {PARTITIONS['imbalanced']}")}
     out["hemocell_study_side_by_side"] = study_side_by_side(test)
+    validation = {name: v for name, v in f["model_error"]["validation"].items()
+                  if name in VALIDATION_VOLUMES}
+    out["hemocell_study_side_by_side_validation"] = {
+        "value": study_side_by_side(validation),
+        "what": "the same scenarios on the validation volumes (what a choice for them is "
+                "made on)"}
     for part in ("imbalanced", "balanced"):
         out[f"model_error_self_calibrated_{part}"] = at_most(
             mean_rank_error(own, part), 0.05,
