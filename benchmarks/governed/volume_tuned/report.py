@@ -148,6 +148,14 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
                                          f"at fixed knobs strays {noise:.1%} from its median")
     out["governed_p95_error"] = error_goal(ff["p95_error"], 0.08, oracle.get("p95_error"),
                                         "p95 of the same")
+    first = f.get("controller_cost_after_calibration")
+    if first:
+        out["controller_cost_after_calibration"] = {
+            "value": first["mean_share_of_frame"],
+            "what": f"the same share on {GOVERNED_VOLUME}'s double orbit right after a fresh "
+                    f"calibration, as `autotune volume` starts ({first['frames_probed']} of "
+                    f"{first['frames']} frames probed: every new view while the ranks' "
+                    "correction learns); the goal's run comes after the model checks taught it"}
     if "probe_policies" in f:
         out["probe_policies"] = {
             "value": f["probe_policies"],

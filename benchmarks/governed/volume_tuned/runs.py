@@ -19,6 +19,7 @@ from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from governed.probe_policy import PROBE_POLICIES
 from governed.volume.knobs import BEST, ERT, RATES, SCALES
 from governed.volume.model_fit import volume_calibration_views
+from governed.volume.tuned_volume import TunedVolumeRenderer
 from governed.volume.volume_sets import (
     GOVERNED_VOLUME,
     TEST_VOLUMES,
@@ -231,6 +232,24 @@ def controller_cost(frames: list[dict]) -> dict[str, float]:
     return out
 
 
+def cost_after_calibration(renderer: Any, size: int, orbit: list, target: float | None
+                           ) -> dict[str, Any] | None:
+    """The tuner's work per frame on ``orbit`` right after a fresh calibration of
+    ``renderer``'s volume, as ``autotune volume`` calibrates it (its own views,
+    CALIBRATION_FRAMES), where the ranks' correction still learns and so has every new view
+    probed: what the product's first frames pay, beside the goal's run (which comes after the
+    model checks have taught the correction) (collective; rank 0's; ``target`` rank 0's)."""
+    fresh = TunedVolumeRenderer(renderer, size, size, 1.0)
+    fresh.calibrate(volume_calibration_views(renderer.volume.radius), frames=CALIBRATION_FRAMES)
+    if fresh.rank == 0:
+        fresh.target_seconds = target
+    rows = governed_run(fresh, orbit, 0)
+    if fresh.rank != 0:
+        return None
+    return {**controller_cost(rows), "frames_probed": sum(r["probe"] > 0 for r in rows),
+            "frames": len(rows), "summary": _summary(rows)}
+
+
 def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int) -> dict | None:
     """Feed-forward on a volume the model never saw: the calibrated tuner swapped to it, at
     half its first view's full-quality time, over the orbit of the cluster study (Tkachev et
@@ -301,6 +320,7 @@ def worker(args: argparse.Namespace) -> int:
     swap_to = VALIDATION_VOLUMES[0]
     changes = recoveries(tuned, orbit, target, renderers[swap_to], swap_to)
     on_test = governed_on_volume(tuned, renderers[TEST_VOLUMES[0]], TEST_VOLUMES[0], frames)
+    first_frames = cost_after_calibration(tuned.renderer, args.size, orbit, target)
     if rank == 0:
         out["pi_gain_tuning"] = pi_figures
         out["governed"] = runs
@@ -309,6 +329,7 @@ def worker(args: argparse.Namespace) -> int:
         out["governed_test_volume"] = on_test
         out.update(changes)
         out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
+        out["controller_cost_after_calibration"] = first_frames
         out["probe_policies"] = policies
         out["wall_seconds"] = time.perf_counter() - t0
         print(MARK + json.dumps(out), flush=True)
