@@ -272,24 +272,29 @@ def render_rows(samples: Sequence[CalibrationSample], rank: int, thresholds: np.
     for s in samples:
         rec = s.record
         pixels = rec.render_width * rec.render_height
-        idx = int(nearest_threshold(thresholds, s.settings.ert_threshold))
+        idx = _threshold_index(s, thresholds)
         w = s.workload
         est_s.append(w.length[idx, rank] / s.settings.step * pixels
                      * rec.ranks[rank].group_ratio)  # as the SIMD groups pay them
         est_k.append((w.span[idx, rank] - w.length[idx, rank]) / s.settings.step * pixels)
         est_r.append(w.rays[rank] * pixels)
         px.append(pixels)
-        est_j.append(_probed_jumps(s, rank, thresholds))
+        est_j.append(_probed_jumps(s, rank, idx))
         sec.append(work_seconds(rec.ranks[rank]))
     return est_s, est_k, est_r, px, est_j, sec
 
 
-def _probed_jumps(sample: CalibrationSample, rank: int, thresholds: np.ndarray) -> float:
-    """The probe's jumps over empty space of one rank in a calibration frame, at its knobs
-    and rendered pixels."""
-    idx = int(nearest_threshold(thresholds, sample.settings.ert_threshold))
+def _threshold_index(sample: CalibrationSample, thresholds: np.ndarray) -> int:
+    """The probed threshold a calibration frame's termination knob is priced at."""
+    return int(nearest_threshold(thresholds, sample.settings.ert_threshold))
+
+
+def _probed_jumps(sample: CalibrationSample, rank: int, threshold_index: int) -> float:
+    """The probe's jumps over empty space of one rank in a calibration frame, at its
+    threshold (:func:`_threshold_index`) and rendered pixels."""
     rec = sample.record
-    return float(sample.workload.jumps[idx, rank] * rec.render_width * rec.render_height)
+    return float(sample.workload.jumps[threshold_index, rank] * rec.render_width
+                 * rec.render_height)
 
 
 #: Which RankTiming field each work clock (raytracer/volume/distributed.py work_clock) reads
@@ -319,10 +324,11 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     ranks = len(samples[0].record.ranks)
     pixels = [s.record.render_width * s.record.render_height for s in samples]
     crossing = [s.workload.slice_crossing for s in samples]  # the view's, not a count
+    threshold = [_threshold_index(s, s.workload.thresholds) for s in samples]
     models = []
     for r in range(ranks):
         timings = [s.record.ranks[r] for s in samples]
-        jumps = [_probed_jumps(s, r, s.workload.thresholds) for s in samples]
+        jumps = [_probed_jumps(s, r, t) for s, t in zip(samples, threshold, strict=True)]
         models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
                                       [t.skipped for t in timings], [t.rays for t in timings],
                                       pixels, [work_seconds(t) for t in timings],
