@@ -9,7 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.studies.cluster_prediction.emulation_runs import histograms
+from benchmarks.studies.cluster_prediction.emulation_runs import (
+    emulation_plan,
+    histograms,
+    is_training_histogram,
+)
 from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
 from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP
 from benchmarks.studies.cluster_prediction.scoring import (
@@ -57,6 +61,22 @@ def test_upgrade_rows_take_features_from_node_runs_and_targets_from_real_runs(tm
             PathHistogram.of(source["render_seconds"]).overall.features())
         assert row["features"][1] > 0.04  # the node run's times, not the real run's (~10 ms)
         assert row["frame_seconds"] == pytest.approx(np.mean(target["frame_seconds"]))
+
+
+def test_training_rows_emulate_the_current_nodes_node_runs(tmp_path):
+    """Training histograms are measured as the test rows' features are (node runs, ~50 ms
+    here), never the real runs' (~10 ms), and no faster-node histogram trains."""
+    real, node = synthetic_runs(4)
+    cfg = {**CFG, "frames": 6, "slow_sources": 2}
+    hists, use = histograms(cfg, real, node, tmp_path)
+    training = {c.hist for c in emulation_plan(cfg, use) if is_training_histogram(c.hist)}
+    assert training == set(use.values())
+    assert {h for h in training if not h.startswith("g")} == {"nc64r1", "nc64r2", "nc64r4"}
+    for hist_id in training:
+        assert hists[hist_id][0].overall.mean > 0.03
+        base = hist_id.split(":")[1] if hist_id.startswith("g") else hist_id
+        assert node[hists[base][0].meta["run"]]["step"] == CURRENT_STEP
+    assert not any(is_training_histogram(h) for h in ("m64r1", "nt64r2", "g0.7:64r1:1"))
 
 
 def test_a_half_step_phase_takes_the_views_between_the_seeds_views():

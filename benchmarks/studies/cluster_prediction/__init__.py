@@ -23,9 +23,11 @@ Parts, each its own ``mpiexec`` job (``python -m mpi4py -m benchmarks.studies.cl
   The features of every test row come from these histograms, never from the real run being
   predicted.
 - ``emulate``: emulation runs (studies/cluster_prediction/emulation.py) over image size x rank
-  count (1..32) x histogram (the current node's, measured in its real runs, and generated: x0.7
-  and x0.5, x0.6 with --quick; perturbed) x mode (one histogram, per-frame histograms,
-  per-rank mean vectors) x network, plus emulation of the faster node's node-run histograms.
+  count (1..32) x histogram (the current node's from its node runs, measured as the test
+  rows' features are, and generated from them: x0.7 and x0.5, x0.6 with --quick; perturbed)
+  x mode (one histogram, per-frame histograms) x network; emulation of the current node's real
+  runs from their own render times (one histogram, per-frame histograms, per-rank mean
+  vectors: the fidelity of emulation), and of the faster node's node-run histograms.
   Rows are appended to the training-data file atomically as they finish; a rerun skips
   the rows already there.
 

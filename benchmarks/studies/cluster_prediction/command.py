@@ -133,9 +133,10 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
                           "times include it, the node runs' do not) and are scored apart "
                           "('oversubscribed'); emulation above that many ranks composites "
                           "under oversubscription (MPICH yields while waiting)",
-        "histograms_beyond_measured_ranks": "an emulated rank count without a real run uses "
-                          "the histogram of the largest measured rank count below it",
-        "generated": f"measured histograms scaled by {cfg['scales']} and perturbed (±20 %)",
+        "histograms_beyond_measured_ranks": "an emulated rank count without a node run "
+                          "uses the histogram of the largest measured rank count below it",
+        "generated": f"the current node's node-run histograms scaled by {cfg['scales']} and "
+                     "perturbed (±20 %)",
         "stalls": f"emulation rows whose frame times spread more than std > {STALL_CV:g} x "
                   "mean (a stall, e.g. a numba kernel loading inside a timed frame before "
                   "warm_blend existed) are measured again once; these still spread that "

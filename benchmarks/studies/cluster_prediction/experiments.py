@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.studies.cluster_prediction.emulation_runs import TRAINING_KIND
 from benchmarks.studies.cluster_prediction.model_training import (
     analytic,
     compositing_term,
@@ -51,8 +52,9 @@ def upgrade_experiment(cfg: dict[str, Any], real: dict[str, Any], hists: dict[st
         [emu.get(f"nt{r['width']}r{r['ranks']}", np.nan) for r in rows])
     speed = np.mean([hists[f"nt{r['width']}r{r['ranks']}"][0].overall.mean
                      / hists[f"nc{r['width']}r{r['ranks']}"][0].overall.mean for r in rows])
-    figures = {"what": f"trained on emulation rows from current-node histograms (step "
-                       f"{CURRENT_STEP:g}, 1 compute unit per rank) and generated ones; tested "
+    figures = {"what": f"trained on emulation rows from the current node's node-run "
+                       f"histograms (step {CURRENT_STEP:g}, 1 compute unit per rank) and "
+                       "generated ones; tested "
                        f"on real runs of the faster node (step {FASTER_STEP:g}, never seen in "
                        "training), each row's features from a node run of the faster node (one "
                        "process renders each brick in turn, on the cluster study's orbit turned "
@@ -189,8 +191,8 @@ def beyond(cfg: dict[str, Any], hists: dict[str, Any], shm: CompositingTerm, nn:
            ) -> dict[str, Any]:
     """64..1024 ranks on paper (assumptions in the 'assumptions' entry)."""
     size = max(cfg["sizes"])
-    one = hists[f"m{size}r1"][0].overall
-    shape = hists[f"m{size}r{max(cfg['real_ranks'])}"][0].overall
+    one = hists[f"{TRAINING_KIND}{size}r1"][0].overall
+    shape = hists[f"{TRAINING_KIND}{size}r{max(cfg['real_ranks'])}"][0].overall
     ib = CompositingTerm(IB_TERM["latency"], IB_TERM["bandwidth"], shm.blend_rate)
     table = []
     for image in (2048, 4096):

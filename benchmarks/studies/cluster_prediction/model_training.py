@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.studies.cluster_prediction.emulation_runs import is_training_histogram
 from studies.cluster_prediction.model import ClusterModel, CompositingTerm, fit_cluster_model
 from studies.cluster_prediction.perf_histogram import PerfHistogram
 from studies.cluster_prediction.training_data import TrainingData, training_arrays
@@ -55,13 +56,10 @@ def train_models(cfg: dict[str, Any], data: TrainingData, shm: CompositingTerm,
     """Every variant of the cluster MLP, the training figures, and the shared-memory
     histogram rows (the learning curve and the sweep retrain on them)."""
     f = cfg["frames"]
-    train_src = {"measured", "generated"}
-    rows = data.select(network="shm", mode="histogram", frames=f,
-                       source=lambda s: s in train_src)
-    pf_rows = data.select(network="shm", mode="per-frame", frames=f,
-                          source=lambda s: s in train_src)
+    rows = data.select(network="shm", mode="histogram", frames=f, hist=is_training_histogram)
+    pf_rows = data.select(network="shm", mode="per-frame", frames=f, hist=is_training_histogram)
     slow_rows = data.select(network="slow", mode="histogram", frames=f,
-                            source=lambda s: s in train_src)
+                            hist=is_training_histogram)
     t0 = time.perf_counter()
     models = {"nn_term": train(rows, shm), "nn_no_term": train(rows, None),
               "nn_analytic": train(rows, shm, baseline="expected_max"),
