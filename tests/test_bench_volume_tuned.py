@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from benchmarks.governed.volume_tuned.model_error import render_again
+from benchmarks.governed.volume_tuned.report import beats_baselines
 from benchmarks.governed.volume_tuned.runs import governed_run, recovery_frames, settled
 from raytracer.volume.distributed import FrameSettings
 
@@ -128,3 +129,19 @@ def test_content_imbalance_keeps_the_content_on_the_first_half_of_the_ranks():
     outside[z0:z1, y0:y1, x0:x1] = False
     assert outside.any() and np.all(dense.data[outside] == vol.data.min())
     assert dense.dims == vol.dims and dense.name.startswith("noise:")
+
+
+def _run(error: float, ssim: float) -> dict:
+    return {"mean_error": error, "mean_ssim": ssim, "over_5pct": 3}
+
+
+def test_feed_forward_beats_a_baseline_only_with_less_error_at_no_lower_quality():
+    won = {"tooth": {"feedforward": _run(0.05, 0.95), "fixed": _run(0.20, 0.95),
+                     "pi": _run(0.06, 0.94)}}
+    assert beats_baselines(won)["met"]
+    cheaper = {**won, "headsq": {"feedforward": _run(0.05, 0.90), "fixed": _run(0.20, 0.96),
+                                 "pi": _run(0.04, 0.90)}}
+    got = beats_baselines(cheaper)
+    assert not got["met"]  # less error than fixed, but bought by a worse image
+    assert got["lost_to"] == ["headsq: fixed", "headsq: pi"]
+    assert got["value"]["headsq"]["pi"] == _run(0.04, 0.90)

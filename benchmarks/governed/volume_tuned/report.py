@@ -11,6 +11,7 @@ import numpy as np
 from autotune_app.report import pyplot
 from benchmarks.governed.volume_tuned.run_constants import (
     CONTENT_ON_HALF,
+    QUALITY_EVERY,
     SEED_CASES,
     SUBDOMAINS_3TO1,
     TARGET_DROP,
@@ -75,11 +76,11 @@ def probe_and_form(f: dict[str, Any]) -> dict[str, Any]:
 
 def goals(f: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures: the issues' goals only (the per-rank model
-    carried over to the test volumes, the governed test volume, the baselines, the tuner's
-    cost); an oversubscribed run (more ranks than cores) has its own, looser governed goal.
-    Figures on validation views and self-calibrated models are :func:`diagnostics`."""
+    carried over to the test volumes, the governed test volume, the baselines on every test
+    volume, the tuner's cost); an oversubscribed run (more ranks than cores) has its own,
+    looser governed goal. Figures on validation views and self-calibrated models are
+    :func:`diagnostics`."""
     test = f["model_error"]["test"]
-    ff = f["governed"]["feedforward"]["summary"]
     on_test = f["governed_test_volume"]["summary"]
     mean_limit = _mean_limit(f)
     calibrated = f["sets"].get("calibrated_on", GOVERNED_VOLUME).split(":")[0]
@@ -99,16 +100,32 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
         f"the model never saw, {_rows(f)}")
     out["governed_test_volume_p95_error"] = error_goal(
         on_test["p95_error"], 0.08, oracle.get("p95_error"), "p95 of the same")
-    fixed, pi = (f["governed"][k]["summary"]["mean_error"] for k in ("fixed", "pi"))
-    out["beats_baselines"] = {"value": ff["mean_error"], "goal": "< fixed and < pi",
-                              "met": bool(ff["mean_error"] < min(fixed, pi)),
-                              "what": f"feed-forward mean error below both fair baselines' "
-                                      f"(fixed {fixed:.3f}, PI {pi:.3f}) on "
-                                      f"{GOVERNED_VOLUME}'s double orbit"}
+    if "test_volume_controllers" in f:  # a result from before the test volumes ran them
+        out["beats_baselines"] = beats_baselines(f["test_volume_controllers"])
     out["controller_cost"] = at_most(f["controller_cost"]["mean_share_of_frame"], 0.01,
                                   "the tuner's probe + search + bookkeeping per frame as a "
                                   "share of rank 0's whole wait for the frame")
     return out
+
+
+def beats_baselines(contest: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The issue's comparison: on every test volume, feed-forward's mean error below fixed's
+    and PI's at an equal or better mean SSIM (``contest``: per volume, each controller's run
+    summary); ``lost_to`` names each volume and baseline it did not beat. Frames over budget
+    are shown beside: a baseline that overshoots buys its quality with them."""
+    lost = [f"{volume}: {name}" for volume, runs in contest.items() for name in ("fixed", "pi")
+            if not (runs["feedforward"]["mean_error"] < runs[name]["mean_error"]
+                    and runs["feedforward"]["mean_ssim"] >= runs[name]["mean_ssim"])]
+    value = {volume: {name: {k: run[k] for k in ("mean_error", "mean_ssim", "over_5pct")}
+                      for name, run in runs.items()} for volume, runs in contest.items()}
+    return {"value": value,
+            "goal": "mean error below fixed's and PI's at an equal or better mean SSIM",
+            "met": not lost, "lost_to": lost,
+            "what": f"feed-forward against the fair baselines on every test volume "
+                    f"({', '.join(contest)}: its orbit at half its first view's full-quality "
+                    "time; fixed tuned by measurement on the first view, PI with the gains "
+                    f"tuned on {GOVERNED_VOLUME}); SSIM against the full-quality frame on every "
+                    f"{QUALITY_EVERY}th frame"}
 
 
 def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
@@ -148,6 +165,12 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
                                          f"at fixed knobs strays {noise:.1%} from its median")
     out["governed_p95_error"] = error_goal(ff["p95_error"], 0.08, oracle.get("p95_error"),
                                         "p95 of the same")
+    fixed, pi = (f["governed"][k]["summary"]["mean_error"] for k in ("fixed", "pi"))
+    out["beats_baselines_on_governed_orbit"] = {
+        "value": ff["mean_error"], "goal": "< fixed and < pi",
+        "met": bool(ff["mean_error"] < min(fixed, pi)),
+        "what": f"feed-forward mean error below both fair baselines' (fixed {fixed:.3f}, PI "
+                f"{pi:.3f}) on {GOVERNED_VOLUME}'s double orbit (the calibration volume)"}
     first = f.get("controller_cost_after_calibration")
     if first:
         out["controller_cost_after_calibration"] = {

@@ -14,7 +14,7 @@ import numpy as np
 
 from autotune_app.volume_command import CALIBRATION_FRAMES
 from benchmarks.governed.volume_tuned.model_error import model_errors
-from benchmarks.governed.volume_tuned.run_constants import MARK, TARGET_DROP
+from benchmarks.governed.volume_tuned.run_constants import MARK, QUALITY_EVERY, TARGET_DROP
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from governed.probe_policy import PROBE_POLICIES
 from governed.volume.knobs import BEST, ERT, RATES, SCALES
@@ -125,7 +125,7 @@ def tune_pi_gains(tuned: Any, training: list) -> tuple[tuple[float, float] | Non
 
 
 def compare_controllers(tuned: Any, orbit: list, pi_gains: tuple[float, float] | None,
-                        every: int = 6) -> dict[str, Any]:
+                        every: int = QUALITY_EVERY) -> dict[str, Any]:
     """The governed double orbit under feed-forward, fixed (tuned by measurement on the first
     frame) and PI (``pi_gains``); quality every ``every`` frames (collective; rank 0's)."""
     runs: dict[str, Any] = {}
@@ -254,26 +254,30 @@ def cost_after_calibration(renderer: Any, size: int, orbit: list, target: float 
             "frames": len(rows), "summary": _summary(rows)}
 
 
-def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int) -> dict | None:
-    """Feed-forward on a volume the model never saw: the calibrated tuner swapped to it, at
-    half its first view's full-quality time, over the orbit of the cluster study (Tkachev et
-    al., "Prediction of Distributed Volume Visualization Performance to Support Render
-    Hardware Acquisition") (collective; rank 0's)."""
+def governed_on_volume(tuned: Any, renderer: Any, name: str, frames: int,
+                       pi_gains: tuple[float, float] | None, with_oracle: bool) -> dict | None:
+    """Feed-forward, then the fair baselines (fixed, PI: :func:`compare_controllers`), on a
+    volume the model never saw: the calibrated tuner swapped to it, at half its first view's
+    full-quality time, over the orbit of the cluster study (Tkachev et al., "Prediction of
+    Distributed Volume Visualization Performance to Support Render Hardware Acquisition"),
+    and the oracle on the same path if ``with_oracle`` (collective; rank 0's)."""
     home, target = tuned.renderer, tuned.target_seconds
     tuned.swap_renderer(renderer)
     orbit = seed_orbit(renderer.volume.radius, frames)
     full = tuned.full_quality_seconds(orbit[0])
     if tuned.rank == 0:
         tuned.target_seconds = 0.5 * full
+    runs = compare_controllers(tuned, orbit, pi_gains)
     tuned.use_controller("feedforward")
-    rows = governed_run(tuned, orbit, 0)
-    oracle = oracle_on_path(tuned, orbit)
+    oracle = oracle_on_path(tuned, orbit) if with_oracle else None
     tuned.swap_renderer(home)
     if tuned.rank != 0:
         return None
     tuned.target_seconds = target
-    return {"volume": name, "target_ms": 0.5 * full * 1e3, "summary": _summary(rows),
-            "oracle": oracle, "frames": rows}
+    return {"volume": name, "target_ms": 0.5 * full * 1e3,
+            "summary": runs["feedforward"]["summary"], "oracle": oracle,
+            "frames": runs["feedforward"]["frames"],
+            "baselines": {k: runs[k]["summary"] for k in ("fixed", "pi")}}
 
 
 def worker(args: argparse.Namespace) -> int:
@@ -326,14 +330,18 @@ def worker(args: argparse.Namespace) -> int:
     oracle = oracle_on_path(tuned, orbit)
     swap_to = VALIDATION_VOLUMES[0]
     changes = recoveries(tuned, orbit, target, renderers[swap_to], swap_to)
-    on_test = governed_on_volume(tuned, renderers[TEST_VOLUMES[0]], TEST_VOLUMES[0], frames)
+    on_test = {name: governed_on_volume(tuned, renderers[name], name, frames, best,
+                                        with_oracle=name == TEST_VOLUMES[0])
+               for name in TEST_VOLUMES}
     first_frames = cost_after_calibration(tuned.renderer, args.size, orbit, target)
     if rank == 0:
         out["pi_gain_tuning"] = pi_figures
         out["governed"] = runs
         out["noise_floor"] = noise
         out["oracle"] = oracle
-        out["governed_test_volume"] = on_test
+        out["governed_test_volume"] = on_test[TEST_VOLUMES[0]]
+        out["test_volume_controllers"] = {
+            name: {"feedforward": r["summary"], **r["baselines"]} for name, r in on_test.items()}
         out.update(changes)
         out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
         out["controller_cost_after_calibration"] = first_frames
