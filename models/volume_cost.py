@@ -25,8 +25,11 @@ least squares from measured section timings:
   6.7 -> 5.6 % at 512² calibrated on the volume itself, 9.1 -> 9.0 % and 8.1 -> 7.8 % carried
   over from bonsai and ironprot; the calibration frames' residuals had correlated with it at
   0.3-0.6 on every volume);
-* each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` (the
-  HemoCell study's neighbour-count ratio for communication, a bandwidth term and a blend-rate term);
+* each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels``: a
+  latency share by the HemoCell study's neighbour-count ratio, added to a bandwidth term and a
+  blend-rate term (the study multiplies its communication term by the ratio instead; on 2 ranks,
+  or any power of two under binary swap, every stage has one partner, the ratio is 1 and the
+  two forms are one model: telling them apart needs stages whose partner counts differ);
 * the gather to rank 0: ``α_g + β_g·bytes``.
 
 Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
