@@ -51,6 +51,7 @@ from autotune_app import options as opt
 from autotune_app.report import emit, pyplot
 from benchmarks.harness.results import save_result
 from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.renderers.compositing_forms import communication_ratio_forms
 from common.atomic_files import check_output_dir, output_dir, save_figure
 from raytracer.mpi.faults import install_excepthook
 from raytracer.mpi.launch import launch
@@ -102,8 +103,15 @@ def _timed_composite(
     )
     worst = np.empty_like(mine)
     comm.Allreduce(mine, worst, op=MPI.MAX)
+    # per stage, the most partners, bytes (sent + received) and blended pixels of any rank:
+    # what the volume model's stage terms take (models.volume_cost.StageModel)
+    work = np.array([[len(s.partners), s.bytes_sent + s.bytes_received, s.blended_pixels]
+                     for s in result.stages], np.float64).reshape(-1, 3)
+    most = np.empty_like(work)
+    comm.Allreduce(work, most, op=MPI.MAX)
     received = sum(s.bytes_received for s in result.stages) + result.gather.bytes_received
     return {
+        "stage_work_max": most.tolist(),
         "total": float(worst[0]),
         "stages": [float(x) for x in worst[1:-1]],
         "gather": float(worst[-1]),
@@ -131,6 +139,7 @@ def _summarize(runs: list[dict]) -> dict[str, Any]:
         "rank0_blend_ms": 1e3 * _median([r["rank0_blend_seconds"] for r in runs]),
         "rank0_gather_ms": 1e3 * _median([r["rank0_gather_seconds"] for r in runs]),
         "transport": runs[0]["transport"],
+        "stage_work_max": runs[0]["stage_work_max"],  # the schedule's: the same every run
         "_runs": runs,
     }
 
@@ -387,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             algos[str(ranks)] = run_part("algorithms", ranks, 1024, repeats)
             bar.update(1)
     figures["algorithms_1024"] = algos
+    figures["communication_ratio_forms"] = communication_ratio_forms(algos)
     figures["goals"] = goals(figures)
     stamp(figures, run)
     figures["notes"] = {
