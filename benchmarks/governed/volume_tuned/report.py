@@ -108,11 +108,13 @@ def goals(f: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def beats_baselines(contest: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    """The issue's comparison: on every test volume, feed-forward's mean error below fixed's
-    and PI's at an equal or better mean SSIM (``contest``: per volume, each controller's run
-    summary); ``lost_to`` names each volume and baseline it did not beat. Frames over budget
-    are shown beside: a baseline that overshoots buys its quality with them."""
+def beats_baselines(contest: dict[str, dict[str, dict[str, Any]]], which: str = "test"
+                    ) -> dict[str, Any]:
+    """The issue's comparison: on every volume of the ``which`` set, feed-forward's mean error
+    below fixed's and PI's at an equal or better mean SSIM (``contest``: per volume, each
+    controller's run summary); ``lost_to`` names each volume and baseline it did not beat.
+    Frames over budget are shown beside: a baseline that overshoots buys its quality with
+    them."""
     lost = [f"{volume}: {name}" for volume, runs in contest.items() for name in ("fixed", "pi")
             if not (runs["feedforward"]["mean_error"] < runs[name]["mean_error"]
                     and runs["feedforward"]["mean_ssim"] >= runs[name]["mean_ssim"])]
@@ -121,7 +123,7 @@ def beats_baselines(contest: dict[str, dict[str, dict[str, Any]]]) -> dict[str, 
     return {"value": value,
             "goal": "mean error below fixed's and PI's at an equal or better mean SSIM",
             "met": not lost, "lost_to": lost,
-            "what": f"feed-forward against the fair baselines on every test volume "
+            "what": f"feed-forward against the fair baselines on every {which} volume "
                     f"({', '.join(contest)}: its orbit at half its first view's full-quality "
                     "time; fixed tuned by measurement on the first view, PI with the gains "
                     f"tuned on {GOVERNED_VOLUME}); SSIM against the full-quality frame on every "
@@ -171,6 +173,9 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
         "met": bool(ff["mean_error"] < min(fixed, pi)),
         "what": f"feed-forward mean error below both fair baselines' (fixed {fixed:.3f}, PI "
                 f"{pi:.3f}) on {GOVERNED_VOLUME}'s double orbit (the calibration volume)"}
+    if "validation_volume_controllers" in f:
+        out["beats_baselines_on_validation_volumes"] = beats_baselines(
+            f["validation_volume_controllers"], "validation")
     first = f.get("controller_cost_after_calibration")
     if first:
         out["controller_cost_after_calibration"] = {

@@ -330,18 +330,22 @@ def worker(args: argparse.Namespace) -> int:
     oracle = oracle_on_path(tuned, orbit)
     swap_to = VALIDATION_VOLUMES[0]
     changes = recoveries(tuned, orbit, target, renderers[swap_to], swap_to)
-    on_test = {name: governed_on_volume(tuned, renderers[name], name, frames, best,
-                                        with_oracle=name == TEST_VOLUMES[0])
-               for name in TEST_VOLUMES}
+    # the validation volumes first: what a choice about feed-forward against the baselines
+    # is made on; the test volumes only report
+    unseen = {name: governed_on_volume(tuned, renderers[name], name, frames, best,
+                                       with_oracle=name == TEST_VOLUMES[0])
+              for name in VALIDATION_VOLUMES + TEST_VOLUMES}
     first_frames = cost_after_calibration(tuned.renderer, args.size, orbit, target)
     if rank == 0:
         out["pi_gain_tuning"] = pi_figures
         out["governed"] = runs
         out["noise_floor"] = noise
         out["oracle"] = oracle
-        out["governed_test_volume"] = on_test[TEST_VOLUMES[0]]
-        out["test_volume_controllers"] = {
-            name: {"feedforward": r["summary"], **r["baselines"]} for name, r in on_test.items()}
+        out["governed_test_volume"] = unseen[TEST_VOLUMES[0]]
+        for key, names in (("validation_volume_controllers", VALIDATION_VOLUMES),
+                           ("test_volume_controllers", TEST_VOLUMES)):
+            out[key] = {name: {"feedforward": unseen[name]["summary"],
+                               **unseen[name]["baselines"]} for name in names}
         out.update(changes)
         out["controller_cost"] = controller_cost(runs["feedforward"]["frames"])
         out["controller_cost_after_calibration"] = first_frames
