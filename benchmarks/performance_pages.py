@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.governed.tracer_tuned.tables import scene_table
 from benchmarks.governed.tracer_tuned.tables import seed_table as tracer_seed_table
-from benchmarks.governed.volume_tuned.report import policy_table, study_table
+from benchmarks.governed.volume_tuned.report import policy_table, study_table, unseen_table
 from benchmarks.harness.results import results_root
 from benchmarks.renderers.compositing_forms import forms_table
 from benchmarks.studies.cluster_prediction.goals import seed_table as cluster_seed_table
@@ -99,6 +99,8 @@ def file_section(path: Path, figures: dict[str, Any], root: Path) -> list[str]:
     lines.append("")
     if figures.get("probe_policies"):  # bench volume-tuned
         lines += policy_table(figures["probe_policies"])
+    if figures.get("test_volume_controllers"):  # bench volume-tuned
+        lines += unseen_table(figures)
     if figures.get("communication_ratio_forms"):  # bench compositing
         lines += forms_table(figures["communication_ratio_forms"])
     if figures.get("steady_frames") and figures.get("cases"):  # bench embed

@@ -145,3 +145,14 @@ def test_feed_forward_beats_a_baseline_only_with_less_error_at_no_lower_quality(
     assert not got["met"]  # less error than fixed, but bought by a worse image
     assert got["lost_to"] == ["headsq: fixed", "headsq: pi"]
     assert got["value"]["headsq"]["pi"] == _run(0.04, 0.90)
+
+
+def test_the_page_lists_each_controller_on_each_unseen_volume():
+    from benchmarks.governed.volume_tuned.report import unseen_table
+
+    runs = {"feedforward": {**_run(0.05, 0.95), "frames": 72}, "pi": {**_run(0.06, 0.94),
+                                                                     "frames": 72}}
+    table = unseen_table({"validation_volume_controllers": {"neghip": runs},
+                          "test_volume_controllers": {"tooth": runs, "headsq": runs}})
+    rows = [line for line in table if line.startswith(("| validation", "| test"))]
+    assert len(rows) == 6 and rows[0].startswith("| validation | neghip | feedforward | 5.0 %")

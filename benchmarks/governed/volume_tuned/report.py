@@ -268,3 +268,19 @@ def policy_table(policies: dict[str, dict[str, Any]]) -> list[str]:
                      f"| {percent(p['tuner_share_of_frame'])} "
                      f"| {p['frames_probed']} of {p['frames']} |")
     return [*lines, ""]
+
+
+def unseen_table(figures: dict[str, Any]) -> list[str]:
+    """Feed-forward and the fair baselines on the volumes the model never saw (validation,
+    then test), as the performance page shows them."""
+    lines = ["Feed-forward and the fair baselines on volumes the model never saw (the goal "
+             "reads the test ones):", "",
+             "| set | volume | controller | mean error | mean SSIM | frames over 5 % |",
+             "|---|---|---|---|---|---|"]
+    for which in ("validation", "test"):
+        for volume, runs in (figures.get(f"{which}_volume_controllers") or {}).items():
+            for name, run in runs.items():
+                lines.append(f"| {which} | {volume} | {name} | {percent(run['mean_error'])} "
+                             f"| {run['mean_ssim']:.4f} | {run['over_5pct']} of "
+                             f"{run['frames']} |")
+    return [*lines, ""]
