@@ -126,8 +126,9 @@ def tune_pi_gains(tuned: Any, training: list) -> tuple[tuple[float, float] | Non
 
 def compare_controllers(tuned: Any, orbit: list, pi_gains: tuple[float, float] | None,
                         every: int = QUALITY_EVERY) -> dict[str, Any]:
-    """The governed double orbit under feed-forward, fixed (tuned by measurement on the first
-    frame) and PI (``pi_gains``); quality every ``every`` frames (collective; rank 0's)."""
+    """``orbit`` (bonsai's double orbit, or an unseen volume's) under feed-forward, fixed
+    (tuned by measurement on the first frame) and PI (``pi_gains``), in that order; quality
+    every ``every`` frames (collective; rank 0's)."""
     runs: dict[str, Any] = {}
     for name in ("feedforward", "fixed", "pi"):
         if name == "fixed":
