@@ -26,8 +26,7 @@ its calibration): until then the loop keeps the target, controller and tuning sw
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,8 +45,7 @@ DEFAULT_PI_GAINS = (0.1, 0.1)
 DEFAULT_FEEDBACK_GAIN = 0.1  # the feed-forward controller's slow bias feedback
 
 
-@dataclass(frozen=True)
-class FramePrice:
+class FramePrice(NamedTuple):
     """Seconds of candidate knobs: ``modelled`` (per candidate) and ``known`` (measured)."""
 
     modelled: Any  # array-like, one entry per candidate
@@ -127,7 +125,7 @@ class FrameLoop:
         if bool(on) == self._tuning:
             return
         self._tuning = bool(on)
-        self._held = None if on else self.last_knobs
+        self._held = None if on or self.last_knobs is None else dict(self.last_knobs)
         self._start()
 
     def hold(self, knobs: Mapping[str, Any]) -> None:
@@ -151,16 +149,17 @@ class FrameLoop:
         """What the controller multiplies by its correction: see the module's rules."""
         p = self.price(candidates)
         modelled = np.asarray(p.modelled, np.float64)
+        correction = self.tuner.controller.correction  # asked while the tuner chooses
         if self.corrects_itself:
-            return (modelled + p.known) / self.correction
-        return modelled + p.known / self.correction
+            return (modelled + p.known) / correction
+        return modelled + p.known / correction
 
     def choose(self) -> Decision:
         """The knobs of the next frame (the renderer must be configured)."""
         if self.tuner is None:
             raise RuntimeError("the frame loop has no knob space and price yet (configure())")
         decision = self.tuner.choose()
-        self.last_knobs = dict(decision.knobs)
+        self.last_knobs = decision.knobs  # copied where held (tuning off)
         return decision
 
     def expected(self, modelled: float, known: float) -> float:

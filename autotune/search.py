@@ -142,21 +142,21 @@ class GridSearch:
         while it fits within that share of the target (see the module)."""
         predicted = predictor.batch(self.grid)
         prev = -1 if previous is None else self._index_of(previous)
-        pick = int(self._select(predicted, float(correction), float(target), prev,
-                                self.hysteresis, self._order, self._tie_end, self.quality))
+        n = self.space.size
+        pick = self._select(predicted, float(correction), float(target), prev, self.hysteresis,
+                            float(hold_band), self._order, self._tie_end, self.quality)
         if pick < 0:
             raise PredictorError(*_BAD_VALUES[pick])
-        held = bool(prev >= 0 and pick != prev and self.quality[pick] > self.quality[prev]
-                    and target * (1 - hold_band) < correction * predicted[prev] <= target)
+        held = pick >= n
         if held:
-            pick = prev
-        if pick not in self._settings:
-            self._settings[pick] = self.space.at_index(pick)
-        knobs = dict(self._settings[pick])
-        self._last = (self._settings[pick], pick)
-        seconds = predicted[pick].item()
+            pick -= n
+        knobs = self._settings.get(pick)
+        if knobs is None:
+            knobs = self._settings[pick] = self.space.at_index(pick)
+        self._last = (knobs, pick)
+        seconds = float(predicted[pick])
         corrected = float(correction) * seconds
-        return Choice(knobs, seconds, corrected, corrected > target, self.space.size, held)
+        return Choice(dict(knobs), seconds, corrected, corrected > target, n, held)
 
 
 #: What :func:`_select` returns for a predictor's bad values, and the error each one raises
@@ -166,9 +166,11 @@ _BAD_VALUES = {_NON_FINITE: ("non-finite", "predictor returned NaN or inf"),
 
 
 def _select(predicted: np.ndarray, correction: float, target: float, previous: int,
-            hysteresis: float, order: np.ndarray, tie_end: np.ndarray, quality: np.ndarray
-            ) -> int:
-    """The module's selection rule over every candidate, or a negative code for bad values.
+            hysteresis: float, hold_band: float, order: np.ndarray, tie_end: np.ndarray,
+            quality: np.ndarray) -> int:
+    """The module's selection rule over every candidate: the chosen index; that index plus the
+    number of candidates where ``hold_band`` kept the previous setting against a better-looking
+    pick; or a negative code for bad values.
 
     ``order``: candidates by falling quality; ``tie_end[k]`` ends the run of equal quality
     holding ``order[k]``; ``previous``: the last setting's index (-1: none). One compiled pass
@@ -180,24 +182,29 @@ def _select(predicted: np.ndarray, correction: float, target: float, previous: i
             return _NON_FINITE
         if predicted[i] < 0.0:
             return _NEGATIVE
+    pick = -1
     if previous >= 0 and correction * predicted[previous] <= target:
+        pick = previous  # kept unless the best-looking setting with headroom looks better
         roomy = target * (1.0 - hysteresis)
-        for k in range(n):  # the best-looking setting with headroom, if it looks better
+        for k in range(n):
             if correction * predicted[order[k]] <= roomy:
-                if quality[order[k]] <= quality[previous]:
-                    return previous
+                if quality[order[k]] > quality[previous]:
+                    pick = -1
                 break
-        else:
-            return previous
-    for k in range(n):  # the best-looking setting that fits; ties: the lowest prediction
-        if correction * predicted[order[k]] <= target:
-            best = order[k]
-            for m in range(k + 1, tie_end[k]):
-                j = order[m]
-                if correction * predicted[j] <= target and predicted[j] < predicted[best]:
-                    best = j
-            return best
-    return int(np.argmin(predicted))  # nothing fits: the cheapest, over budget
+    if pick < 0:
+        pick = int(np.argmin(predicted))  # nothing fits: the cheapest, over budget
+        for k in range(n):  # the best-looking setting that fits; ties: the lowest prediction
+            if correction * predicted[order[k]] <= target:
+                pick = order[k]
+                for m in range(k + 1, tie_end[k]):
+                    j = order[m]
+                    if correction * predicted[j] <= target and predicted[j] < predicted[pick]:
+                        pick = j
+                break
+    if (0 <= previous != pick and quality[pick] > quality[previous]
+            and target * (1.0 - hold_band) < correction * predicted[previous] <= target):
+        return previous + n  # held
+    return pick
 
 
 @functools.cache
@@ -207,7 +214,7 @@ def compiled_select() -> Callable[..., int]:
     to compile); numba is imported here, when a tuner is set up, not with ``import autotune``."""
     select = njit(nogil=True)(_select)
     one = np.ones(1)
-    select(one, 1.0, 1.0, -1, 0.0, np.zeros(1, np.int64), np.ones(1, np.int64), one)
+    select(one, 1.0, 1.0, -1, 0.0, 0.0, np.zeros(1, np.int64), np.ones(1, np.int64), one)
     return select
 
 

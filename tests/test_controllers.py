@@ -104,9 +104,17 @@ def rule_by_enumeration(quality: np.ndarray, predicted: np.ndarray, correction: 
     return int(np.argmin(predicted)) if pick is None else pick
 
 
+def held_by_band(quality: np.ndarray, predicted: np.ndarray, correction: float, target: float,
+                 previous: int | None, pick: int, band: float) -> bool:
+    """The hold band's rule, written out: a better-looking pick waits while the previous
+    setting fits within ``band`` of the target."""
+    return (previous is not None and pick != previous and quality[pick] > quality[previous]
+            and target * (1 - band) < correction * predicted[previous] <= target)
+
+
 def test_compiled_selection_keeps_the_rule_on_random_prices() -> None:
-    """Random prices (with equal ones), corrections, targets and previous settings on a space
-    whose quality has ties: the grid search picks what plain enumeration picks."""
+    """Random prices (with equal ones), corrections, targets, hold bands and previous settings
+    on a space whose quality has ties: the grid search picks what plain enumeration picks."""
     space = KnobSpace([IntKnob("a", 0, 7), IntKnob("b", 0, 5)],
                       quality=lambda c: np.minimum(c["a"], 5) + 2.0 * (c["b"] // 2))
     search = GridSearch(space, hysteresis=0.05)
@@ -116,9 +124,13 @@ def test_compiled_selection_keeps_the_rule_on_random_prices() -> None:
         predicted = np.round(rng.uniform(0.5, 2.0, space.size), 1)  # ties in price too
         correction, target = rng.uniform(0.8, 1.2), rng.uniform(0.4, 2.2)
         previous = None if rng.random() < 0.3 else int(rng.integers(space.size))
+        band = 0.0 if rng.random() < 0.5 else 0.1
         choice = search.run(Predictor(lambda c, p=predicted: p), correction, target,
-                            None if previous is None else space.at_index(previous))
+                            None if previous is None else space.at_index(previous), band)
         want = rule_by_enumeration(quality, predicted, correction, target, previous, 0.05)
+        held = held_by_band(quality, predicted, correction, target, previous, want, band)
+        assert choice.held_raise == held
+        want = previous if held else want
         assert space.index_of(choice.knobs) == want or (
             quality[space.index_of(choice.knobs)] == quality[want]
             and predicted[space.index_of(choice.knobs)] == predicted[want])

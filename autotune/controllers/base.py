@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -31,9 +31,9 @@ def check_target(target_seconds: Any) -> float:
     return float(target_seconds)
 
 
-@dataclass(frozen=True)
-class Decision:
-    """One frame's choice: the knobs, the model's and the corrected prediction, and its cost."""
+class Decision(NamedTuple):
+    """One frame's choice: the knobs, the model's and the corrected prediction, and its cost
+    (a tuple: made every frame, after a render has evicted the caches)."""
 
     knobs: dict[str, Any]
     predicted: float

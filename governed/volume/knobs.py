@@ -8,6 +8,7 @@ each knob on a calibration view scores 1 − SSIM against the full-quality frame
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,9 +46,15 @@ def knob_steps() -> list[float]:
 
 def settings_of(knobs: dict[str, Any]) -> FrameSettings:
     """The frame settings of the tuner's knobs (the inverse of :func:`knobs_of`)."""
-    return FrameSettings(step=1.0 / float(knobs["sampling_rate"]),
-                         image_scale=float(knobs["image_scale"]),
-                         ert_threshold=float(knobs["ert_threshold"]))
+    return _frame_settings(float(knobs["sampling_rate"]), float(knobs["image_scale"]),
+                           float(knobs["ert_threshold"]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _frame_settings(rate: float, scale: float, ert: float) -> FrameSettings:
+    """One (immutable) FrameSettings per knob values: the tuner asks for one every frame,
+    after the render has evicted the caches, where building and checking it cost 10 µs."""
+    return FrameSettings(step=1.0 / rate, image_scale=scale, ert_threshold=ert)
 
 
 @dataclass
