@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -101,8 +101,10 @@ class Tuner:
         self.learner = predictor if isinstance(predictor, Learner) else None
         self.controller = controller
         self.target_seconds = target
-        self.history: list[FrameRecord] = []
-        self.history_limit = history_limit
+        # the last ``history_limit`` frames (all where None); a deque drops the oldest in
+        # O(1): a list's ``del history[0]`` moved every kept record, 0.8 MB a frame once
+        # 100,000 frames (half an hour at 60 fps) were kept
+        self.history: deque[FrameRecord] = deque(maxlen=history_limit)
         self.trouble: Counter[str] = Counter()
         self._last_good: dict[str, Any] | None = None
         # Frame awaiting observe(): its record, and whether the controller chose it.
@@ -181,8 +183,6 @@ class Tuner:
         chosen = not safe_start and (trouble is None or not trouble.startswith("predictor"))
         self._pending = (record, chosen)
         self.history.append(record)
-        if self.history_limit is not None and len(self.history) > self.history_limit:
-            del self.history[0]
         return decision
 
     def observe(self, measured_seconds: float) -> None:
