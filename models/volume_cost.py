@@ -373,7 +373,8 @@ class ClusterFrameModel:
                                rays: NDArray, ratio: NDArray, streamed: ArrayLike,
                                slice_crossing: float, threshold: NDArray, scale_of: NDArray,
                                pixels: NDArray, pixels_per_step: NDArray,
-                               correction: ArrayLike = 1.0) -> NDArray:
+                               correction: ArrayLike = 1.0,
+                               after_by_scale: ArrayLike | None = None) -> NDArray:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
@@ -381,7 +382,8 @@ class ClusterFrameModel:
         ``(span − length)[t, r]·pixels_per_step[j]`` skipped positions,
         ``jumps[t, r]·pixels[j]`` jumps and ``rays[r]·pixels[j]`` rays, with t =
         ``threshold[j]`` and s = ``scale_of[j]``, its work times ``correction[r]`` (a number
-        for all ranks, or one per rank)."""
+        for all ranks, or one per rank); plus ``after_by_scale[s]`` where given: the seconds
+        that follow the render at each scale (compositing, gather, upscale)."""
         def floats(a: ArrayLike) -> NDArray:
             return np.ascontiguousarray(a, np.float64)
 
@@ -390,13 +392,16 @@ class ClusterFrameModel:
 
         share = np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64)
         factor = np.array(np.broadcast_to(correction, (self.ranks,)), np.float64)
+        scale_of = indices(scale_of)
+        after = np.zeros(int(scale_of.max(initial=0)) + 1) if after_by_scale is None \
+            else floats(after_by_scale)
         group_of, group_cores = self._group_table
         return _slowest_render(floats(length), floats(span), floats(jumps), floats(rays),
                                floats(ratio),
                                self._coefficient_table, share, float(slice_crossing),
                                factor, indices(threshold),
-                               indices(scale_of), floats(pixels), floats(pixels_per_step),
-                               group_of, group_cores, float(self.threads))
+                               scale_of, floats(pixels), floats(pixels_per_step),
+                               group_of, group_cores, float(self.threads), after)
 
     def candidate_render_work(self, length: NDArray, span: NDArray, jumps: NDArray,
                               rays: NDArray, ratio: NDArray, streamed: ArrayLike,
@@ -515,10 +520,10 @@ def _candidate_work(length, span, jumps, rays, ratio, coef, streamed, crossing, 
 @nb.njit(cache=True)
 def _slowest_render(length, span, jumps, rays, ratio, coef, streamed, crossing, correction,
                     threshold, scale_of, pixels, pixels_per_step, group_of, group_cores,
-                    threads):  # pragma: no cover
+                    threads, after):  # pragma: no cover
     """:meth:`ClusterFrameModel.slowest_render_on_grid`, compiled: :func:`render_seconds` per
     rank and candidate, then :func:`shared_finish`'s slowest rank of each core group, in the
-    same order of operations."""
+    same order of operations, then what follows the render at the candidate's scale."""
     ranks, n = rays.shape[0], threshold.shape[0]
     groups = group_of.max() + 1
     out = np.empty(n)
@@ -547,5 +552,5 @@ def _slowest_render(length, span, jumps, rays, ratio, coef, streamed, crossing, 
                 finish += (ordered[k] - previous) / min(threads, group_cores / (members - k))
                 previous = ordered[k]
             slowest = max(slowest, finish)
-        out[j] = slowest
+        out[j] = slowest + after[scale_of[j]]
     return out

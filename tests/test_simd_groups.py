@@ -31,8 +31,10 @@ def test_roughness_carries_to_the_pixel_spacing_as_the_group_excess_does():
 
 def test_fit_recovers_each_ranks_slope_and_falls_back_until_it_has_a_frame():
     fit = GroupRatioFit(3)
-    fallback = np.array([[1.7], [1.8], [1.9]])
-    assert np.array_equal(fit.predict(np.full((3, 1), 0.1), fallback), fallback)
+    fallback = np.array([1.7, 1.8, 1.9])
+    rough = np.full((2, 3), 0.1)  # (thresholds, ranks), between probe rays 32 apart
+    widths = np.array([32.0, 64.0, 128.0, 256.0])  # the probe's own spacing first
+    assert np.array_equal(fit.table(rough, 32, widths[:1], fallback, 32.0)[0, :, 0], fallback)
     rng = np.random.default_rng(0)
     slopes = np.array([4.0, 2.0, 0.0])
     for _ in range(20):
@@ -40,11 +42,14 @@ def test_fit_recovers_each_ranks_slope_and_falls_back_until_it_has_a_frame():
         x[2] = 0.0  # a rank whose rays never differ (an empty brick): no fit
         fit.observe(x, 1.0 + slopes * x * rng.normal(1.0, 0.01, 3))
     assert fit.fitted.tolist() == [True, True, False]
-    got = fit.predict(np.full((2, 3, 4), 0.1), fallback)  # (thresholds, ranks, scales)
+    got = fit.table(rough, 32, widths, fallback, 256.0)  # (thresholds, ranks, widths)
     assert got.shape == (2, 3, 4)
-    np.testing.assert_allclose(got[:, :2], np.broadcast_to([[1.4], [1.2]], (2, 2, 4)),
-                               rtol=2e-3)
-    assert np.all(got[:, 2] == 1.9)
+    np.testing.assert_allclose(got[:, :2, 0], [[1.4, 1.2]] * 2, rtol=2e-3)
+    # the fitted ranks carry the roughness, the other its fallback, each by its formula
+    want = 1 + slopes[:2, None] * roughness_at(0.1, 32, widths)[None, :]
+    np.testing.assert_allclose(got[0, :2], want, rtol=2e-3)
+    np.testing.assert_allclose(got[:, 2], np.broadcast_to(
+        group_ratio_at(1.9, 1.0, widths / 256.0), (2, 4)), rtol=1e-12)
 
 
 def test_a_shallow_copy_keeps_the_fit_as_it_was():
@@ -56,5 +61,6 @@ def test_a_shallow_copy_keeps_the_fit_as_it_was():
     fit.observe([0.1], [1.5])
     before = copy.copy(fit)
     fit.observe([0.1], [2.5])
-    assert before.predict([[0.1]], 1.0)[0, 0] == pytest.approx(1.5)
-    assert fit.predict([[0.1]], 1.0)[0, 0] == pytest.approx(2.0)
+    rough, widths, fallback = np.array([[0.1]]), np.array([32.0]), np.ones(1)
+    assert before.table(rough, 32, widths, fallback, 32.0)[0, 0, 0] == pytest.approx(1.5)
+    assert fit.table(rough, 32, widths, fallback, 32.0)[0, 0, 0] == pytest.approx(2.0)

@@ -35,7 +35,7 @@ def counted(tuned, monkeypatch):
     monkeypatch.setattr(tuned, "probe", lambda *a: probes.append(a[0]) or probe(*a))
     call = VolumeModel.__call__
     monkeypatch.setattr(VolumeModel, "__call__",
-                        lambda self, knobs: prices.append(1) or call(self, knobs))
+                        lambda self, knobs, **kw: prices.append(1) or call(self, knobs, **kw))
     tuned.use_controller("feedforward")
     return tuned, probes, prices
 

@@ -23,7 +23,7 @@ import numpy as np
 from governed.volume.knobs import one_setting
 from governed.volume.workload_probe import RankWorkload, nearest_threshold
 from models.rank_correction import RankCorrection
-from models.simd_groups import GroupRatioFit, group_ratio_at, roughness_at
+from models.simd_groups import GroupRatioFit, roughness_at
 from models.volume_cost import (
     ClusterFrameModel,
     RenderModel,
@@ -126,7 +126,7 @@ class VolumeModel:
         self.spent = 0.0  # the frame's measured part: probe spent + the running overhead
         self.streamed: np.ndarray | float = 0.0  # each rank's streamed share, per volume
         # each rank's samples as its SIMD groups paid them over those taken, last frame
-        self.group_ratio = np.ones((model.ranks, 1))
+        self.group_ratio = np.ones(model.ranks)
         self.group_ratio_scale = 1.0  # the image scale that ratio was measured at
         # each rank's group ratio from the probe's roughness, fitted on the frames of the
         # current volume (the last frame's ratio stands in until a rank has one)
@@ -145,7 +145,7 @@ class VolumeModel:
         samples as its SIMD groups paid them: the slowest lane sets a group's time) from the
         last frame's record: that ratio prices a rank the group fit has no frame for yet."""
         self.stages, self.gather_bytes = stage_work(record)
-        self.group_ratio = np.array([r.group_ratio for r in record.ranks])[:, None]
+        self.group_ratio = np.array([r.group_ratio for r in record.ranks])
         self.group_ratio_scale = record.render_width / record.width
         self._priced = None  # the group ratios change
 
@@ -173,14 +173,13 @@ class VolumeModel:
     def _group_ratio(self, g: _CandidateGeometry) -> np.ndarray:
         """(thresholds, ranks, scales) each rank's group ratio at each probed threshold and
         candidate scale: fitted on the probe's roughness, else the last frame's carried."""
-        roughness = roughness_at(self.workload.roughness[:, :, None], self.workload.probe_width,
-                                 self.width * g.scales[None, None, :])
-        last = group_ratio_at(self.group_ratio, self.group_ratio_scale, g.scales[None, :])
-        return self.group_fit.predict(roughness, last[None])
+        return self.group_fit.table(self.workload.roughness, self.workload.probe_width,
+                                    self.width * g.scales, self.group_ratio,
+                                    self.width * self.group_ratio_scale)
 
     def _finish(self, g: _CandidateGeometry) -> np.ndarray:
-        """Each candidate's upscale to the display (none at full scale)."""
-        return np.where(g.scale < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
+        """The upscale to the display at each of the candidates' scales (none at full)."""
+        return np.where(g.scales < 1.0, self.finish_per_pixel * self.width * self.height, 0.0)
 
     def _uncorrected_work(self, g: _CandidateGeometry) -> np.ndarray:
         """(ranks, candidates) work seconds of each rank's render, before its correction."""
@@ -218,25 +217,34 @@ class VolumeModel:
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
-        out["finish"] = self._finish(g)
-        out["frame"] = out["frame"] + out["finish"] + (self.spent if spent is None else spent)
+        out["finish"] = self._finish(g)[g.scale_of]
+        out["frame"] = out["render"] + self._after_render(g, compositing, spent)[g.scale_of]
         return out
 
-    def __call__(self, knobs: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Frame seconds of each candidate: :meth:`sections`' frame, the render priced in one
-        compiled pass (what the tuner asks every frame: 540 candidates on bonsai, 60 -> 37 µs
-        warm, and fewer NumPy calls to pay for in caches the frame's render just evicted)."""
+    def _after_render(self, g: _CandidateGeometry, compositing: Mapping[str, np.ndarray],
+                      spent: float | None) -> np.ndarray:
+        """The seconds of a frame besides its render at each of the candidates' scales: the
+        compositing, gather and upscale, and the frame's measured part (``spent`` where given,
+        else :attr:`spent`), summed in one order for :meth:`sections` and the compiled pass."""
+        return (compositing["composite"] + compositing["gather"] + self._finish(g)
+                + (self.spent if spent is None else spent))
+
+    def __call__(self, knobs: Mapping[str, np.ndarray], spent: float | None = None
+                 ) -> np.ndarray:
+        """Frame seconds of each candidate: :meth:`sections`' frame (``spent`` likewise), in
+        one compiled pass over the candidates after the few per-scale sums (what the tuner
+        asks after each probe: 540 candidates on bonsai, 60 -> 37 µs warm, and fewer NumPy
+        calls to pay for in caches the frame's render just evicted)."""
         g = self._geometry(knobs)
         w = self.workload
         ratio = self._group_ratio(g)
         self._priced = (w, g, ratio)
-        render = self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
-                                                   self.streamed, w.slice_crossing, g.threshold,
-                                                   g.scale_of, g.pixels, g.pixels_per_step,
-                                                   self.correction.factor)
         comp = self.model.compositing_sections(self.stages, self.gather_bytes, g.scales)
-        return (render + comp["composite"][g.scale_of] + comp["gather"][g.scale_of]
-                + self._finish(g) + self.spent)
+        after = self._after_render(g, comp, spent)
+        return self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
+                                                 self.streamed, w.slice_crossing, g.threshold,
+                                                 g.scale_of, g.pixels, g.pixels_per_step,
+                                                 self.correction.factor, after)
 
 
 def group_observation(workload: RankWorkload, record: DistributedFrameRecord

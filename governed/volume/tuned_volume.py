@@ -445,7 +445,7 @@ class TunedVolumeRenderer(SharedFrames):
             pricing = copy.copy(self.model)  # as it priced these: for a frame's sections
             pricing.group_fit = copy.copy(self.group_fit)
             pricing.correction = copy.copy(self.fit.correction)
-            self._priced = (knobs, self.model(knobs) - self.model.spent, pricing)
+            self._priced = (knobs, self.model(knobs, spent=0.0), pricing)
         return FramePrice(self._priced[1], self.model.spent)
 
     def _price_change(self) -> float | None:
