@@ -59,6 +59,16 @@ class FrameRecord:
     trouble: str | None = None
 
 
+class FrameHistory(deque):
+    """The last frames' records, oldest first: a deque (the oldest dropped in O(1) once full)
+    that also slices like a list (``history[10:]``, a list)."""
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return list(self)[index]
+        return super().__getitem__(index)
+
+
 class Tuner:
     """Per-frame auto-tuner: a knob space, a cost model and a target frame time."""
 
@@ -104,7 +114,7 @@ class Tuner:
         # the last ``history_limit`` frames (all where None); a deque drops the oldest in
         # O(1): a list's ``del history[0]`` moved every kept record, 0.8 MB a frame once
         # 100,000 frames (half an hour at 60 fps) were kept
-        self.history: deque[FrameRecord] = deque(maxlen=history_limit)
+        self.history = FrameHistory(maxlen=history_limit)
         self.trouble: Counter[str] = Counter()
         self._last_good: dict[str, Any] | None = None
         # Frame awaiting observe(): its record, and whether the controller chose it.

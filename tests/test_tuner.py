@@ -192,6 +192,7 @@ def test_history_is_bounded() -> None:
             with tuner.frame():
                 pass
     assert len(tuner.history) == 4
+    assert tuner.history[1:] == [tuner.history[1], tuner.history[2], tuner.history[3]]
     with pytest.raises(ValueError, match="history_limit"):
         Tuner(SPACE, model, 0.010, history_limit=0)
 
