@@ -67,6 +67,21 @@ def test_never_probes_the_first_frame_only_and_keeps_its_prices(counted):
     assert len(tuned.loop.tuner.history) == observed + 6
 
 
+def test_frames_between_probes_move_the_price_by_their_drift(counted):
+    """A frame priced on an older probe teaches the drift, which moves every candidate's
+    modelled price alike until the next fresh probe restarts it."""
+    tuned, probes, _ = counted
+    tuned.probe_policy = "never"
+    [tuned.render(cam) for cam in orbit(tuned, 26)[20:]]  # views no other test renders
+    drift = tuned.drift.factors(("frame",))["frame"]
+    assert len(probes) == 1 and drift != 1.0
+    knobs, base, _ = tuned._priced
+    np.testing.assert_allclose(tuned._price(knobs).modelled, base * drift, rtol=1e-12)
+    tuned.probe_policy = "always"
+    tuned.render(orbit(tuned, 27)[26])
+    assert len(probes) == 2 and tuned.drift.factors(("frame",))["frame"] == 1.0
+
+
 def test_on_change_probes_a_jump_and_not_a_still_view(counted):
     tuned, probes, _ = counted
     tuned.probe_policy = "on-change"
