@@ -86,13 +86,14 @@ FEEDBACK_GAIN = 0.3
 #: Between probes the frame's modelled price follows the frames rendered since the last probe
 #: (PartDrift, as the ray tracer's phases do, restarted by each fresh probe), and the bias
 #: feedback learns what the drift leaves: without it the bias feedback took the orbit's drift
-#: too, and the next probe's prices, which hold that drift already, overshot. Chosen on the
-#: validation volumes (aneurism, neghip, field:96; 72-frame orbits at half the first view's
-#: full-quality time, models carried over from bonsai and ironprot, 2 ranks, variants
-#: interleaved, quiet; three sets of runs at 512² and two at 256²): mean off target 6.5 -> 6.0 %
-#: at 512² and 10.8 -> 7.0 % at 256², frames over 5 % and probes per orbit about halved (11-16
-#: -> 5-7); gains of 0.3 and 1.0 were within the runs' scatter of 0.6, the ray tracer's gain
-DRIFT_GAIN = 0.6
+#: too, which the next probe's prices held already. Chosen on the validation volumes
+#: (aneurism, neghip, field:96; 72-frame orbits at half the first view's full-quality time,
+#: models carried over from bonsai and ironprot, 2 ranks, quiet, variants interleaved after
+#: an orbit that let the ranks' correction learn each volume): mean off target over the three
+#: 6.6 -> 5.7 % at 512² (three runs; one of them 5.9 -> 6.6 %) and 8.5 -> 6.2 % at 256², frames
+#: over 5 % fewer, field:96's about halved; the ray tracer's gain of 0.6 measured alike or a
+#: little worse (neghip 11 % in one run at 512²)
+DRIFT_GAIN = 0.3
 DRIFTING = ("frame",)  # the one part that drifts: the modelled frame
 
 
@@ -188,7 +189,7 @@ class TunedVolumeRenderer(SharedFrames):
         self.schedule = volume_probe_schedule(probe_policy)  # rank 0: which governed frames probe
         # rank 0: how far the frames since the last probe moved from its prices (reset by each
         # fresh probe; the bias feedback learns what it leaves)
-        self.drift = PartDrift(DRIFT_GAIN) if DRIFT_GAIN > 0 else None
+        self.drift = PartDrift(DRIFT_GAIN)
         # rank 0: the candidates' modelled seconds and the model as it priced them, kept until
         # the next fresh probe (the lessons of the frames between wait for it), and the ones
         # before (what the schedule measures the drift by)
@@ -294,8 +295,7 @@ class TunedVolumeRenderer(SharedFrames):
             return self._probed[1], 0.0, False
         workload, seconds = self._probe(camera)
         self._priced_before, self._priced = self._priced, None
-        if self.drift is not None:
-            self.drift.restart()
+        self.drift.restart()
         return workload, seconds, True
 
     def _probe(self, camera: Camera) -> tuple[RankWorkload, float]:
@@ -462,12 +462,8 @@ class TunedVolumeRenderer(SharedFrames):
             pricing.group_fit = copy.copy(self.group_fit)
             pricing.correction = copy.copy(self.fit.correction)
             self._priced = (knobs, self.model(knobs, spent=0.0), pricing)
-        modelled = self._priced[1]
-        if self.drift is not None:
-            drift = self.drift.factors(DRIFTING)[DRIFTING[0]]
-            if drift != 1.0:
-                modelled = modelled * drift
-        return FramePrice(modelled, self.model.spent)
+        modelled, drift = self._priced[1], self.drift.factors(DRIFTING)[DRIFTING[0]]
+        return FramePrice(modelled * drift if drift != 1.0 else modelled, self.model.spent)
 
     def _price_change(self) -> float | None:
         """Rank 0, after a fresh probe priced the candidates: the mean relative change of
@@ -507,7 +503,7 @@ class TunedVolumeRenderer(SharedFrames):
             # below needs it, so it alone is left out)
             measured = time.perf_counter() - t0
             self.overhead.update(measured - spent - rec.frame_seconds)
-            if priced and not fresh and self.drift is not None:
+            if priced and not fresh:
                 known = self.model.spent  # the measured part of the price, as chosen
                 self.drift.update({DRIFTING[0]: decision.corrected - known},
                                   {DRIFTING[0]: measured - known})
