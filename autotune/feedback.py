@@ -175,9 +175,14 @@ class PartDrift:
         self.gain, self.outlier = float(gain), float(outlier)
         self._log: dict[str, float] = {}
 
+    def factor(self, part: str) -> float:
+        """One part's factor (1 where it has not drifted): asked every frame by a renderer
+        whose frame is one part, right after a render has evicted the caches."""
+        return math.exp(self._log.get(part, 0.0))
+
     def factors(self, parts: tuple[str, ...]) -> dict[str, float]:
         """``{part: factor}`` for ``parts`` (1 for a part that has not drifted)."""
-        return {p: math.exp(self._log.get(p, 0.0)) for p in parts}
+        return {p: self.factor(p) for p in parts}
 
     def restart(self) -> None:
         """The workload was measured afresh: nothing has drifted yet."""
@@ -187,9 +192,14 @@ class PartDrift:
         """Fold in one frame priced on the stale workload: each part's ``priced`` seconds
         (drift included) against its ``measured`` seconds (parts that ran)."""
         for part, p in priced.items():
-            m = measured.get(part, 0.0)
-            if p > 0 and m > 0 and abs(math.log(m / p)) <= self.outlier:
-                self._log[part] = self._log.get(part, 0.0) + self.gain * math.log(m / p)
+            self.update_part(part, p, measured.get(part, 0.0))
+
+    def update_part(self, part: str, priced: float, measured: float) -> None:
+        """:meth:`update` for one part's ``priced`` and ``measured`` seconds."""
+        if priced > 0 and measured > 0:
+            ratio = math.log(measured / priced)
+            if abs(ratio) <= self.outlier:
+                self._log[part] = self._log.get(part, 0.0) + self.gain * ratio
 
 
 SPIKE_FLOOR = 1e-3  # seconds: an overhead this close to its estimate is never a spike

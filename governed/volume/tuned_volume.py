@@ -94,7 +94,7 @@ FEEDBACK_GAIN = 0.3
 #: over 5 % fewer, field:96's about halved; the ray tracer's gain of 0.6 measured alike or a
 #: little worse (neghip 11 % in one run at 512²)
 DRIFT_GAIN = 0.3
-DRIFTING = ("frame",)  # the one part that drifts: the modelled frame
+DRIFTING = "frame"  # the one part that drifts: the modelled frame
 
 
 def volume_probe_schedule(policy: str = DEFAULT_PROBE_POLICY) -> ProbeSchedule:
@@ -462,7 +462,7 @@ class TunedVolumeRenderer(SharedFrames):
             pricing.group_fit = copy.copy(self.group_fit)
             pricing.correction = copy.copy(self.fit.correction)
             self._priced = (knobs, self.model(knobs, spent=0.0), pricing)
-        modelled, drift = self._priced[1], self.drift.factors(DRIFTING)[DRIFTING[0]]
+        modelled, drift = self._priced[1], self.drift.factor(DRIFTING)
         return FramePrice(modelled * drift if drift != 1.0 else modelled, self.model.spent)
 
     def _price_change(self) -> float | None:
@@ -505,8 +505,7 @@ class TunedVolumeRenderer(SharedFrames):
             self.overhead.update(measured - spent - rec.frame_seconds)
             if priced and not fresh:
                 known = self.model.spent  # the measured part of the price, as chosen
-                self.drift.update({DRIFTING[0]: decision.corrected - known},
-                                  {DRIFTING[0]: measured - known})
+                self.drift.update_part(DRIFTING, decision.corrected - known, measured - known)
             self.loop.observe(measured, decision.corrected)
             if priced:
                 self.schedule.observed(decision.corrected, measured)
