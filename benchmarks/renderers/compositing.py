@@ -98,23 +98,22 @@ def _timed_composite(
     np.copyto(work, src)
     comm.Barrier()
     result = composite(work, order, algorithm, comm, transport=transport)
-    mine = np.array(
-        [result.seconds, *(s.seconds for s in result.stages), result.gather.seconds], np.float64
-    )
+    # the seconds, then per stage the partners, bytes (sent + received) and blended pixels
+    # (what the volume model's stage terms take: models.volume_cost.StageModel), each the
+    # most of any rank, in one reduction
+    timed = len(result.stages) + 2
+    stage_work = [[len(s.partners), s.bytes_sent + s.bytes_received, s.blended_pixels]
+                  for s in result.stages]
+    mine = np.array([result.seconds, *(s.seconds for s in result.stages),
+                     result.gather.seconds, *np.ravel(stage_work)], np.float64)
     worst = np.empty_like(mine)
     comm.Allreduce(mine, worst, op=MPI.MAX)
-    # per stage, the most partners, bytes (sent + received) and blended pixels of any rank:
-    # what the volume model's stage terms take (models.volume_cost.StageModel)
-    work = np.array([[len(s.partners), s.bytes_sent + s.bytes_received, s.blended_pixels]
-                     for s in result.stages], np.float64).reshape(-1, 3)
-    most = np.empty_like(work)
-    comm.Allreduce(work, most, op=MPI.MAX)
     received = sum(s.bytes_received for s in result.stages) + result.gather.bytes_received
     return {
-        "stage_work_max": most.tolist(),
+        "stage_work_max": worst[timed:].reshape(-1, 3).tolist(),
         "total": float(worst[0]),
-        "stages": [float(x) for x in worst[1:-1]],
-        "gather": float(worst[-1]),
+        "stages": [float(x) for x in worst[1:timed - 1]],
+        "gather": float(worst[timed - 1]),
         "rank0_seconds": result.seconds,
         "rank0_bytes_received": received,
         "rank0_blend_seconds": sum(s.blend_seconds for s in result.stages),
