@@ -45,9 +45,20 @@ def run_histogram(run: dict[str, Any], volume: str) -> PathHistogram:
     return PathHistogram.of(t, meta)
 
 
+def generated_source(scale: float) -> str:
+    """The source name of the histograms generated at ``scale``: "g<scale>"."""
+    return f"g{scale:g}"
+
+
+def generated_id(scale: float, base: str, ranks: int) -> str:
+    """The id of the histogram generated at ``scale`` from histogram ``base`` for ``ranks``
+    emulated ranks: "g<scale>:<base id>:<ranks>" (read back by :func:`is_training_histogram`)."""
+    return f"{generated_source(scale)}:{base}:{ranks}"
+
+
 def is_training_histogram(hist_id: str) -> bool:
     """Whether an emulation row of this histogram id is a training row: the current node's
-    node-run histograms and those generated from them ("g<scale>:<base id>:<ranks>")."""
+    node-run histograms and those generated from them (:func:`generated_id`)."""
     base = hist_id.split(":")[1] if hist_id.startswith("g") and ":" in hist_id else hist_id
     return base.startswith(TRAINING_KIND)
 
@@ -76,10 +87,10 @@ def histograms(cfg: dict[str, Any], real: dict[str, Any], node: dict[str, Any], 
             mid = f"{TRAINING_KIND}{size}r{base}"
             use[(TRAINING_KIND, size, ranks)] = mid
             for scale in cfg["scales"]:
-                gid = f"g{scale:g}:{mid}:{ranks}"
+                gid = generated_id(scale, mid, ranks)
                 rng = np.random.default_rng(zlib.crc32(gid.encode()))
                 hists[gid] = (hists[mid][0].scaled(scale).perturbed(rng), "generated")
-                use[(f"g{scale:g}", size, ranks)] = gid
+                use[(generated_source(scale), size, ranks)] = gid
     return hists, use
 
 
@@ -90,7 +101,7 @@ def emulation_plan(cfg: dict[str, Any], use: dict[tuple[str, int, int], str]
     times (its fidelity) and histogram emulation of the faster node's node runs (emulation as
     a predictor)."""
     f = cfg["frames"]
-    gens = [f"g{s:g}" for s in cfg["scales"]]
+    gens = [generated_source(s) for s in cfg["scales"]]
     out = []
     for size in cfg["sizes"]:
         for ranks in cfg["emu_ranks"]:
