@@ -102,12 +102,21 @@ OLD_WORK = [
     ["0x1.92a65e5e67990p-9", "0x1.0632b5261c728p-9"],
     ["0x1.c902916a90b50p-9", "0x1.30790c0d83673p-9"],
 ]
-# the fitted render models' first four rows per rank, the compositing and upscale fit
+# the fitted render models' first four rows per rank, as fitted on an AVX-512 CPU (Zen 4):
+# least squares rounds differently with another CPU's vector width (6e-12 relative on a Zen 3),
+# so they are compared to FIT_RTOL, far below any change of the fit's formula or data
+FIT_RTOL = 1e-9
 OLD_ROWS = [[0.0024537784342792686, 0.0010820249443532085, 0.0023079708704154918,
              0.0008048852167736387],
             [0.002115200376908292, 0.0010613586504516148, 0.0022348826369877105,
              0.0009790449375912083]]
-OLD_FIT = (0.0011801611863867106, 2.6377411133185e-09, 5.930471370578808e-11, 3e-09)
+# the compositing + gather seconds the fit gives a full-scale and a half-scale frame of these
+# samples, and the upscale's seconds per pixel. The fit's five coefficients are not compared:
+# these frames' compositing work takes two values only (a rank-2 design), so the coefficients
+# are not determined and the solver lands on other ones on another CPU (40 % apart on a Zen
+# 3); the fitted seconds are determined, to the solver's tolerance
+OLD_COMPOSITING = (0.0014532959283550353, 0.0012487987863385396)
+OLD_FINISH = 3e-09
 # sections_of(...)["render"] of WORK under each sharing
 WORK = np.array([[1e-3, 5e-3, 2e-3], [4e-3, 1e-3, 2e-3]])
 OLD_RENDER = {
@@ -141,9 +150,11 @@ def test_cpu_records_give_the_old_numbers(clock):
             es, ek, er, px, _, _ = render_rows(samples, r, THRESHOLDS)
             rows = model.render[r].predict(es, ek, er, px, samples[0].streamed[r],
                                            [s.workload.slice_crossing for s in samples])
-            np.testing.assert_allclose(rows[:4], OLD_ROWS[r], rtol=1e-12)
-        fitted = (model.stage.per_partner, model.stage.per_byte, model.gather.per_byte, finish)
-        np.testing.assert_allclose(fitted, OLD_FIT, rtol=1e-12)
+            np.testing.assert_allclose(rows[:4], OLD_ROWS[r], rtol=FIT_RTOL)
+        fitted = [model.stage.predict(1.0, 16 * px, px) + model.gather.predict(16 * px)
+                  for px in (128 * 96 / 2, 64 * 48 / 2)]  # a rank's half, RGBA float32
+        np.testing.assert_allclose(fitted, OLD_COMPOSITING, rtol=1e-6)
+        assert finish == pytest.approx(OLD_FINISH, rel=FIT_RTOL)
 
 
 def test_gpu_records_fit_kernel_seconds_and_ignore_cpu_seconds():
