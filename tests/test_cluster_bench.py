@@ -19,6 +19,7 @@ from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_
 from benchmarks.studies.cluster_prediction.scoring import (
     LeakError,
     by_cores,
+    feature_fidelity,
     held_out_row,
     held_out_rows,
 )
@@ -61,6 +62,21 @@ def test_upgrade_rows_take_features_from_node_runs_and_targets_from_real_runs(tm
             PathHistogram.of(source["render_seconds"]).overall.features())
         assert row["features"][1] > 0.04  # the node run's times, not the real run's (~10 ms)
         assert row["frame_seconds"] == pytest.approx(np.mean(target["frame_seconds"]))
+
+
+def test_feature_fidelity_sets_each_node_run_against_the_real_run_it_predicts(tmp_path):
+    """Node runs ~50 ms against real runs ~10 ms: about 5x off, on the one-rank-per-core rows
+    only, the worst row named."""
+    real, node = synthetic_runs(2)
+    hists, _ = histograms(CFG, real, node, tmp_path)
+    rows = held_out_rows(real, hists, FASTER_STEP, "nt")
+    got = feature_fidelity(rows, cores=2)
+    want = {r["target_run"]: r["features"][1] / np.mean(real[r["target_run"]]["render_seconds"])
+            for r in rows if r["ranks"] <= 2}
+    assert got["node_over_real_render"] == pytest.approx(want)
+    assert min(want.values()) > 3.5 and max(want.values()) < 6.5
+    assert got["mean_abs_off"] == pytest.approx(np.mean([abs(v - 1) for v in want.values()]))
+    assert got["worst"]["node_over_real_render"] == pytest.approx(max(want.values()))
 
 
 def test_training_rows_emulate_the_current_nodes_node_runs(tmp_path):

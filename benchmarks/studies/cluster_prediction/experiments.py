@@ -21,6 +21,7 @@ from benchmarks.studies.cluster_prediction.model_training import (
 from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP, NODE_PHASE
 from benchmarks.studies.cluster_prediction.scoring import (
     by_cores,
+    feature_fidelity,
     held_out_rows,
     row_table,
     scores,
@@ -61,6 +62,7 @@ def upgrade_experiment(cfg: dict[str, Any], real: dict[str, Any], hists: dict[st
                        f"by {NODE_PHASE:g} of a view step), whose mean local "
                        f"render time is {speed:.2f}x the current node's node runs",
                "scores": split_scores(preds, meas, rows, cores),
+               "feature_fidelity": feature_fidelity(rows, cores),
                "rows": row_table(rows, meas, preds)}
     return figures, {"rows": rows, "measured": meas, "preds": preds}
 

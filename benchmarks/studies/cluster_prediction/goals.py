@@ -90,6 +90,13 @@ def diagnostics(fig: dict[str, Any], quick: bool = False) -> dict[str, Any]:
         out["per_frame_beats_one_histogram"] = entry(
             p, f"< {h:.4f} (one histogram)", p < h,
             "emulation from per-frame histograms closer to the real runs")
+    fidelity = fig["upgrade"].get("feature_fidelity")
+    if fidelity:
+        out["upgrade_feature_fidelity"] = {
+            "value": fidelity["mean_abs_off"], "worst": fidelity["worst"],
+            "what": "mean |node run's / real run's mean render time - 1| over the upgrade's test "
+                    "rows (one rank per core): how far the features are from the runs they "
+                    "predict (emulation_of_node_run_histograms shows what that does to the frame)"}
     net = experiment_scores(fig)["faster_network"]
     bs, bn = (abs(net[k]["mean_signed_rel_error"]) for k in ("nn_term_swapped",
                                                              "nn_no_term (seed)"))

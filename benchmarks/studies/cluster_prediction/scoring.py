@@ -21,6 +21,7 @@ def held_out_row(run: dict[str, Any], hist: PathHistogram) -> dict[str, Any]:
         raise LeakError(f"the features of {run['key']} come from that run itself")
     return {"width": run["size"], "height": run["size"], "ranks": run["ranks"],
             "frame_seconds": float(np.mean(run["frame_seconds"])),
+            "real_mean_render_seconds": float(np.mean(run["render_seconds"])),
             "features": hist.overall.features().tolist(), "spread": hist.frame_spread().tolist(),
             "target_run": run["key"], "feature_run": hist.meta.get("run")}
 
@@ -59,8 +60,29 @@ def split_scores(preds: dict[str, np.ndarray], meas: np.ndarray, rows: list[dict
 def row_table(rows: list[dict[str, Any]], meas: np.ndarray, preds: dict[str, np.ndarray]
                   ) -> list[dict[str, Any]]:
     """Each test row in ms: the run predicted, the run its features came from, the features'
-    mean render time, the measured frame time and every prediction."""
+    mean render time beside the predicted run's own, the measured frame time and every
+    prediction."""
     return [{"target_run": r["target_run"], "feature_run": r["feature_run"],
-             "feature_mean_render_ms": 1e3 * r["features"][1], "measured_ms": 1e3 * float(m),
+             "feature_mean_render_ms": 1e3 * r["features"][1],
+             "real_mean_render_ms": 1e3 * r["real_mean_render_seconds"],
+             "measured_ms": 1e3 * float(m),
              **{k: 1e3 * float(v[i]) for k, v in preds.items()}}
             for i, (r, m) in enumerate(zip(rows, meas, strict=True))]
+
+
+def feature_fidelity(rows: list[dict[str, Any]], cores: int) -> dict[str, Any]:
+    """How far the test rows' features are from the runs they predict, on the rows with one
+    rank per core: each node run's mean render time over its real run's (the same partition
+    and image on another path, one brick at a time); a model fed these features cannot be
+    closer to the real runs than they are."""
+    idx = by_cores(rows, cores)["one_rank_per_core"]
+    ratio = np.array([rows[i]["features"][1] / rows[i]["real_mean_render_seconds"]
+                      for i in idx])
+    if not len(ratio):
+        return {}
+    worst = int(np.argmax(np.abs(ratio - 1.0)))
+    return {"mean_abs_off": float(np.mean(np.abs(ratio - 1.0))),
+            "worst": {"target_run": rows[idx[worst]]["target_run"],
+                      "node_over_real_render": float(ratio[worst])},
+            "node_over_real_render": {rows[i]["target_run"]: float(r)
+                                      for i, r in zip(idx, ratio, strict=True)}}
