@@ -15,7 +15,7 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
     is_training_histogram,
 )
 from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
-from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP
+from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP, real_runs
 from benchmarks.studies.cluster_prediction.scoring import (
     LeakError,
     by_cores,
@@ -23,6 +23,7 @@ from benchmarks.studies.cluster_prediction.scoring import (
     held_out_row,
     held_out_rows,
 )
+from common.atomic_files import write_json
 from raytracer.volume.distributed import load_everywhere, seed_orbit
 from studies.cluster_prediction.perf_histogram import PathHistogram
 from studies.cluster_prediction.training_data import run_node
@@ -173,3 +174,31 @@ def test_a_quick_run_does_not_judge_r2_on_its_few_rows_and_says_so():
     beside = diagnostics(fig("one_rank_per_core"), quick=True)
     assert all(v["met"] is None for k, v in beside.items() if "_r2_" in k)
     assert beside["faster_network_bias"]["met"] in (True, False)  # judged on any run
+
+
+def test_a_real_run_is_each_frames_median_over_its_passes(tmp_path):
+    """Three passes of each run in the data folder (none left to measure): the first under
+    the run's own key, the others ``:r1``, ``:r2``; a pass that ran slow on one frame does not
+    move that frame, and each pass's mean is kept beside it."""
+    cfg = {"volume": "synthetic", "sizes": [64], "real_ranks": [1, 2], "frames": 3,
+           "real_repeats": 3}
+    stored, frames = {}, {}
+    for step in (CURRENT_STEP, FASTER_STEP):
+        for ranks in cfg["real_ranks"]:
+            key = f"s{step:g}:64:{ranks}:f3"
+            frames[key] = [[0.010, 0.011, 0.012], [0.030, 0.011, 0.013], [0.011, 0.012, 0.011]]
+            for i, times in enumerate(frames[key]):
+                name = key + (f":r{i}" if i else "")
+                stored[name] = {"key": name, "step": step, "size": 64, "ranks": ranks,
+                                "frame_seconds": times, "composite_seconds": times,
+                                "render_seconds": [[t] * ranks for t in times],
+                                "load_avg": 0.5 + i}
+    write_json(tmp_path / "real_runs.json", stored)
+    got = real_runs(cfg, tmp_path)
+    assert sorted(got) == sorted(frames)
+    for key, run in got.items():
+        assert run["key"] == key and run["repeats"] == 3 and run["load_avg"] == 2.5
+        assert run["frame_seconds"] == pytest.approx([0.011, 0.011, 0.012])
+        assert np.allclose(run["render_seconds"],
+                           [[t] * run["ranks"] for t in (0.011, 0.011, 0.012)])
+        assert run["pass_frame_ms"] == pytest.approx([1e3 * np.mean(f) for f in frames[key]])

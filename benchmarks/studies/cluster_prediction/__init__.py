@@ -16,7 +16,9 @@ Parts, each its own ``mpiexec`` job (``python -m mpi4py -m benchmarks.studies.cl
 - ``real``: the ray caster renders the study's orbit on 1..8 ranks (sub-communicators of one
   job) at each image size, on shared memory, at sample step 1 (the *current node*) and
   step 3 (the *faster node*: a third of the samples). Per frame: every rank's local render
-  seconds and rank 0's frame time. These are the targets of every prediction.
+  seconds and rank 0's frame time, the median of ``real_repeats`` passes (each its own job,
+  its ranks pinned one per core as the product pins them). These are the targets of every
+  prediction.
 - ``node``: the cheap measurement of a node on its own: one process renders each brick of a
   P-rank partition in turn (no compositing, no other rank), on the study's orbit turned by
   NODE_PHASE of a view step (another camera path: none of the real runs' views), both steps.

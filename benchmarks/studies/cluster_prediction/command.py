@@ -51,10 +51,10 @@ MODEL_NAME = "cluster_model.json"  # results/<machine>/cluster/: the model a ful
 CONFIGS = {
     "full": {"volume": "bonsai", "sizes": [128, 256, 384], "real_ranks": [1, 2, 3, 4, 6, 8],
              "emu_ranks": [1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 32], "frames": 24,
-             "scales": [0.7, 0.5], "slow_sources": 2, "term_repeats": 15},
+             "scales": [0.7, 0.5], "slow_sources": 2, "term_repeats": 15, "real_repeats": 3},
     "quick": {"volume": "bonsai", "sizes": [128, 256], "real_ranks": [1, 2, 4],
               "emu_ranks": [1, 2, 4, 8], "frames": 6, "scales": [0.6],
-              "slow_sources": 2, "term_repeats": 5},
+              "slow_sources": 2, "term_repeats": 5, "real_repeats": 1},
 }
 
 
@@ -127,7 +127,9 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
         "no_leak": "a test row's features come from a node run (one process renders each "
                    "brick of the partition in turn, on the cluster study's orbit turned by "
                    f"{NODE_PHASE:g} of a view step: none of the real runs' views), never from the "
-                   "real run it predicts; its target is that real run's mean frame time",
+                   "real run it predicts; its target is that real run's mean frame time, each "
+                   f"frame the median of {cfg['real_repeats']} passes, each pass its own job "
+                   "with its ranks pinned one per core as the product pins them",
         "oversubscribed": f"accuracy goals use the real runs with at most one rank per core "
                           f"({cores} cores); runs with more ranks share cores (their render "
                           "times include it, the node runs' do not) and are scored apart "
