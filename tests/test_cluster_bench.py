@@ -15,6 +15,7 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
     is_training_histogram,
 )
 from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
+from benchmarks.studies.cluster_prediction.model_training import faster_node_split, holds_in_both
 from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP, real_runs
 from benchmarks.studies.cluster_prediction.scoring import (
     LeakError,
@@ -155,6 +156,35 @@ def test_accuracy_goals_read_only_the_one_rank_per_core_rows(good):
     beside = diagnostics(fig(good))
     for name in ("upgrade_r2_nn_analytic", "faster_network_r2_analytic_term"):
         assert beside[name]["met"] is (good == "one_rank_per_core"), name
+
+
+def test_the_goals_score_the_form_the_run_chose_and_report_the_other_beside():
+    """The chosen form (here the MLP on E[max]) decides the goals; the study's form, scoring
+    0.5, is a diagnostic; a result from before the choice is judged on the study's form."""
+    figures = fig("one_rank_per_core")
+    for part in figures["upgrade"]["scores"].values():
+        part["nn_term"]["r2"] = 0.5
+    for part in figures["faster_network"]["scores"]["faster_node"].values():
+        part["nn_term_swapped"]["r2"] = 0.5
+    assert not any(v["met"] for v in goals(figures).values())  # no choice: the study's form
+    figures["model_form"] = {"form": "expected_max", "model": "nn_analytic"}
+    got, beside = goals(figures), diagnostics(figures)
+    assert all(v["met"] for v in got.values())
+    assert "E[max" in got["upgrade_r2"]["what"] and "E[max" in got["faster_network_r2"]["what"]
+    assert beside["upgrade_r2_nn_term"]["met"] is False
+    assert beside["faster_network_r2_nn_term_swapped"]["met"] is False
+    assert "upgrade_r2_nn_analytic" not in beside
+
+
+def test_the_form_is_chosen_on_generated_rows_and_must_hold_in_both_shapes():
+    rows = [{"hist": h} for h in ("nc64r1", "g0.7:nc64r1:2", "g0.5:nc64r1:2", "g0.5:nc64r2:4")]
+    kept, held = faster_node_split({"scales": [0.7, 0.5]}, rows)
+    assert [r["hist"] for r in held] == ["g0.5:nc64r1:2", "g0.5:nc64r2:4"]
+    assert [r["hist"] for r in kept] == ["nc64r1", "g0.7:nc64r1:2"]
+    uneven = {"faster_node": 0.01, "faster_network": 0.40}
+    even = {"faster_node": 0.05, "faster_network": 0.06}
+    assert holds_in_both({"term": uneven, "expected_max": even}) == "expected_max"
+    assert holds_in_both({"term": even, "expected_max": uneven}) == "term"
 
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():

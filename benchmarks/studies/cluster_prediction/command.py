@@ -152,13 +152,15 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
 
 def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
          quick: bool) -> None:
-    """The figures into results/<machine>/; after a full run also the trained model, as
+    """The figures into results/<machine>/; after a full run also the trained model (in the
+    form the run chose: ``model_form``), as
     results/<machine>/cluster/cluster_model.json (``autotune predict --model`` reads it): a
     run on one machine never replaces the model shipped from another."""
     save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
     if not quick:
-        model = plots["models"]["nn_term"]
+        model = plots["models"][plots["shipped"]]
         model.meta.update({"volume": cfg["volume"], "machine": cpu_model(),
+                           "form": figures["model_form"]["form"],
                            "date": figures["machine"]["date"]})
         folder = machine_folder() / DATA_NAME
         folder.mkdir(parents=True, exist_ok=True)

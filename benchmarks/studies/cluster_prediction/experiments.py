@@ -13,6 +13,7 @@ import numpy as np
 from benchmarks.studies.cluster_prediction.emulation_runs import TRAINING_KIND
 from benchmarks.studies.cluster_prediction.model_training import (
     analytic,
+    choose_form,
     compositing_term,
     predict_rows,
     train,
@@ -176,8 +177,10 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
     """All figures (and what the plots need)."""
     shm, slow = compositing_term(terms["shm"]), compositing_term(terms["slow"])
     models, training, rows = train_models(cfg, data, shm, slow)
-    out: dict[str, Any] = {"training": training}
-    plots: dict[str, Any] = {"models": models}
+    form = choose_form(cfg, rows, {"term": models["slow_nn_term"],
+                                   "expected_max": models["slow_nn_analytic"]}, shm)
+    out: dict[str, Any] = {"training": training, "model_form": form}
+    plots: dict[str, Any] = {"models": models, "shipped": form["model"]}
     out["upgrade"], plots["upgrade"] = upgrade_experiment(cfg, real, hists, data, models, shm,
                                                           cores)
     out["emulation_vs_real"], plots["fig5"] = emulation_vs_real(cfg, real, data, cores)
@@ -185,7 +188,7 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
                                                              cores)
     out["learning_curve"] = learning_curve(rows, plots["upgrade"], shm, cores)
     out["network_sweep"] = network_sweep(rows, plots["upgrade"], shm, cores)
-    out["beyond_this_machine"] = beyond(cfg, hists, shm, models["nn_term"])
+    out["beyond_this_machine"] = beyond(cfg, hists, shm, models[form["model"]])
     return out, plots
 
 
@@ -221,5 +224,5 @@ def beyond(cfg: dict[str, Any], hists: dict[str, Any], shm: CompositingTerm, nn:
         "per-link bandwidth constant (full bisection), blend rate of one core",
         f"'ib' term: latency {IB_TERM['latency'] * 1e6:g} µs, {IB_TERM['bandwidth'] / 1e9:g} GB/s "
         "per link (assumed, not measured)",
-        "nn_extrapolated: the trained network far outside its 1..32-rank training range, shown "
-        "to say it is not to be trusted there"], "table": table}
+        "nn_extrapolated: the shipped network (model_form) far outside its 1..32-rank "
+        "training range, shown to say it is not to be trusted there"], "table": table}
