@@ -15,7 +15,11 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
     is_training_histogram,
 )
 from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
-from benchmarks.studies.cluster_prediction.model_training import faster_node_split, holds_in_both
+from benchmarks.studies.cluster_prediction.model_training import (
+    faster_node_split,
+    fastest_generated,
+    holds_in_both,
+)
 from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP, real_runs
 from benchmarks.studies.cluster_prediction.scoring import (
     LeakError,
@@ -181,6 +185,8 @@ def test_the_form_is_chosen_on_generated_rows_and_must_hold_in_both_shapes():
     kept, held = faster_node_split({"scales": [0.7, 0.5]}, rows)
     assert [r["hist"] for r in held] == ["g0.5:nc64r1:2", "g0.5:nc64r2:4"]
     assert [r["hist"] for r in kept] == ["nc64r1", "g0.7:nc64r1:2"]
+    assert fastest_generated(rows, (0.7, 0.5)).tolist() == [False, False, True, True]
+    assert fastest_generated(kept, (0.7,)).tolist() == [False, True]  # the next fastest
     uneven = {"faster_node": 0.01, "faster_network": 0.40}
     even = {"faster_node": 0.05, "faster_network": 0.06}
     assert holds_in_both({"term": uneven, "expected_max": even}) == "expected_max"

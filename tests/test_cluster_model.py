@@ -137,3 +137,29 @@ def test_fits_that_stop_short_are_counted_not_printed(monkeypatch, recwarn):
     model = fit_cluster_model(x, y, px, rk, term=term, lambdas=(1.0,), members=2, folds=2)
     assert model.meta["unconverged_fits"] == 6  # 2 folds x 2 members + 2 final
     assert not [w for w in recwarn.list if "converge" in str(w.message)]
+
+
+def test_lambda_is_chosen_on_the_rows_marked_held_out(monkeypatch):
+    """Where rows are marked held out, λ is scored by one split, trained on the other rows
+    and scored on those (2 members: 2 fits per λ, then 2 for the refit on all), and the model
+    says so; a mask of another length is refused, an empty one falls back to the folds."""
+    from sklearn.neural_network import MLPRegressor
+
+    class StopsShort(MLPRegressor):
+        def __init__(self, **kw):
+            super().__init__(**{**kw, "max_iter": 2})
+
+    monkeypatch.setattr("sklearn.neural_network.MLPRegressor", StopsShort)
+    term = CompositingTerm(1e-4, 1e9, 5e8)
+    x, y, px, rk = _synthetic(np.random.default_rng(0), 40, term)
+    held = np.arange(40) >= 30
+    model = fit_cluster_model(x, y, px, rk, term=term, lambdas=(0.1, 1.0), members=2,
+                              held_out=held)
+    assert model.meta["lambda_on"] == "held-out rows" and model.meta["folds"] == 1
+    assert model.meta["unconverged_fits"] == 2 * 2 + 2
+    assert set(model.meta["validation_mse"]) == {0.1, 1.0}
+    folds = fit_cluster_model(x, y, px, rk, term=term, lambdas=(1.0,), members=2, folds=2,
+                              held_out=np.zeros(40, bool))
+    assert folds.meta["lambda_on"] == "folds" and folds.meta["folds"] == 2
+    with pytest.raises(ClusterModelError, match="held_out marks 39 rows, there are 40"):
+        fit_cluster_model(x, y, px, rk, term=term, held_out=held[:39])

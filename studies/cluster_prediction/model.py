@@ -197,22 +197,26 @@ def fit_cluster_model(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ran
                       term: CompositingTerm | None = None, hidden: Sequence[int] = (16, 8),
                       lambdas: Sequence[float] = LAMBDAS, seed: int = 0,
                       where: str = "training data", baseline: str = "term",
-                      folds: int = 5, members: int = MEMBERS) -> ClusterModel:
+                      folds: int = 5, members: int = MEMBERS,
+                      held_out: ArrayLike | None = None) -> ClusterModel:
     """Train ``members`` MLPs (random starts ``seed``, ``seed`` + 1, ...) on what ``baseline``
     leaves of the frame time; choose λ by the mean MSE of their average over ``folds``
-    cross-validation folds (one 80/20 split when ``folds`` < 2), refit on all."""
+    cross-validation folds (one 80/20 split when ``folds`` < 2), or, where ``held_out`` marks
+    some rows (a mask), trained on the others and scored on those (rows shaped like what the
+    model must extrapolate to: random folds measure interpolation); refit on all."""
     from threadpoolctl import threadpool_limits  # lazy: only training needs it
 
     if members < 1:
         raise ClusterModelError(f"members must be >= 1, got {members}")
     with threadpool_limits(1):  # a 16+8 net: BLAS threads only contend (20x slower, loaded)
         return _fit(x, y_seconds, pixels, ranks, term, hidden, lambdas, seed, where, baseline,
-                    folds, members)
+                    folds, members, held_out)
 
 
 def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike,
          term: CompositingTerm | None, hidden: Sequence[int], lambdas: Sequence[float],
-         seed: int, where: str, baseline: str, folds: int, members: int) -> ClusterModel:
+         seed: int, where: str, baseline: str, folds: int, members: int,
+         held_out: ArrayLike | None) -> ClusterModel:
     from sklearn.exceptions import ConvergenceWarning  # lazy: scikit-learn, training only
     from sklearn.neural_network import MLPRegressor  # lazy: scikit-learn, training only
 
@@ -231,7 +235,12 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
     y_mean, y_std = float(resid_ms.mean()), float(resid_ms.std() or 1.0)
     xs, ys = (x - x_mean) / x_std, (resid_ms - y_mean) / y_std
     order = np.random.default_rng(seed).permutation(len(y))
-    if folds >= 2 and len(y) >= 2 * folds:
+    held = np.zeros(len(y), bool) if held_out is None else np.asarray(held_out, bool)
+    if held.shape != y.shape:
+        raise ClusterModelError(f"{where}: held_out marks {held.size} rows, there are {len(y)}")
+    if held.any() and not held.all():
+        splits = [(np.flatnonzero(~held), np.flatnonzero(held))]
+    elif folds >= 2 and len(y) >= 2 * folds:
         parts = np.array_split(order, folds)
         splits = [(np.concatenate(parts[:i] + parts[i + 1:]), parts[i]) for i in range(folds)]
     else:
@@ -268,6 +277,8 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
     return ClusterModel(train(np.arange(len(y)), best), x_mean, x_std, y_mean, y_std,
                         term, best, {"validation_mse": scores, "rows": int(len(y)),
                                      "hidden": list(hidden), "folds": len(splits),
+                                     "lambda_on": "held-out rows" if held.any()
+                                     and not held.all() else "folds",
                                      "members": members, "unconverged_fits": unconverged},
                         baseline)
 

@@ -33,8 +33,9 @@ Parts, each its own ``mpiexec`` job (``python -m mpi4py -m benchmarks.studies.cl
   Rows are appended to the training-data file atomically as they finish; a rerun skips
   the rows already there.
 
-Then the cluster models are trained (16+8 ReLU MLP, λ by cross-validation; with and without
-the compositing term) on emulation rows of the current node only, and the experiments:
+Then the cluster models are trained (16+8 ReLU MLP, λ on the fastest generated histograms'
+rows, held out; with and without the compositing term) on emulation rows of the current node
+only, and the experiments:
 
 - *upgrade*: predicts the faster node's real runs (never seen: no histogram of them is made)
   from its node-run histograms;

@@ -24,17 +24,27 @@ def compositing_term(d: dict[str, Any]) -> CompositingTerm:
 
 def train(rows: list[dict[str, Any]], term: CompositingTerm | None, spread: bool = False,
           seed: int = 0, baseline: str = "term", hidden: tuple[int, ...] = (16, 8),
-          lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0)) -> ClusterModel:
+          lambdas: tuple[float, ...] = (1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0),
+          scales: tuple[float, ...] = ()) -> ClusterModel:
     """The cluster MLP on ``rows`` (the average of ``studies.cluster_prediction.model.MEMBERS``
-    nets from random starts ``seed``, ``seed`` + 1, ...; λ by cross-validation over
-    ``lambdas``)."""
+    nets from random starts ``seed``, ``seed`` + 1, ...; λ over ``lambdas``): chosen on the rows
+    of the histograms generated at the smallest of ``scales`` (the fastest node the rows hold:
+    the upgrade extrapolates to a faster one) where there are such rows, else by
+    cross-validation."""
     x, y, px, rk = training_arrays(rows, spread)
+    held = fastest_generated(rows, scales) if scales else None
     model = fit_cluster_model(x, y, px, rk, term=term, hidden=hidden, seed=seed,
-                              baseline=baseline, lambdas=lambdas)
+                              baseline=baseline, lambdas=lambdas, held_out=held)
     model.meta.update({"spread_features": spread, "trained_on": len(rows),
                        "ranks": [int(rk.min()), int(rk.max())],
                        "image_pixels": [int(px.min()), int(px.max())]})
     return model
+
+
+def fastest_generated(rows: list[dict[str, Any]], scales: tuple[float, ...]) -> np.ndarray:
+    """Which rows emulate the histograms generated at the smallest of ``scales``."""
+    prefix = generated_source(min(scales)) + ":"
+    return np.array([r["hist"].startswith(prefix) for r in rows], bool)
 
 
 def predict_rows(model: ClusterModel, rows: list[dict[str, Any]],
@@ -65,13 +75,15 @@ def train_models(cfg: dict[str, Any], data: TrainingData, shm: CompositingTerm,
     slow_rows = data.select(network="slow", mode="histogram", frames=f,
                             hist=is_training_histogram)
     t0 = time.perf_counter()
-    models = {"nn_term": train(rows, shm), "nn_no_term": train(rows, None),
-              "nn_analytic": train(rows, shm, baseline="expected_max"),
-              "nn_term_per_frame": train(pf_rows, shm, spread=True),
+    sc = tuple(cfg["scales"])  # λ on the fastest generated histograms' rows
+    models = {"nn_term": train(rows, shm, scales=sc), "nn_no_term": train(rows, None, scales=sc),
+              "nn_analytic": train(rows, shm, baseline="expected_max", scales=sc),
+              "nn_term_per_frame": train(pf_rows, shm, spread=True, scales=sc),
               "nn_analytic_per_frame": train(pf_rows, shm, spread=True,
-                                             baseline="expected_max"),
-              "slow_nn_term": train(slow_rows, slow), "slow_nn_no_term": train(slow_rows, None),
-              "slow_nn_analytic": train(slow_rows, slow, baseline="expected_max")}
+                                             baseline="expected_max", scales=sc),
+              "slow_nn_term": train(slow_rows, slow, scales=sc),
+              "slow_nn_no_term": train(slow_rows, None, scales=sc),
+              "slow_nn_analytic": train(slow_rows, slow, baseline="expected_max", scales=sc)}
     training = {
         "rows": {"histogram": len(rows), "per_frame": len(pf_rows),
                  "slow_network": len(slow_rows)},
@@ -106,7 +118,8 @@ def choose_form(cfg: dict[str, Any], rows: list[dict[str, Any]], slow_models: di
     all_s = np.array([r["frame_seconds"] for r in rows])
     scores = {}
     for baseline in FORMS:
-        node = predict_rows(train(kept, shm, baseline=baseline), held)
+        faster = tuple(sorted(cfg["scales"])[1:])  # λ on the next fastest, where there is one
+        node = predict_rows(train(kept, shm, baseline=baseline, scales=faster), held)
         network = predict_rows(slow_models[baseline], rows, term=shm)
         scores[baseline] = {"faster_node": float(np.mean(np.abs(node / held_s - 1))),
                             "faster_network": float(np.mean(np.abs(network / all_s - 1)))}
@@ -125,9 +138,9 @@ def faster_node_split(cfg: dict[str, Any], rows: list[dict[str, Any]]
                       ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Training rows split into those kept and those of the most scaled generated histograms
     (the fastest node the training rows hold), which the faster-node shape predicts."""
-    faster = generated_source(min(cfg["scales"])) + ":"
-    return ([r for r in rows if not r["hist"].startswith(faster)],
-            [r for r in rows if r["hist"].startswith(faster)])
+    held = fastest_generated(rows, tuple(cfg["scales"]))
+    return ([r for r, h in zip(rows, held, strict=True) if not h],
+            [r for r, h in zip(rows, held, strict=True) if h])
 
 
 def holds_in_both(scores: dict[str, dict[str, float]]) -> str:
