@@ -122,9 +122,9 @@ def test_an_ensemble_predicts_the_mean_of_its_networks_and_checks_their_shapes()
         fit_cluster_model(x, np.ones(5), px, rk, members=0)
 
 
-def test_fits_that_stop_short_are_counted_not_printed(monkeypatch, recwarn):
-    """lbfgs stopping short is a count in the model's meta, not a warning on the user's
-    terminal: the cross-validation scores those fits like any other."""
+@pytest.fixture
+def fits_stop_short(monkeypatch):
+    """Every MLP fit stops after 2 lbfgs iterations, so each fit is counted as stopped short."""
     from sklearn.neural_network import MLPRegressor
 
     class StopsShort(MLPRegressor):
@@ -132,6 +132,11 @@ def test_fits_that_stop_short_are_counted_not_printed(monkeypatch, recwarn):
             super().__init__(**{**kw, "max_iter": 2})
 
     monkeypatch.setattr("sklearn.neural_network.MLPRegressor", StopsShort)
+
+
+def test_fits_that_stop_short_are_counted_not_printed(fits_stop_short, recwarn):
+    """lbfgs stopping short is a count in the model's meta, not a warning on the user's
+    terminal: the cross-validation scores those fits like any other."""
     term = CompositingTerm(1e-4, 1e9, 5e8)
     x, y, px, rk = _synthetic(np.random.default_rng(0), 40, term)
     model = fit_cluster_model(x, y, px, rk, term=term, lambdas=(1.0,), members=2, folds=2)
@@ -139,17 +144,10 @@ def test_fits_that_stop_short_are_counted_not_printed(monkeypatch, recwarn):
     assert not [w for w in recwarn.list if "converge" in str(w.message)]
 
 
-def test_lambda_is_chosen_on_the_rows_marked_held_out(monkeypatch):
+def test_lambda_is_chosen_on_the_rows_marked_held_out(fits_stop_short):
     """Where rows are marked held out, λ is scored by one split, trained on the other rows
     and scored on those (2 members: 2 fits per λ, then 2 for the refit on all), and the model
     says so; a mask of another length is refused, an empty one falls back to the folds."""
-    from sklearn.neural_network import MLPRegressor
-
-    class StopsShort(MLPRegressor):
-        def __init__(self, **kw):
-            super().__init__(**{**kw, "max_iter": 2})
-
-    monkeypatch.setattr("sklearn.neural_network.MLPRegressor", StopsShort)
     term = CompositingTerm(1e-4, 1e9, 5e8)
     x, y, px, rk = _synthetic(np.random.default_rng(0), 40, term)
     held = np.arange(40) >= 30
