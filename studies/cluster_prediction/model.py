@@ -238,7 +238,8 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
     held = np.zeros(len(y), bool) if held_out is None else np.asarray(held_out, bool)
     if held.shape != y.shape:
         raise ClusterModelError(f"{where}: held_out marks {held.size} rows, there are {len(y)}")
-    if held.any() and not held.all():
+    on_held = bool(held.any() and not held.all())
+    if on_held:
         splits = [(np.flatnonzero(~held), np.flatnonzero(held))]
     elif folds >= 2 and len(y) >= 2 * folds:
         parts = np.array_split(order, folds)
@@ -277,8 +278,7 @@ def _fit(x: ArrayLike, y_seconds: ArrayLike, pixels: ArrayLike, ranks: ArrayLike
     return ClusterModel(train(np.arange(len(y)), best), x_mean, x_std, y_mean, y_std,
                         term, best, {"validation_mse": scores, "rows": int(len(y)),
                                      "hidden": list(hidden), "folds": len(splits),
-                                     "lambda_on": "held-out rows" if held.any()
-                                     and not held.all() else "folds",
+                                     "lambda_on": "held-out rows" if on_held else "folds",
                                      "members": members, "unconverged_fits": unconverged},
                         baseline)
 

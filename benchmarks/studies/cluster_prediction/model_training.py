@@ -116,9 +116,9 @@ def choose_form(cfg: dict[str, Any], rows: list[dict[str, Any]], slow_models: di
     kept, held = faster_node_split(cfg, rows)
     held_s = np.array([r["frame_seconds"] for r in held])
     all_s = np.array([r["frame_seconds"] for r in rows])
+    faster = tuple(sorted(cfg["scales"])[1:])  # λ on the next fastest, where there is one
     scores = {}
     for baseline in FORMS:
-        faster = tuple(sorted(cfg["scales"])[1:])  # λ on the next fastest, where there is one
         node = predict_rows(train(kept, shm, baseline=baseline, scales=faster), held)
         network = predict_rows(slow_models[baseline], rows, term=shm)
         scores[baseline] = {"faster_node": float(np.mean(np.abs(node / held_s - 1))),
