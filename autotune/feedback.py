@@ -22,11 +22,14 @@ and the start-up averaging restarts, so the tuner is back on target ``persist`` 
 after the change instead of the ~1/gain frames an integrator needs. A spike is one frame, so
 it never triggers a jump; a jump lands on the new level, so it cannot oscillate.
 
-Scope: a correction is learnt at some size of the prediction (the running log-mean of the
-predicted seconds it was fed). :meth:`BiasCorrection.learnt_near` says whether a new
-prediction is within a factor of that size; a renderer whose workload jumps far outside it (an
-empty view turning into a full one) restarts the correction instead of carrying a bias learnt
-on a different workload (:meth:`PartCorrections.rescope`).
+Scope: a correction is learnt at some size of the workload (the running log-mean of the
+predicted seconds it was fed, or of the workload's price at fixed knobs where the renderer
+gives one). :meth:`BiasCorrection.learnt_near` says whether a new workload is within a factor
+of that size; a renderer whose workload jumps far outside it (an empty view turning into a
+full one) restarts the correction instead of carrying a bias learnt on a different workload
+(:meth:`PartCorrections.rescope`). A knob that cuts a phase to a fifth is not another workload:
+scoped by the predicted seconds, the AO correction restarted when a 2x cost step dropped the AO
+rays, and the next frame raised them back over budget.
 """
 
 from __future__ import annotations
@@ -67,13 +70,17 @@ class BiasCorrection:
         """Factor applied to every prediction (1.0 = trust the model)."""
         return math.exp(self.log_correction)
 
-    def update(self, predicted: float, measured: float) -> float:
-        """Fold one frame's measured/predicted ratio in; returns the new correction."""
+    def update(self, predicted: float, measured: float, scale: float | None = None) -> float:
+        """Fold one frame's measured/predicted ratio in; returns the new correction.
+        ``scale``: the size the correction is learnt at (:meth:`learnt_near`), ``predicted``
+        unless given (a renderer whose knobs change the prediction gives the workload's price
+        at fixed knobs, so that a knob change is not taken for another workload)."""
         if not (predicted > 0 and measured > 0 and math.isfinite(predicted * measured)):
             return self.correction
+        size = predicted if scale is None or not scale > 0 else scale
         self._scaled += 1
         self.log_scale += (max(self.gain, 1.0 / self._scaled)
-                           * (math.log(predicted) - self.log_scale))
+                           * (math.log(size) - self.log_scale))
         innovation = math.log(measured / predicted) - self.log_correction
         self._recent.append(innovation)
         if self.observed and self._lasting_change():
@@ -141,8 +148,9 @@ class PartCorrections:
         return {p: b.correction for p, b in self._bias.items()}
 
     def rescope(self, predicted: dict[str, float], factor: float = REGIME_FACTOR) -> list[str]:
-        """Restart the parts whose ``predicted`` seconds (the coming frame's, before it is
-        rendered) are more than ``factor`` away from the size their correction was learnt at;
+        """Restart the parts whose ``predicted`` seconds (the coming frame's workload, priced
+        as the sizes given to :meth:`update`) are more than ``factor`` away from the size their
+        correction was learnt at;
         returns their names. A bias learnt on an empty view's miss rays says nothing about a
         view full of geometry."""
         far = [p for p, b in self._bias.items()
@@ -151,12 +159,14 @@ class PartCorrections:
             self._bias[p].restart()
         return far
 
-    def update(self, predicted: dict[str, float], measured: dict[str, float]) -> None:
-        """Fold one frame in: each part's measured over predicted seconds (parts that ran)."""
+    def update(self, predicted: dict[str, float], measured: dict[str, float],
+               scales: dict[str, float] | None = None) -> None:
+        """Fold one frame in: each part's measured over predicted seconds (parts that ran);
+        ``scales``: each part's size to scope it by (:meth:`BiasCorrection.update`)."""
         for part, bias in self._bias.items():
             p, m = predicted.get(part, 0.0), measured.get(part, 0.0)
             if p > 0 and m > 0:
-                bias.update(p, m)
+                bias.update(p, m, scales.get(part) if scales else None)
 
 
 class PartDrift:

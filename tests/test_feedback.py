@@ -202,6 +202,23 @@ def test_a_part_far_from_where_it_was_learnt_restarts():
     assert parts.rescope({"primary": 0.011}) == []
 
 
+def test_a_part_scoped_at_fixed_knobs_keeps_its_correction_when_the_knobs_cut_it():
+    """Scoped by the workload's price at fixed knobs, a correction is kept when the knobs cut
+    the part to a tenth (the same workload); scoped by the predicted seconds, it restarts."""
+    from autotune import PartCorrections
+
+    by_knobs, by_prediction = PartCorrections(("ao",)), PartCorrections(("ao",))
+    for _ in range(10):  # 30 ms of AO at many rays, measured 60; 3 ms at one ray
+        by_knobs.update({"ao": 0.030}, {"ao": 0.060}, {"ao": 0.003})
+        by_prediction.update({"ao": 0.030}, {"ao": 0.060})
+    by_knobs.update({"ao": 0.003}, {"ao": 0.006}, {"ao": 0.003})  # a tenth of the rays
+    by_prediction.update({"ao": 0.003}, {"ao": 0.006})
+    assert by_knobs.rescope({"ao": 0.003}) == []
+    assert by_knobs.factors()["ao"] == pytest.approx(2.0)
+    assert by_prediction.rescope({"ao": 0.003}) == ["ao"]
+    assert by_prediction.factors()["ao"] == 1.0
+
+
 def test_running_overhead_averages_the_first_frames_then_follows_slowly():
     from autotune import RunningOverhead
 

@@ -12,6 +12,7 @@ import pytest
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
+from autotune.feedback import REGIME_FACTOR
 from autotune_app.animation import REFERENCE_SETTINGS, frame_times, orbit_camera_path
 from common.cpu_info import this_machine
 from governed.mesh.calibration_fit import fit_profile, model_errors
@@ -351,6 +352,28 @@ def test_per_phase_feedback_learns_the_mispriced_phase(tracers, fitted):
     with pytest.raises(ValueError, match="feedback must be one of phase, frame"):
         TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile, tracer=tracer,
                       feedback="kernels")
+
+
+def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted):
+    """The AO phase costs twice what the model says. A tighter target cuts the AO rays, and
+    the AO phase's price with them, by more than REGIME_FACTOR: that is the same workload,
+    so its correction of 2 stays (a restarted one would raise the rays back over budget, as
+    it did after a 2x cost step)."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    r.tracer = _PhasesTimedByModel(r, {"ao": 2.0})
+    for _ in range(6):
+        before = r.render(tracer.scene.camera)
+    assert r.phase_corrections.factors()["ao"] == pytest.approx(2.0, rel=1e-6)
+    eight = r.model.phase_seconds(before.workload, RenderSettings(8, 0.1, True, True))["ao"]
+    r.target_seconds = before.corrected - 2.0 * (before.predicted_phases["ao"] - eight)
+    after = [r.render(tracer.scene.camera) for _ in range(3)]  # about 8 rays
+    assert (before.predicted_phases["ao"]
+            > REGIME_FACTOR * after[0].predicted_phases["ao"] > 0), (before.settings, after)
+    # priced at 2x still (the frame's own correction follows the wall time: a step or two)
+    assert all(a.settings.ao_rays <= 1.25 * after[0].settings.ao_rays for a in after[1:])
+    assert r.phase_corrections.factors()["ao"] == pytest.approx(2.0, rel=1e-6)
 
 
 def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with():

@@ -71,6 +71,9 @@ FEEDBACK = ("phase", "frame")  # per-phase corrections + the frame's, or the fra
 # and 10 -> 8.5. A gain of 1.0 measured alike; settling every raise (no band) left sibenik's
 # p95 error at 0.19-0.50, with the band 0.14-0.25
 DRIFT_GAIN = 0.6
+# The per-phase corrections are scoped by the workload's phases priced at this many AO rays
+# with shadows and Phong on (autotune.feedback's Scope): a knob change is not a new workload
+SCOPE_AO_RAYS = 1.0
 
 
 def knob_space(max_ao_rays: int = MAX_AO_RAYS) -> KnobSpace:
@@ -262,6 +265,7 @@ class TunedRenderer(Governed):
         self._priced = False  # whether the last frame's controller priced it
         self._fresh = False  # whether this frame's workload was probed on its view
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
+        self._scope: dict[str, float] = {}  # the workload's phases at SCOPE_AO_RAYS
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
         self._warm_up()
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase",
@@ -389,8 +393,10 @@ class TunedRenderer(Governed):
         self._workload, probe_seconds = self._measure(camera)
         self._fresh = camera == self.schedule.last_probed
         if self._workload is not None and self.feedback == "phase":
-            # a phase far from where its correction was learnt
-            self.phase_corrections.rescope(self.model.phase_seconds(self._workload, self._settings))
+            # a phase far from where its correction was learnt, sized at fixed knobs
+            self._scope = self.model.phase_seconds(
+                self._workload, RenderSettings(SCOPE_AO_RAYS, self.ao_radius, True, True))
+            self.phase_corrections.rescope(self._scope)
         self._spent = time.perf_counter() - started_frame
         decision = self.loop.choose()
         k = decision.knobs
@@ -429,7 +435,7 @@ class TunedRenderer(Governed):
         (both as this frame was priced); the drift learns on frames priced on an older probe."""
         drift, slow = self.drift.factors(PHASES), self.phase_corrections.factors()
         drifted = {p: t * drift[p] for p, t in predicted.items()}
-        self.phase_corrections.update(drifted, measured)
+        self.phase_corrections.update(drifted, measured, self._scope)
         if not self._fresh:
             self.drift.update({p: t * slow[p] for p, t in drifted.items()}, measured)
 
