@@ -18,9 +18,19 @@ def test_float_knob_is_discretized_evenly() -> None:
     assert knob.native(knob.values[1]) == 1.5 and isinstance(knob.native(knob.values[1]), float)
 
 
+def test_float_knob_at_given_values_keeps_them_and_finds_the_nearest_level() -> None:
+    knob = FloatKnob.at("ao_rays", [0.0, 0.0625, 0.125, 4.0, 4.25])
+    assert knob.values.tolist() == [0.0, 0.0625, 0.125, 4.0, 4.25]
+    assert knob.index(0.07) == 1 and knob.index(4.2) == 4
+    assert knob.normalized(np.array([4.25]))[0] == 1.0
+
+
 @pytest.mark.parametrize(
     "make",
     [
+        lambda: FloatKnob.at("ao_rays", [0.0, 0.5, 0.5]),
+        lambda: FloatKnob.at("ao_rays", []),
+        lambda: FloatKnob.at("ao_rays", [0.0, math.nan]),
         lambda: IntKnob("ao_rays", 5, 4),
         lambda: FloatKnob("ao_radius", 2.0, 1.0),
         lambda: FloatKnob("ao_radius", math.nan, 1.0),

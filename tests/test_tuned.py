@@ -20,7 +20,7 @@ from governed.mesh.calibration_frames import Sample, calibration_views, collect_
 from governed.mesh.instruction_counts import load_kernel_counts
 from governed.mesh.probe import Probe
 from governed.mesh.profile_store import find_device_profile, profile_path, save_profile
-from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer
+from governed.mesh.tuned_renderer import RayTraceModel, TunedRenderer, ao_levels
 from governed.probe_policy import PROBE_POLICIES
 from models.app_calibration import AppCalibration
 from models.device_profile import builtin_profiles, machine_profiles
@@ -374,6 +374,15 @@ def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted):
     # priced at 2x still (the frame's own correction follows the wall time: a step or two)
     assert all(a.settings.ao_rays <= 1.25 * after[0].settings.ao_rays for a in after[1:])
     assert r.phase_corrections.factors()["ao"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_the_ray_tracers_ao_knob_is_finer_below_four_rays() -> None:
+    rays = ao_levels(64)
+    steps = np.diff(rays)
+    assert rays[0] == 0.0 and rays[-1] == 64.0
+    assert np.allclose(steps[rays[:-1] < 4.0], 1 / 16)
+    assert np.allclose(steps[rays[:-1] >= 4.0], 0.25)
+    assert ao_levels(2)[-1] == 2.0 and np.allclose(np.diff(ao_levels(2)), 1 / 16)
 
 
 def test_the_model_predicts_with_the_occupancy_its_calibration_was_fitted_with():

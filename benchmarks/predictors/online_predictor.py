@@ -3,7 +3,7 @@
 Issue 21's product claim: a user with only a render function and a target gets the target
 held by :class:`autotune.LearnedPredictor` learning from the frames it times. Here the render
 function is the ray tracer itself (``Tracer.render``: no probe, no Hong–Kim, no calibration
-file), over the ray tracer's own knob space (AO rays in quarter steps, shadows, Phong: 1,028
+file), over the ray tracer's own knob space (the AO knob's rays, shadows, Phong: 1,220
 settings), on each test scene's orbit (scenes the project's model was never tuned on; the
 learner has seen nothing at all). Target: the median frame of 8 AO rays + shadows + Phong on
 the orbit's first view, the same reference ``bench tracer-tuned`` uses. Controlled time: the

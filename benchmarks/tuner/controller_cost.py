@@ -2,8 +2,8 @@
 
 Synthetic: a 4,160-setting space (AO rays 0..64, AO radius in 16 levels, shadows, Phong) with
 a numpy formula as predictor, so this measures the controller's own overhead (grid search,
-hysteresis, feedback, bookkeeping). Real: the ray tracer's own space (AO in quarter rays x
-shadows x Phong, 1,028 settings) priced by its real model (the device's shipped profile and
+hysteresis, feedback, bookkeeping). Real: the ray tracer's own space (the AO knob's rays x
+shadows x Phong, 1,220 settings) priced by its real model (the device's shipped profile and
 calibration, the PTX counts) on the probe workloads recorded in
 tests/data/replay_dragon_small.json, as TunedRenderer does every frame. Both as wall and as
 CPU time per ``choose()`` (the CPU figure does not count other tenants of a shared machine).
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         "goals": {"real_model_search_p95_cpu": {
             "value": real["p95_cpu_us"], "goal": f"<= {BUDGET_US:g} us", "met":
             real["p95_cpu_us"] <= BUDGET_US,
-            "what": "CPU time of one feed-forward choose() over the ray tracer's 1,028 "
-                    "settings with its real model"}},
+            "what": "CPU time of one feed-forward choose() over the ray tracer's "
+                    f"{real['candidates']:,} settings with its real model"}},
     }
     emit(stamp(figures, run), args.json, "Controller cost per choose()")
     if args.save:

@@ -39,12 +39,7 @@ from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
-from governed.mesh.tuned_renderer import (
-    AO_LEVELS_PER_RAY,
-    PROBE_PIXELS,
-    TunedRenderer,
-    knobs_of,
-)
+from governed.mesh.tuned_renderer import PROBE_PIXELS, TunedRenderer, ao_levels, knobs_of
 from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
@@ -76,9 +71,10 @@ VARIANTS = {"feedforward": ("feedforward", "phase", DEFAULT_PROBE_POLICY),
 def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance: float = 0.01,
                steps: int = 10) -> tuple[RenderSettings, float, int]:
     """Ganestam & Doggett's hand tuning, by measurement: shadows and Phong on, AO rays bisected
-    (in quarter rays) until the measured frame is within ``tolerance`` of ``target``; shadows, then
-    Phong, dropped if even no AO is too slow. Each candidate is the median of 3 frames.
-    Returns the setting closest to the target, its measured error and the frames spent."""
+    over the AO knob's levels until the measured frame is within ``tolerance`` of ``target``;
+    shadows, then Phong, dropped if even no AO is too slow. Each candidate is the median of 3
+    frames. Returns the setting closest to the target, its measured error and the frames
+    spent."""
     spent = 0
 
     def error(s: RenderSettings) -> float:
@@ -91,12 +87,13 @@ def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance
         best_err = error(best)
         if best_err <= tolerance:
             break
-    lo, hi = 0.0, float(MAX_AO_RAYS)
+    rays = ao_levels()
+    lo, hi = 0, len(rays) - 1  # the AO knob's levels
     for _ in range(steps if best_err < -tolerance else 0):
-        mid = round((lo + hi) / 2 * AO_LEVELS_PER_RAY) / AO_LEVELS_PER_RAY  # the knob's step
+        mid = (lo + hi) // 2
         if mid in (lo, hi):
             break
-        s = RenderSettings(mid, 0.1, shadows, phong)
+        s = RenderSettings(float(rays[mid]), 0.1, shadows, phong)
         err = error(s)
         if abs(err) < abs(best_err):
             best, best_err = s, err

@@ -1,10 +1,10 @@
-"""The oracle of ``bench tracer-tuned``: what a controller that knew every setting's cost on
-every view would deliver, measured on sampled views of the same path in the same run.
+"""The oracle of ``bench tracer-tuned``: what a controller that knew every setting's cost on every
+view would deliver, measured on sampled views of the same path in the same run.
 
 On each sampled view it measures settings (each the median of 3 frames, tuning off: kernels +
-read-back, no tuner work) and takes the best one whose median is under the target, in the
-order the fixed baseline searches (AO rays bisected in quarter rays with shadows and Phong on;
-shadows, then Phong, dropped only if no AO fits). Its error is then measured on fresh frames
+read-back, no tuner work) and takes the best one whose median is under the target, in the order
+the fixed baseline searches (AO rays bisected over the AO knob's levels with shadows and Phong
+on; shadows, then Phong, dropped only if no AO fits). Its error is then measured on fresh frames
 of that setting: the floor of frame-to-frame noise and knob steps that no controller can go
 below on this machine. A view under the target at the highest setting counts as on target.
 """
@@ -20,13 +20,12 @@ from autotune_app.animation import (
     measure_settings,
     reversals,
 )
-from governed.mesh.tuned_renderer import AO_LEVELS_PER_RAY, TunedRenderer
+from governed.mesh.tuned_renderer import TunedRenderer, ao_levels
 from raytracer.camera import Camera
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings
 
 ORACLE_EVERY = 5  # a sampled view every this many frames of the path
 FRESH_FRAMES = 3  # frames of the chosen setting its error is measured on
-AO_STEP = 1.0 / AO_LEVELS_PER_RAY  # the AO knob's step
 # (shadows, phong) with AO off, best look first: shadows dropped first, then Phong (the order
 # the fixed baseline's bisection tries them too)
 DROP_ORDER = ((True, True), (False, True), (False, False))
@@ -48,16 +47,17 @@ def best_under_target(renderer: TunedRenderer, camera: Camera, target: float
             break
     else:
         return RenderSettings(0, renderer.ao_radius, False, False), spent
-    lo, hi = 0, int(MAX_AO_RAYS / AO_STEP)  # quarter-ray levels: lo fits, above hi is unknown
-    if fits(RenderSettings(MAX_AO_RAYS, renderer.ao_radius, shadows, phong)):
+    rays = ao_levels()
+    lo, hi = 0, len(rays) - 1  # the AO knob's levels: lo fits, above hi is unknown
+    if fits(RenderSettings(float(rays[hi]), renderer.ao_radius, shadows, phong)):
         lo = hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if fits(RenderSettings(mid * AO_STEP, renderer.ao_radius, shadows, phong)):
+        if fits(RenderSettings(float(rays[mid]), renderer.ao_radius, shadows, phong)):
             lo = mid
         else:
             hi = mid
-    return RenderSettings(lo * AO_STEP, renderer.ao_radius, shadows, phong), spent
+    return RenderSettings(float(rays[lo]), renderer.ao_radius, shadows, phong), spent
 
 
 def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
