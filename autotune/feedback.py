@@ -150,9 +150,8 @@ class PartCorrections:
     def rescope(self, predicted: dict[str, float], factor: float = REGIME_FACTOR) -> list[str]:
         """Restart the parts whose ``predicted`` seconds (the coming frame's workload, priced
         as the sizes given to :meth:`update`) are more than ``factor`` away from the size their
-        correction was learnt at;
-        returns their names. A bias learnt on an empty view's miss rays says nothing about a
-        view full of geometry."""
+        correction was learnt at; returns their names. A bias learnt on an empty view's miss
+        rays says nothing about a view full of geometry."""
         far = [p for p, b in self._bias.items()
                if predicted.get(p, 0.0) > 0 and not b.learnt_near(predicted[p], factor)]
         for p in far:

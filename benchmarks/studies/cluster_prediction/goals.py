@@ -81,8 +81,9 @@ def diagnostics(fig: dict[str, Any], quick: bool = False) -> dict[str, Any]:
     (histograms against real runs and against per-rank mean vectors, per-frame histograms,
     the swapped term's bias)."""
     out: dict[str, Any] = {}
+    chosen = shipped(fig)
     for name, scores in experiment_scores(fig).items():
-        for key, what in (m for m in MODELS[name] if m[0] != shipped(fig)[name]):
+        for key, what in (m for m in MODELS[name] if m[0] != chosen[name]):
             r2 = scores[key]["r2"]
             out[f"{name}_r2_{key}"] = entry(r2, f">= {GOAL_R2[name]}", r2 >= GOAL_R2[name],
                                             f"R² of {what}, {PROTOCOL[name]}",
@@ -109,7 +110,7 @@ def diagnostics(fig: dict[str, Any], quick: bool = False) -> dict[str, Any]:
                     "rows (one rank per core): how far the features are from the runs they "
                     "predict (emulation_of_node_run_histograms shows what that does to the frame)"}
     net = experiment_scores(fig)["faster_network"]
-    bs, bn = (abs(net[k]["mean_signed_rel_error"]) for k in (shipped(fig)["faster_network"],
+    bs, bn = (abs(net[k]["mean_signed_rel_error"]) for k in (chosen["faster_network"],
                                                              "nn_no_term (seed)"))
     out["faster_network_bias"] = entry(
         bs, f"< {bn:.4f} (no term)", bs < bn, "|mean signed relative error| of the cluster model "
