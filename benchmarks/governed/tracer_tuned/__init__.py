@@ -19,8 +19,10 @@ Controllers, each given a fair chance:
   policy (``on-change``), and as variants under ``always`` and ``never``
   (``governed.probe_policy``) and with the frame's single correction only;
 - fixed: tuned by measurement on the first frame that shows the scene (the orbit's first, the
-  turn's first after the turn), AO rays bisected with shadows and Phong on until the measured
-  frame is within 1 % of the target (as Ganestam & Doggett did by hand);
+  turn's first after the turn): the best setting whose measured frame fits the target, bisected
+  over the settings in cost order (AO rays with shadows and Phong on; without AO, shadows, then
+  Phong off) and stopped at a setting within 1 % under the target (as Ganestam & Doggett tuned
+  by hand);
 - PI: walks the same quality-ranked candidate order as the tuner; gains tuned live on a
   calibration scene's orbit (bunny) in the same settings space and at the same size;
 - governor: a dynamic-resolution governor with Unreal Engine 5's rules on the same order

@@ -20,7 +20,6 @@ from autotune_app.animation import (
     heldout_turn_path,
     image_quality,
     logs_to_dicts,
-    measure_settings,
     orbit_camera_path,
     plot_run,
     reference_frame_target,
@@ -30,7 +29,8 @@ from autotune_app.animation import (
 )
 from autotune_app.report import emit
 from benchmarks.governed.tracer_tuned.goals import goals
-from benchmarks.governed.tracer_tuned.oracle import DROP_ORDER, oracle_path
+from benchmarks.governed.tracer_tuned.measured_settings import best_setting_by_measurement
+from benchmarks.governed.tracer_tuned.oracle import oracle_path
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
@@ -39,11 +39,11 @@ from benchmarks.harness.run_record import RunRecord, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
-from governed.mesh.tuned_renderer import PROBE_PIXELS, TunedRenderer, ao_levels, knobs_of
+from governed.mesh.tuned_renderer import PROBE_PIXELS, TunedRenderer, knobs_of
 from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
-from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
+from raytracer.mesh.tracer import MAX_AO_RAYS, Tracer
 
 PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
 PI_GAIN_GRID = tuple((kp, ki) for kp in (0.02, 0.05, 0.15) for ki in (0.05, 0.15, 0.4))
@@ -54,6 +54,8 @@ CONTROLLED = ("frame the user waits for: the tuner's work (probe, choice, bookke
 # controllers' differences (sibenik's orbit: more AO rays on average, a lower mean SSIM)
 QUALITY_FRAMES = 30
 STEP_TOLERANCE = 0.05
+# the fixed baseline's tuning stops at a measured setting this close under the target
+FIXED_TOLERANCE = 0.01
 LOAD_LIMIT_S = 30.0  # a load process ends by itself after this, whatever the benchmark does
 LOAD_FEEDBACKS = ("phase", "frame")
 # what each run is: (controller, feedback, probe policy); "feedforward" is the product at its
@@ -66,42 +68,6 @@ VARIANTS = {"feedforward": ("feedforward", "phase", DEFAULT_PROBE_POLICY),
             "fixed": ("fixed", "phase", DEFAULT_PROBE_POLICY),
             "pi": ("pi", "phase", DEFAULT_PROBE_POLICY),
             "governor": ("governor", "phase", DEFAULT_PROBE_POLICY)}
-
-
-def tune_fixed(renderer: TunedRenderer, camera: Camera, target: float, tolerance: float = 0.01,
-               steps: int = 10) -> tuple[RenderSettings, float, int]:
-    """Ganestam & Doggett's hand tuning, by measurement: shadows and Phong on, AO rays bisected
-    over the AO knob's levels until the measured frame is within ``tolerance`` of ``target``;
-    shadows, then Phong, dropped if even no AO is too slow. Each candidate is the median of 3
-    frames. Returns the setting closest to the target, its measured error and the frames
-    spent."""
-    spent = 0
-
-    def error(s: RenderSettings) -> float:
-        nonlocal spent
-        spent += 3
-        return (measure_settings(renderer, camera, s) - target) / target
-
-    for shadows, phong in DROP_ORDER:
-        best = RenderSettings(0, 0.1, shadows, phong)
-        best_err = error(best)
-        if best_err <= tolerance:
-            break
-    rays = ao_levels()
-    lo, hi = 0, len(rays) - 1  # the AO knob's levels
-    for _ in range(steps if best_err < -tolerance else 0):
-        mid = (lo + hi) // 2
-        if mid in (lo, hi):
-            break
-        s = RenderSettings(float(rays[mid]), 0.1, shadows, phong)
-        err = error(s)
-        if abs(err) < abs(best_err):
-            best, best_err = s, err
-        if abs(err) <= tolerance:
-            break
-        lo, hi = (mid, hi) if err < 0 else (lo, mid)
-    renderer.tuning = True
-    return best, float(best_err), spent
 
 
 def pi_gains(width: int, height: int, device: str | None, frames: int
@@ -252,11 +218,13 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                                      tracer=tracer, feedback=feedback, probe_policy=policy,
                                      probe_pixels=probe_pixels)
             if name == "fixed":  # tuned by measurement, then a fresh renderer holds it
-                settings, err, spent = tune_fixed(renderer, cameras[scene_view], target)
+                settings, seconds, spent = best_setting_by_measurement(
+                    renderer, cameras[scene_view], target, tolerance=FIXED_TOLERANCE)
+                err = seconds / target - 1.0
                 result["fixed_tuning"][path_name] = {
                     "tuned_on_frame": scene_view, "ao_rays": settings.ao_rays,
                     "shadows": settings.shadows, "phong": settings.phong,
-                    "measured_error": err, "within_1pct": abs(err) <= 0.01,
+                    "measured_error": err, "within_1pct": abs(err) <= FIXED_TOLERANCE,
                     "frames_spent": spent}
                 renderer = TunedRenderer(scene, width, height, target, controller=name,
                                          tracer=tracer)

@@ -1,10 +1,9 @@
 """The oracle of ``bench tracer-tuned``: what a controller that knew every setting's cost on every
 view would deliver, measured on sampled views of the same path in the same run.
 
-On each sampled view it measures settings (each the median of 3 frames, tuning off: kernels +
-read-back, no tuner work) and takes the best one whose median is under the target, in the order
-the fixed baseline searches (AO rays bisected over the AO knob's levels with shadows and Phong
-on; shadows, then Phong, dropped only if no AO fits). Its error is then measured on fresh frames
+On each sampled view it takes the best setting whose measured median frame is under the target
+(:func:`~benchmarks.governed.tracer_tuned.measured_settings.best_setting_by_measurement`, the
+fixed baseline's search, run to the end). Its error is then measured on fresh frames
 of that setting: the floor of frame-to-frame noise and knob steps that no controller can go
 below on this machine. A view under the target at the highest setting counts as on target.
 """
@@ -17,47 +16,15 @@ from autotune_app.animation import (
     REVERSAL_KNOBS,
     REVERSAL_WINDOW,
     frame_times,
-    measure_settings,
     reversals,
 )
-from governed.mesh.tuned_renderer import TunedRenderer, ao_levels
+from benchmarks.governed.tracer_tuned.measured_settings import best_setting_by_measurement
+from governed.mesh.tuned_renderer import TunedRenderer
 from raytracer.camera import Camera
-from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings
+from raytracer.mesh.tracer import MAX_AO_RAYS
 
 ORACLE_EVERY = 5  # a sampled view every this many frames of the path
 FRESH_FRAMES = 3  # frames of the chosen setting its error is measured on
-# (shadows, phong) with AO off, best look first: shadows dropped first, then Phong (the order
-# the fixed baseline's bisection tries them too)
-DROP_ORDER = ((True, True), (False, True), (False, False))
-
-
-def best_under_target(renderer: TunedRenderer, camera: Camera, target: float
-                      ) -> tuple[RenderSettings, int]:
-    """The best-looking setting whose measured median frame is under ``target`` on ``camera``
-    (the cheapest tried, if none is), and the frames spent measuring."""
-    spent = 0
-
-    def fits(s: RenderSettings) -> bool:
-        nonlocal spent
-        spent += 3
-        return measure_settings(renderer, camera, s) <= target
-
-    for shadows, phong in DROP_ORDER:
-        if fits(RenderSettings(0, renderer.ao_radius, shadows, phong)):
-            break
-    else:
-        return RenderSettings(0, renderer.ao_radius, False, False), spent
-    rays = ao_levels()
-    lo, hi = 0, len(rays) - 1  # the AO knob's levels: lo fits, above hi is unknown
-    if fits(RenderSettings(float(rays[hi]), renderer.ao_radius, shadows, phong)):
-        lo = hi
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(RenderSettings(float(rays[mid]), renderer.ao_radius, shadows, phong)):
-            lo = mid
-        else:
-            hi = mid
-    return RenderSettings(float(rays[lo]), renderer.ao_radius, shadows, phong), spent
 
 
 def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
@@ -67,7 +34,7 @@ def oracle_path(renderer: TunedRenderer, cameras: list[Camera], target: float,
     per view."""
     errors, views, frames_spent, top = [], [], 0, 0
     for i in range(0, len(cameras), every):
-        setting, spent = best_under_target(renderer, cameras[i], target)
+        setting, _, spent = best_setting_by_measurement(renderer, cameras[i], target)
         times = np.array(frame_times(renderer, cameras[i], setting, FRESH_FRAMES))
         at_top = setting.ao_rays >= MAX_AO_RAYS and setting.shadows and setting.phong
         err = np.abs(times - target) / target
