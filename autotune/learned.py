@@ -262,18 +262,6 @@ class LearnedPredictor(Learner):
 
     monotone = True  # the searches assume it; a closed loop's data alone can suggest otherwise
 
-    def __init__(
-        self,
-        space: KnobSpace,
-        features: Sequence[str] = (),
-        z: float = 1.0,
-        margin: float = 0.2,
-        window: int = 64,
-        half_life: float = 16.0,
-        one_off: float = 0.5,
-    ) -> None:
-        super().__init__(space, features, z, margin, window, half_life, one_off)
-
     @property
     def ready(self) -> bool:
         return self.fit.rows > 0
