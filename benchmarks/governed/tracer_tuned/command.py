@@ -43,7 +43,7 @@ from governed.mesh.tuned_renderer import PROBE_PIXELS, TunedRenderer, knobs_of
 from governed.probe_policy import DEFAULT_PROBE_POLICY, PROBE_POLICIES
 from raytracer.camera import Camera
 from raytracer.mesh.scene import Scene, load_scene
-from raytracer.mesh.tracer import MAX_AO_RAYS, Tracer
+from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 
 PI_TUNING_SCENE = "bunny"  # a calibration scene: neither validation nor test
 PI_GAIN_GRID = tuple((kp, ki) for kp in (0.02, 0.05, 0.15) for ki in (0.05, 0.15, 0.4))
@@ -68,6 +68,20 @@ VARIANTS = {"feedforward": ("feedforward", "phase", DEFAULT_PROBE_POLICY),
             "fixed": ("fixed", "phase", DEFAULT_PROBE_POLICY),
             "pi": ("pi", "phase", DEFAULT_PROBE_POLICY),
             "governor": ("governor", "phase", DEFAULT_PROBE_POLICY)}
+
+
+def tune_fixed(renderer: TunedRenderer, camera: Camera, frame: int, target: float
+               ) -> tuple[RenderSettings, dict]:
+    """The fixed baseline's setting, tuned by measurement on ``camera`` (the path's frame
+    ``frame``): the best one that fits ``target``, the search stopped within
+    :data:`FIXED_TOLERANCE` under it; and what the tuning found."""
+    settings, seconds, spent = best_setting_by_measurement(renderer, camera, target,
+                                                           tolerance=FIXED_TOLERANCE)
+    err = seconds / target - 1.0
+    return settings, {"tuned_on_frame": frame, "ao_rays": settings.ao_rays,
+                      "shadows": settings.shadows, "phong": settings.phong,
+                      "measured_error": err, "within_1pct": abs(err) <= FIXED_TOLERANCE,
+                      "frames_spent": spent}
 
 
 def pi_gains(width: int, height: int, device: str | None, frames: int
@@ -218,14 +232,8 @@ def run_scene(scene_name: str, controllers: tuple[str, ...], frames: int, width:
                                      tracer=tracer, feedback=feedback, probe_policy=policy,
                                      probe_pixels=probe_pixels)
             if name == "fixed":  # tuned by measurement, then a fresh renderer holds it
-                settings, seconds, spent = best_setting_by_measurement(
-                    renderer, cameras[scene_view], target, tolerance=FIXED_TOLERANCE)
-                err = seconds / target - 1.0
-                result["fixed_tuning"][path_name] = {
-                    "tuned_on_frame": scene_view, "ao_rays": settings.ao_rays,
-                    "shadows": settings.shadows, "phong": settings.phong,
-                    "measured_error": err, "within_1pct": abs(err) <= FIXED_TOLERANCE,
-                    "frames_spent": spent}
+                settings, result["fixed_tuning"][path_name] = tune_fixed(
+                    renderer, cameras[scene_view], scene_view, target)
                 renderer = TunedRenderer(scene, width, height, target, controller=name,
                                          tracer=tracer)
                 renderer.loop.hold(knobs_of(settings))
