@@ -2,8 +2,9 @@
 
 A knob's values are ordered by quality (a higher level looks better and, the searches assume,
 costs at least as much). ``FloatKnob`` is continuous in the renderer but discretized here into
-``levels`` evenly spaced values: the whole space then is a finite grid that one vectorized
-predictor call can score, and a bisection over a knob's levels is a bisection over its range.
+``levels`` evenly spaced values (or at given values: :meth:`FloatKnob.at`): the whole space then
+is a finite grid that one vectorized predictor call can score, and a bisection over a knob's
+levels is a bisection over its range.
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ class BoolKnob(Knob):
 
 
 class FloatKnob(Knob):
-    """Continuous knob discretized into ``levels`` evenly spaced values from low to high."""
+    """Continuous knob discretized into ``levels`` evenly spaced values from low to high, or at
+    given values (:meth:`at`)."""
 
     def __init__(
         self, name: str, low: float, high: float, levels: int = 16, weight: float = 1.0
