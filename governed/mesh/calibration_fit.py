@@ -166,6 +166,8 @@ class _Problem:
         self.candidates = [_Parameter("scale", p) for p in self.phases]
         self.candidates += [_Parameter("device", f) for f in FREE_PARAMETERS]
         self.candidates += [_Parameter(t, p) for t in PHASE_TERMS[1:] for p in self.phases]
+        self._device_key: tuple[float, ...] | None = None  # see device_seconds
+        self._device_seconds: dict[str, np.ndarray] = {}
 
     def start(self, latency_factor: float = 1.0, delay_factor: float = 1.0,
               issue_factor: float = 1.0) -> dict[str, float]:
@@ -193,13 +195,28 @@ class _Problem:
         return dataclasses.replace(self.base, **{
             f: float(np.exp(values[f"device.{f}"])) for f in FREE_PARAMETERS})
 
+    def device_seconds(self, values: dict[str, float]) -> dict[str, np.ndarray]:
+        """Per phase, the device model's seconds of each frame at the device figures in
+        ``values``. Kept for the last figures asked: the phase terms (scale, launch, miss,
+        offset) leave the device model as it is, so the finite differences along them, most
+        of a fit's residual evaluations, need not run it again (the same numbers, computed
+        once: ``bench tracer-model --quick`` spent two thirds of its time here)."""
+        key = tuple(values[f"device.{f}"] for f in FREE_PARAMETERS)
+        if self._device_key != key:
+            profile = self.profile(values)
+            self._device_seconds = {
+                phase: predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks,
+                                       active)
+                for phase, (compute, coal, uncoal, blocks, active, *_) in self.data.items()}
+            self._device_key = key
+        return self._device_seconds
+
     def residuals(self, values: dict[str, float]) -> np.ndarray:
-        profile = self.profile(values)
+        device = self.device_seconds(values)
         out = []
         for phase in self.phases:
-            compute, coal, uncoal, blocks, active, pixels, missed, measured = self.data[phase]
-            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks,
-                                    active)
+            _, _, _, _, _, pixels, missed, measured = self.data[phase]
+            model = device[phase]
             pred = (model * np.exp(values[f"scale.{phase}"]) + values[f"launch.{phase}"]
                     + values[f"miss.{phase}"] * missed + values[f"offset.{phase}"] * pixels)
             out.append((pred - measured) / measured)
