@@ -5,6 +5,7 @@ import argparse
 import csv
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -327,26 +328,26 @@ def test_unwritable_record_directory_is_one_line(tmp_path: Path, monkeypatch, ca
 
 
 def _start_xvfb(*extra: str):
-    """A private Xvfb on a free display number; skips the test when Xvfb is not installed."""
+    """A private Xvfb on a display number it picks itself (``-displayfd``: no race with
+    another test process starting one at the same time); skips the test when Xvfb is not
+    installed."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb is not installed (apt-get install xvfb)")
-    for number in range(91, 140):
-        if (
-            not Path(f"/tmp/.X11-unix/X{number}").exists()
-            and not Path(f"/tmp/.X{number}-lock").exists()
-        ):
-            break
+    read, write = os.pipe()
     proc = subprocess.Popen(
-        ["Xvfb", f":{number}", "-screen", "0", "1280x720x24", "-nolisten", "tcp", *extra],
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x720x24", "-nolisten", "tcp",
+         *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        pass_fds=(write,),
     )
-    deadline = time.monotonic() + 10
-    while not Path(f"/tmp/.X11-unix/X{number}").exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.skip("Xvfb did not start")
-        time.sleep(0.05)
+    os.close(write)
+    with os.fdopen(read) as numbers:
+        ready, _, _ = select.select([numbers], [], [], 10)
+        number = numbers.readline().strip() if ready else ""
+    if not number.isdigit():
+        proc.kill()
+        pytest.skip("Xvfb did not start")
     return proc, f":{number}"
 
 
