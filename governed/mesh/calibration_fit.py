@@ -179,12 +179,10 @@ class _Problem:
         values = {f"device.{f}": float(np.clip(math.log(getattr(self.base, f)
                                                         * factors.get(f, 1.0)), *_log_range(f)))
                   for f in FREE_PARAMETERS}
-        profile = self.profile(values)
+        device = self.device_seconds(values)
         for phase in self.phases:
-            compute, coal, uncoal, blocks, active, _, _, measured = self.data[phase]
-            model = predict_seconds(profile, compute, coal, uncoal, 0.0, TILE * TILE, blocks,
-                                    active)
-            scale = np.log(np.median(measured / np.maximum(model, 1e-12)))
+            measured = self.data[phase][-1]
+            scale = np.log(np.median(measured / np.maximum(device[phase], 1e-12)))
             values[f"scale.{phase}"] = float(np.clip(scale, SCALE_BOUNDS[0] + 1e-9,
                                                      SCALE_BOUNDS[1] - 1e-9))
             for term in PHASE_TERMS[1:]:
