@@ -18,6 +18,7 @@ from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
 from benchmarks.studies.cluster_prediction.model_training import (
     faster_node_split,
     fastest_generated,
+    form_scores,
     holds_in_both,
 )
 from benchmarks.studies.cluster_prediction.mpi_runs import CURRENT_STEP, FASTER_STEP, real_runs
@@ -191,6 +192,21 @@ def test_the_form_is_chosen_on_generated_rows_and_must_hold_in_both_shapes():
     even = {"faster_node": 0.05, "faster_network": 0.06}
     assert holds_in_both({"term": uneven, "expected_max": even}) == "expected_max"
     assert holds_in_both({"term": even, "expected_max": uneven}) == "term"
+
+
+def test_the_form_is_scored_on_the_rows_with_one_rank_per_core():
+    rows = [{"ranks": r, "frame_seconds": 0.01} for r in (1, 2, 4, 32)]
+    shapes = {"faster_node": ({"term": np.full(4, 0.0105),
+                               "expected_max": np.array([0.0101, 0.0101, 0.02, 0.05])}, rows),
+              "faster_network": ({"term": np.full(4, 0.0106),
+                                  "expected_max": np.array([0.0102, 0.0099, 0.03, 0.04])}, rows)}
+    scores = form_scores(shapes, cores=2)
+    assert scores["term"]["faster_node"] == pytest.approx(0.05)
+    assert scores["expected_max"]["faster_network"] == pytest.approx(0.015)
+    assert holds_in_both(scores) == "expected_max"  # bad only where ranks share a core
+    assert holds_in_both(form_scores(shapes, cores=32)) == "term"
+    with pytest.raises(ValueError, match="at most 0 ranks"):
+        form_scores(shapes, cores=0)
 
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():

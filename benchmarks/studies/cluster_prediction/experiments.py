@@ -178,7 +178,7 @@ def experiments(cfg: dict[str, Any], real: dict[str, Any], hists: dict[str, Any]
     shm, slow = compositing_term(terms["shm"]), compositing_term(terms["slow"])
     models, training, rows = train_models(cfg, data, shm, slow)
     form = choose_form(cfg, rows, {"term": models["slow_nn_term"],
-                                   "expected_max": models["slow_nn_analytic"]}, shm)
+                                   "expected_max": models["slow_nn_analytic"]}, shm, cores)
     out: dict[str, Any] = {"training": training, "model_form": form}
     plots: dict[str, Any] = {"models": models, "shipped": form["model"]}
     out["upgrade"], plots["upgrade"] = upgrade_experiment(cfg, real, hists, data, models, shm,
