@@ -176,6 +176,9 @@ def test_the_goals_score_the_form_the_run_chose_and_report_the_other_beside():
     got, beside = goals(figures), diagnostics(figures)
     assert all(v["met"] for v in got.values())
     assert "E[max" in got["upgrade_r2"]["what"] and "E[max" in got["faster_network_r2"]["what"]
+    assert "blind" not in got["upgrade_r2"]["what"]
+    figures["model_form"]["blind"] = False  # a machine whose test rows the rule was written on
+    assert all("not a blind result" in v["what"] for v in goals(figures).values())
     assert beside["upgrade_r2_nn_term"]["met"] is False
     assert beside["faster_network_r2_nn_term_swapped"]["met"] is False
     assert "upgrade_r2_nn_analytic" not in beside

@@ -65,13 +65,15 @@ def goals(fig: dict[str, Any], quick: bool = False) -> dict[str, Any]:
     judged: its few test rows (2 image sizes) cannot tell an R² of 0.97 from one of 0.5 (the
     full run's: 3 sizes, each rank count up to one per core)."""
     out = {}
+    seen = ("" if fig.get("model_form", {}).get("blind", True) else
+            " by a rule written with this machine's test R² known: not a blind result")
     for name, scores in experiment_scores(fig).items():
         key = shipped(fig)[name]
         what = dict(MODELS[name])[key]
         r2 = scores[key]["r2"]
         out[f"{name}_r2"] = entry(r2, f">= {GOAL_R2[name]}", r2 >= GOAL_R2[name],
                                   f"R² of the cluster model ({what}; the form chosen on "
-                                  f"emulation rows), {PROTOCOL[name]}", judged=not quick,
+                                  f"emulation rows{seen}), {PROTOCOL[name]}", judged=not quick,
                                   rows=scores[key].get("n"))
     return out
 
