@@ -130,4 +130,10 @@ def seed_table(fig: dict[str, Any]) -> list[str]:
         cells = " | ".join("—" if k not in scores else f"{scores[k]['r2']:.3f}"
                            for k, _ in MODELS[name])
         lines.append(f"| {name} | {cells} | {STUDY_R2[name]} |")
+    form = fig.get("model_form")
+    if form:  # which column the goals read, and whether its choice was blind here
+        lines += ["", f"The goals read {dict(MODELS['upgrade'])[form['model']]} (the form "
+                  "chosen on emulation rows)" + ("." if form.get("blind", True) else
+                  "; the rule that chose it was written with this machine's test R² known, "
+                  "so here it is not a blind result.")]
     return [*lines, ""]
