@@ -10,7 +10,9 @@ render with the local render times of the performance histogram (recorded by
 ``--latency`` swap in another network's compositing term (the model learnt the rest).
 Outside the rank counts and image sizes the model was trained on, the network extrapolates:
 the command says so and also prints the analytic estimate (E[max] of the histogram over the
-ranks + the compositing term), which rests on stated assumptions instead of a fit.
+ranks + the compositing term), which rests on stated assumptions instead of a fit. Above the
+cores of the machine whose emulation runs trained it (the model's ``cores``), those runs had
+ranks sharing cores, and the command says that too.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         notes.append(f"{args.ranks} ranks is outside the {ranks_range[0]}..{ranks_range[1]} "
                      "the model was trained on: the network extrapolates; the analytic "
                      "estimate is the safer figure there")
+    cores = model.meta.get("cores")
+    if cores and args.ranks > cores:
+        notes.append(f"the network learned from emulation runs on a {cores}-core machine, "
+                     f"where more than {cores} ranks shared cores: above {cores} ranks it "
+                     "prices that sharing, which a cluster with a core per rank does not have; "
+                     "the analytic estimate assumes a core per rank")
     if sizes and not sizes[0] <= px <= sizes[1]:
         notes.append(f"{w}x{h} is outside the image sizes the model was trained on "
                      f"({int(math.sqrt(sizes[0]))}² .. {int(math.sqrt(sizes[1]))}²)")

@@ -73,6 +73,15 @@ def test_predict_prints_the_mean_frame_time(files, capsys):
                              "--image", "2048x2048", "--model", folder / "m.json")
     assert code == 0 and "predicted mean frame time:" in text
     assert "outside the 1..8" in text and "analytic" in text
+    assert "shared cores" not in text  # a model that does not say where it was trained
+    shared = folder / "m_cores.json"
+    d = json.loads((folder / "m.json").read_text())
+    shared.write_text(json.dumps({**d, "meta": {**d["meta"], "cores": 2}}))
+    for ranks, said in ((2, False), (4, True)):
+        code, out3, _ = _predict(capsys, "--histogram", folder / "h.json", "--ranks", ranks,
+                                 "--image", "256x256", "--model", shared, "--json")
+        assert code == 0
+        assert any("2-core machine" in n for n in json.loads(out3)["notes"]) is said
 
 
 def test_predict_bad_arguments_and_files(files, capsys, tmp_path):

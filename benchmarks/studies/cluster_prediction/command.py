@@ -161,6 +161,8 @@ def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
         model = plots["models"][plots["shipped"]]
         model.meta.update({"volume": cfg["volume"], "machine": cpu_model(),
                            "form": figures["model_form"]["form"],
+                           # above this many ranks the training rows shared cores
+                           "cores": cfg["cores"],
                            "date": figures["machine"]["date"]})
         folder = machine_folder() / DATA_NAME
         folder.mkdir(parents=True, exist_ok=True)
