@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.studies.cluster_prediction.command import model_meta
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     emulation_plan,
     histograms,
@@ -210,6 +211,14 @@ def test_the_form_is_scored_on_the_rows_with_one_rank_per_core():
     assert holds_in_both(form_scores(shapes, cores=32)) == "term"
     with pytest.raises(ValueError, match="at most 0 ranks"):
         form_scores(shapes, cores=0)
+
+
+def test_a_saved_model_says_how_many_cores_its_emulation_rows_had():
+    figures = {"model_form": {"form": "expected_max"}, "config": {"cores": 2},
+               "machine": {"date": "2026-11-30T07:00:00+00:00"}}
+    meta = model_meta(figures, {"volume": "bonsai"})
+    assert meta["cores"] == 2 and meta["form"] == "expected_max" and meta["volume"] == "bonsai"
+    assert meta["date"] == figures["machine"]["date"] and meta["machine"]
 
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():

@@ -155,18 +155,26 @@ def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
     """The figures into results/<machine>/; after a full run also the trained model (in the
     form the run chose: ``model_form``), as
     results/<machine>/cluster/cluster_model.json (``autotune predict --model`` reads it): a
-    run on one machine never replaces the model shipped from another."""
-    save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
+    run on one machine never replaces the model shipped from another. The model's meta is
+    made before anything is written, so that a run never leaves the figures without it."""
+    model = None
     if not quick:
         model = plots["models"][plots["shipped"]]
-        model.meta.update({"volume": cfg["volume"], "machine": cpu_model(),
-                           "form": figures["model_form"]["form"],
-                           # above this many ranks the training rows shared cores
-                           "cores": cfg["cores"],
-                           "date": figures["machine"]["date"]})
+        model.meta.update(model_meta(figures, cfg))
+    save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
+    if model is not None:
         folder = machine_folder() / DATA_NAME
         folder.mkdir(parents=True, exist_ok=True)
         write_model(folder / MODEL_NAME, model)
+
+
+def model_meta(figures: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a saved model says of its training: the volume, the machine and its cores (above
+    that many ranks its emulation rows shared cores: ``autotune predict`` says so), the form,
+    the date."""
+    return {"volume": cfg["volume"], "machine": cpu_model(),
+            "form": figures["model_form"]["form"], "cores": figures["config"]["cores"],
+            "date": figures["machine"]["date"]}
 
 
 def main(argv: list[str] | None = None) -> int:
