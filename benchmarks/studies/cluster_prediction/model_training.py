@@ -12,6 +12,7 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
     generated_source,
     is_training_histogram,
 )
+from benchmarks.studies.cluster_prediction.scoring import by_cores
 from common.cpu_info import this_machine
 from studies.cluster_prediction.model import ClusterModel, CompositingTerm, fit_cluster_model
 from studies.cluster_prediction.perf_histogram import PerfHistogram
@@ -137,9 +138,9 @@ def choose_form(cfg: dict[str, Any], rows: list[dict[str, Any]], slow_models: di
             "form": chosen, "model": FORMS[chosen], "scores": scores,
             "blind": this_machine() not in FORM_RULE_SEEN_ON,
             "rows": {"faster_node": {"trained": len(kept), "predicted": len(held),
-                                     "scored": _within_cores(held, cores)},
+                                     "scored": by_cores(held, cores)["one_rank_per_core"].size},
                      "faster_network": {"predicted": len(rows),
-                                        "scored": _within_cores(rows, cores)}}}
+                                        "scored": by_cores(rows, cores)["one_rank_per_core"].size}}}
 
 
 def form_scores(shapes: dict[str, tuple[dict[str, np.ndarray], list[dict[str, Any]]]],
@@ -155,18 +156,14 @@ def form_scores(shapes: dict[str, tuple[dict[str, np.ndarray], list[dict[str, An
     out: dict[str, dict[str, float]] = {}
     for shape, (predicted, rows) in shapes.items():
         emulated = np.array([r["frame_seconds"] for r in rows])
-        mine = np.array([r["ranks"] <= cores for r in rows], bool)
-        if not mine.any():
+        mine = by_cores(rows, cores)["one_rank_per_core"]
+        if not mine.size:
             raise ValueError(f"form choice: no {shape} row has at most {cores} ranks")
         for form, pred in predicted.items():
             out.setdefault(form, {})[shape] = float(
                 np.mean(np.abs(pred[mine] / emulated[mine] - 1)))
     return out
 
-
-def _within_cores(rows: list[dict[str, Any]], cores: int) -> int:
-    """How many of ``rows`` have at most ``cores`` ranks."""
-    return sum(r["ranks"] <= cores for r in rows)
 
 
 def faster_node_split(cfg: dict[str, Any], rows: list[dict[str, Any]]
