@@ -214,11 +214,13 @@ def test_the_form_is_scored_on_the_rows_with_one_rank_per_core():
 
 
 def test_a_saved_model_says_how_many_cores_its_emulation_rows_had():
-    figures = {"model_form": {"form": "expected_max"}, "config": {"cores": 2},
-               "machine": {"date": "2026-11-30T07:00:00+00:00"}}
-    meta = model_meta(figures, {"volume": "bonsai"})
+    figures = {"model_form": {"form": "expected_max"}, "config": {"cores": 2, "volume": "bonsai"},
+               "machine": {"cpu": "AMD EPYC (family 25, model 1), 2 CPUs",
+                           "date": "2026-11-30T07:00:00+00:00"}}
+    meta = model_meta(figures)
     assert meta["cores"] == 2 and meta["form"] == "expected_max" and meta["volume"] == "bonsai"
-    assert meta["date"] == figures["machine"]["date"] and meta["machine"]
+    assert meta["date"] == figures["machine"]["date"]
+    assert meta["machine"] == figures["machine"]["cpu"]
 
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():

@@ -150,8 +150,7 @@ def notes(cfg: dict[str, Any], cores: int, load_before: float, got: Measured
     }
 
 
-def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
-         quick: bool) -> None:
+def save(figures: dict[str, Any], plots: dict[str, Any], quick: bool) -> None:
     """The figures into results/<machine>/; after a full run also the trained model (in the
     form the run chose: ``model_form``), as
     results/<machine>/cluster/cluster_model.json (``autotune predict --model`` reads it): a
@@ -160,7 +159,7 @@ def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
     model = None
     if not quick:
         model = plots["models"][plots["shipped"]]
-        model.meta.update(model_meta(figures, cfg))
+        model.meta.update(model_meta(figures))
     save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
     if model is not None:
         folder = machine_folder() / DATA_NAME
@@ -168,13 +167,14 @@ def save(figures: dict[str, Any], plots: dict[str, Any], cfg: dict[str, Any],
         write_model(folder / MODEL_NAME, model)
 
 
-def model_meta(figures: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+def model_meta(figures: dict[str, Any]) -> dict[str, Any]:
     """What a saved model says of its training: the volume, the machine and its cores (above
     that many ranks its emulation rows shared cores: ``autotune predict`` says so), the form,
     the date."""
-    return {"volume": cfg["volume"], "machine": cpu_model(),
-            "form": figures["model_form"]["form"], "cores": figures["config"]["cores"],
-            "date": figures["machine"]["date"]}
+    config, machine = figures["config"], figures["machine"]
+    return {"volume": config["volume"], "machine": machine["cpu"],
+            "form": figures["model_form"]["form"], "cores": config["cores"],
+            "date": machine["date"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                           "wall_seconds": time.perf_counter() - started}
     emit(figures, args.json, "Cluster model: histograms, emulation, 16+8 MLP (the cluster study)")
     if args.save:
-        save(figures, got.plots, cfg, args.quick)
+        save(figures, got.plots, args.quick)
     return 0
 
 
