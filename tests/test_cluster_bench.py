@@ -6,9 +6,12 @@ partition on one process."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
+from benchmarks.studies.cluster_prediction import command
 from benchmarks.studies.cluster_prediction.command import model_meta
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     emulation_plan,
@@ -221,6 +224,22 @@ def test_a_saved_model_says_how_many_cores_its_emulation_rows_had():
     assert meta["cores"] == 2 and meta["form"] == "expected_max" and meta["volume"] == "bonsai"
     assert meta["date"] == figures["machine"]["date"]
     assert meta["machine"] == figures["machine"]["cpu"]
+
+
+def test_a_full_run_saves_its_figures_then_the_model_with_that_meta(monkeypatch, tmp_path):
+    written = []
+    monkeypatch.setattr(command, "save_result", lambda name, fig: written.append(name))
+    monkeypatch.setattr(command, "machine_folder", lambda: tmp_path)
+    monkeypatch.setattr(command, "write_model", lambda path, m: written.append(path))
+    figures = {"model_form": {"form": "term"}, "config": {"cores": 2, "volume": "bonsai"},
+               "machine": {"cpu": "some CPU", "date": "2026-11-30T07:00:00+00:00"}}
+    model = SimpleNamespace(meta={"rows": 3})
+    command.save(figures, {"models": {"nn_term": model}, "shipped": "nn_term"}, quick=False)
+    assert written == [command.RESULTS_NAME, tmp_path / command.DATA_NAME / command.MODEL_NAME]
+    assert model.meta == {"rows": 3, **model_meta(figures)}
+    written.clear()
+    command.save(figures, {}, quick=True)  # a quick run saves no model
+    assert written == [command.RESULTS_QUICK_NAME]
 
 
 def test_a_node_run_times_every_brick_of_the_partition_in_one_process():
