@@ -119,7 +119,8 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
     run = VolumeRun(args, renderer, volume, tf)
     if _governed(args):
         run.calibrate(cameras[0])
-        frames = (run.governed_frame(cam) for cam in cameras)
+        frames = (run.governed_frame(cam, nxt) for cam, nxt in
+                  zip(cameras, [*cameras[1:], None], strict=True))
     else:
         settings = FrameSettings(step=args.step or 1.0, image_scale=args.scale or 1.0,
                                  ert_threshold=args.ert or 1.0)
@@ -233,9 +234,11 @@ class VolumeRun:
         return {"image": res.image, "record": res.record, "settings": settings,
                 "measured": res.record.frame_seconds}
 
-    def governed_frame(self, camera: Any) -> dict[str, Any] | None:
+    def governed_frame(self, camera: Any, next_camera: Any = None) -> dict[str, Any] | None:
+        """One governed frame; the path's ``next_camera`` is probed ahead on a device that is
+        not the CPU (:meth:`TunedVolumeRenderer.render`)."""
         self.comm.Barrier()
-        f = self.tuned.render(camera)
+        f = self.tuned.render(camera, next_camera)
         if f is None:
             return None
         return {"image": f.image, "record": f.record, "settings": f.settings,

@@ -2,6 +2,8 @@
 between probes is priced with, what a frame teaches, and that a baseline pays for no probe."""
 
 import copy
+import dataclasses
+import threading
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ import pytest
 from governed.volume.knobs import volume_knob_space
 from governed.volume.model_fit import VolumeModel, volume_calibration_views
 from governed.volume.tuned_volume import TunedVolumeRenderer
+from governed.volume.workload_probe import WorkloadProbe
 from models.volume_cost import ClusterFrameModel
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
@@ -147,3 +150,46 @@ def test_a_rendered_candidates_work_is_read_from_its_pricing(tuned, monkeypatch)
     off_grid = FrameSettings(step=1.0 / 0.3, image_scale=0.6, ert_threshold=0.99)
     model.workload = workload
     assert model.uncorrected_rank_work(off_grid).shape == (model.model.ranks,) and reads == []
+
+
+def _ahead_run(tuned, monkeypatch, cameras, next_cameras):
+    """Governed frames with the next view probed ahead (as on a device that is not the CPU):
+    per frame the workload it was priced on, and the threads every probe ran on."""
+    threads, priced = [], []
+    call = WorkloadProbe.__call__
+    monkeypatch.setattr(WorkloadProbe, "__call__", lambda self, *a: threads.append(
+        threading.current_thread().name) or call(self, *a))
+    price = VolumeModel.__call__
+    monkeypatch.setattr(VolumeModel, "__call__", lambda self, knobs, **kw: priced.append(
+        self.workload) or price(self, knobs, **kw))
+    tuned.use_controller("feedforward")
+    tuned.probe_policy = "always"  # every frame priced on a probe of its own view
+    assert not tuned.probe_ahead  # a CPU device: the probe would take the frame's cores
+    monkeypatch.setattr(tuned, "probe_ahead", True)
+    frames = [tuned.render(cam, nxt) for cam, nxt in zip(cameras, next_cameras, strict=True)]
+    tuned.probe.close()  # the last probe ahead done
+    return frames, priced, threads
+
+
+def test_a_view_probed_ahead_stands_in_for_its_probe(tuned, monkeypatch):
+    """The next view probed during the frame is the next frame's probe: the frame probes
+    nothing itself, and it is priced on the very workload its own probe gives (the probe is
+    deterministic)."""
+    views = orbit(tuned, 6)
+    frames, priced, threads = _ahead_run(tuned, monkeypatch, views, [*views[1:], None])
+    on_frame = [t for t in threads if not t.startswith("volume-probe")]
+    assert len(on_frame) == 1 and len(threads) == 6  # the first view, then 5 ahead
+    assert len(priced) == 6 and all(f.probe_seconds >= 0 for f in frames)
+    for cam, workload in zip(views, priced, strict=True):
+        own = tuned.probe(cam, tuned.width, tuned.height)
+        np.testing.assert_array_equal(workload.length, own.length)
+        np.testing.assert_array_equal(workload.rays, own.rays)
+
+
+def test_a_view_probed_ahead_is_not_taken_for_another(tuned, monkeypatch):
+    """A path that cuts elsewhere than the view probed ahead probes its own view."""
+    views = orbit(tuned, 4)
+    wrong = [dataclasses.replace(c, eye=tuple(-x for x in c.eye)) for c in views[1:]]
+    frames, priced, threads = _ahead_run(tuned, monkeypatch, views, [*wrong, None])
+    assert len([t for t in threads if not t.startswith("volume-probe")]) == 4
+    assert all(f.probe_seconds > 0 for f in frames)

@@ -20,8 +20,9 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
     tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=8,   # views off the path
                     also=[(DistributedRenderer(small, small_tf),
                            volume_calibration_views(small.radius, 4))])
-    for camera in seed_orbit(volume.radius, frames=4):
-        frame = tuned.render(camera)                      # choose, render, composite, learn
+    path = seed_orbit(volume.radius, frames=4)
+    for camera, next_camera in zip(path, [*path[1:], None]):
+        frame = tuned.render(camera, next_camera)         # choose, render, composite, learn
         if frame is not None:                             # rank 0
             print(f"{frame.measured * 1e3:.1f} ms, step {frame.settings.step:.2f}")
 

@@ -25,6 +25,7 @@ import functools
 import time
 import weakref
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,7 +65,7 @@ from governed.volume.workload_probe import (
 )
 from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit
-from models.volume_cost import ClusterFrameModel, RenderModel
+from models.volume_cost import ClusterFrameModel, RenderModel, shares_cores
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -186,6 +187,12 @@ class TunedVolumeRenderer(SharedFrames):
         self.diagonal = 0.0  # rank 0: the volume's diagonal (a jump of the eye is set against it)
         self.probe: WorkloadProbe | None = None
         self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
+        # rank 0, on a device that is not the CPU: the next view is probed on the probe's
+        # thread while the device renders this one (the seed's design; on a CPU device the
+        # probe would take the frame's own cores); the last probe started ahead and its view
+        # (None once a frame took it)
+        self.probe_ahead = not shares_cores(renderer.device_kind)
+        self._ahead: tuple[tuple | None, Future[RankWorkload]] | None = None
         self.schedule = volume_probe_schedule(probe_policy)  # rank 0: which governed frames probe
         # rank 0: how far the frames since the last probe moved from its prices (reset by each
         # fresh probe; the bias feedback learns what it leaves)
@@ -223,6 +230,9 @@ class TunedVolumeRenderer(SharedFrames):
         share and what the tuner learned of the renderer."""
         self.grid = BlockGrid.for_volume(self.renderer.volume, self.renderer.tf)
         self.diagonal = 2.0 * self.renderer.volume.radius  # what a jump of the eye is set against
+        if self.probe is not None:
+            self.probe.close()  # a probe of the last volume ahead finishes, unread
+        self._ahead = None
         self.probe = WorkloadProbe(self.grid, self.boxes, self.thresholds)
         self._probed = None  # another volume or transfer function: every view probed anew
         self.schedule.restart()
@@ -288,12 +298,19 @@ class TunedVolumeRenderer(SharedFrames):
         within 5 %, against 2), else the last probe's. A fresh probe also reprices the
         candidates."""
         view = (camera, self.width, self.height)
+        ahead = self._ahead
         if self._probed is not None and self._probed[0][1:] != view[1:]:
             self.schedule.restart()
         if self._probed is not None and not self.schedule.due(
                 camera, self.diagonal, learning=self.fit.correction.learning):
             return self._probed[1], 0.0, False
-        workload, seconds = self._probe(camera)
+        if ahead is not None and ahead[0] == view:  # probed during the last frame
+            t0 = time.perf_counter()
+            workload = ahead[1].result()
+            seconds = time.perf_counter() - t0  # what the last frame did not hide
+            self._probed, self._ahead = (view, workload), (None, ahead[1])
+        else:
+            workload, seconds = self._probe(camera)
         self._priced_before, self._priced = self._priced, None
         self.drift.restart()
         return workload, seconds, True
@@ -465,6 +482,15 @@ class TunedVolumeRenderer(SharedFrames):
         modelled, drift = self._priced[1], self.drift.factor(DRIFTING)
         return FramePrice(modelled * drift if drift != 1.0 else modelled, self.model.spent)
 
+    def _probe_next(self, camera: Camera) -> None:
+        """Rank 0: start the probe of ``camera``, the next frame's view, on the probe's thread,
+        unless the last one started still runs (a frame shorter than a probe: the next frame
+        then probes as it would without)."""
+        running = self._ahead[1] if self._ahead is not None else None
+        if running is None or running.done():
+            self._ahead = ((camera, self.width, self.height),
+                           self.probe.measure_async(camera, self.width, self.height))
+
     def _price_change(self) -> float | None:
         """Rank 0, after a fresh probe priced the candidates: the mean relative change of
         their prices since the last probe (None where there is none to compare): how far the
@@ -476,8 +502,12 @@ class TunedVolumeRenderer(SharedFrames):
 
     # ------------------------------------------------------------------ governed frames
 
-    def render(self, camera: Camera) -> TunedVolumeFrame | None:
-        """One governed frame (collective); rank 0 gets the frame, the others None."""
+    def render(self, camera: Camera, next_camera: Camera | None = None
+               ) -> TunedVolumeFrame | None:
+        """One governed frame (collective); rank 0 gets the frame, the others None. With
+        ``next_camera`` (rank 0's) on a device that is not the CPU (:attr:`probe_ahead`), that
+        view is probed on the probe's thread while this frame renders, and the next frame
+        takes its workload where its probe policy asks for a probe."""
         t0 = time.perf_counter()
         settings, decision, probe_s, fresh, priced = None, None, 0.0, False, False
         if self.rank == 0:
@@ -491,6 +521,8 @@ class TunedVolumeRenderer(SharedFrames):
             settings = settings_of(decision.knobs)
             if fresh:
                 self.schedule.probed(camera, self._price_change())
+            if priced and next_camera is not None and self.probe_ahead:
+                self._probe_next(next_camera)
             choice = time.perf_counter() - t0 - probe_s  # all the tuner did but probe
         settings, res = self.shared_frame(camera, settings)
         if self.rank == 0:

@@ -12,6 +12,7 @@ scaled from probe rays to image pixels: that is what the per-rank model prices.
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -172,7 +173,7 @@ def nearest_threshold(thresholds: NDArray, ert: ArrayLike) -> NDArray[np.intp]:
 # stays in registers and lands in the per-brick accumulators once per brick. A function per
 # ray or per brick would be a call inside the probe's ray loop, taking the accumulators and
 # returning that state each time.
-@njit(fastmath=True)
+@njit(fastmath=True, nogil=True)  # nogil: a probe ahead runs beside the frame's wait
 def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block, code,
            distance, passes, jump_share, bricks_lo, bricks_hi, step_vox, thresholds
            ):  # pragma: no cover
@@ -337,6 +338,7 @@ class WorkloadProbe:
         # per distance r: the share of one jump over r blocks a probe step is (0: not empty)
         r = np.arange(int(grid.distance.max()) + 1, dtype=np.float64)
         self._jump_share = np.divide(step_vox, r * grid.block, out=np.zeros_like(r), where=r > 0)
+        self._pool: ThreadPoolExecutor | None = None  # the worker of measure_async, on demand
 
     def __call__(self, camera: Camera, width: int, height: int) -> RankWorkload:
         """Each brick's workload for ``camera`` rendering ``width`` x ``height`` pixels."""
@@ -349,6 +351,19 @@ class WorkloadProbe:
             self._bricks_hi, self.step_vox, self.thresholds)
         return RankWorkload(self.thresholds, length, span, hits, jumps, change, roughness, pw,
                             crossing)
+
+    def measure_async(self, camera: Camera, width: int, height: int) -> Future[RankWorkload]:
+        """Start a probe of ``camera`` on this probe's worker thread (the next view, while the
+        device renders this one: Ganestam & Doggett's probe beside the GPU's frame)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="volume-probe")
+        return self._pool.submit(self, camera, width, height)
+
+    def close(self) -> None:
+        """Let the worker thread finish its probe and end (a probe replaced by another's)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
