@@ -48,8 +48,8 @@ class _Tuned:
     def __init__(self) -> None:
         self.log: list[tuple] = []
 
-    def render(self, camera: int) -> SimpleNamespace:
-        self.log.append(("frame", camera))
+    def render(self, camera: int, next_camera: int | None = None) -> SimpleNamespace:
+        self.log.append(("frame", camera, next_camera))
         return SimpleNamespace(settings=FrameSettings(step=1.0 + camera), measured=0.01,
                                predicted=0.01, corrected=0.01, probe_seconds=0.0,
                                search_seconds=0.0, bookkeeping_seconds=0.0)
@@ -62,7 +62,7 @@ class _Tuned:
 def test_quality_is_measured_after_the_timed_frames_at_each_frames_settings():
     tuned = _Tuned()
     rows = governed_run(tuned, list(range(7)), quality_every=3)
-    assert tuned.log == [("frame", i) for i in range(7)] + [
+    assert tuned.log == [("frame", i, i + 1 if i < 6 else None) for i in range(7)] + [
         ("quality", i, 1.0 + i) for i in (0, 3, 6)]
     assert [i for i, r in enumerate(rows) if "ssim" in r] == [0, 3, 6]
     assert "ssim" not in governed_run(_Tuned(), list(range(3)), quality_every=0)[0]

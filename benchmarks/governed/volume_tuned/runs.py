@@ -50,7 +50,9 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
         t0 = time.perf_counter()
-        f = tuned.render(cam)
+        # the path's next view, probed ahead as the product does on a device that is not the CPU
+        f = tuned.render(cam, cameras[i + 1] if i + 1 < len(cameras) and swap_at != i + 1
+                         else None)
         if f is None:
             continue
         chosen.append(f.settings)
