@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import numpy as np
 
 from common.jit_cache import njit
+from governed.probe_worker import ProbeWorker
 from models.workload import Workload
 from raytracer.camera import Camera
 from raytracer.mesh.bvh import BVH, packed_normals
@@ -127,7 +128,7 @@ class Probe:
         self._seen = np.zeros(len(bvh.triangles), np.bool_)  # tile_sums' scratch, kept clear
         self._seen_lock = threading.Lock()  # measure() may run on a worker thread too
         self._corners: tuple[tuple, np.ndarray] | None = None  # the last frame size's lattice
-        self._pool: ThreadPoolExecutor | None = None
+        self._worker = ProbeWorker("probe")  # measure_async's thread
         self.last_seconds = 0.0
 
     @classmethod
@@ -240,11 +241,8 @@ class Probe:
 
     def measure_async(self, camera: Camera, width: int, height: int) -> Future[Workload]:
         """Start :meth:`measure` on a worker thread (overlaps the device's previous frame)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
-        return self._pool.submit(self.measure, camera, width, height)
+        return self._worker.submit(self.measure, camera, width, height)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Let a probe on the worker thread finish and end the thread."""
+        self._worker.close()

@@ -12,13 +12,14 @@ scaled from probe rays to image pixels: that is what the per-rank model prices.
 from __future__ import annotations
 
 import math
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from common.jit_cache import njit
+from governed.probe_worker import ProbeWorker
 from raytracer.camera import Camera
 from raytracer.volume.empty_space import empty_blocks, empty_distance, minmax_grid
 from raytracer.volume.partition import Partition
@@ -338,7 +339,7 @@ class WorkloadProbe:
         # per distance r: the share of one jump over r blocks a probe step is (0: not empty)
         r = np.arange(int(grid.distance.max()) + 1, dtype=np.float64)
         self._jump_share = np.divide(step_vox, r * grid.block, out=np.zeros_like(r), where=r > 0)
-        self._pool: ThreadPoolExecutor | None = None  # the worker of measure_async, on demand
+        self._worker = ProbeWorker("volume-probe")  # measure_async's thread
 
     def __call__(self, camera: Camera, width: int, height: int) -> RankWorkload:
         """Each brick's workload for ``camera`` rendering ``width`` x ``height`` pixels."""
@@ -355,15 +356,12 @@ class WorkloadProbe:
     def measure_async(self, camera: Camera, width: int, height: int) -> Future[RankWorkload]:
         """Start a probe of ``camera`` on this probe's worker thread (the next view, while the
         device renders this one: Ganestam & Doggett's probe beside the GPU's frame)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="volume-probe")
-        return self._pool.submit(self, camera, width, height)
+        return self._worker.submit(self, camera, width, height)
 
     def close(self) -> None:
-        """Let the worker thread finish its probe and end (a probe replaced by another's)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        """Let a probe on the worker thread finish and end the thread (a probe replaced by
+        another's)."""
+        self._worker.close()
 
 
 def probe_workload(grid: BlockGrid, camera: Camera, width: int, height: int,
