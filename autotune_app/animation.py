@@ -13,7 +13,7 @@ from autotune_app.report import pyplot, tracking_figures
 from common.atomic_files import save_figure, save_png
 from common.image_quality import psnr, ssim
 from governed.mesh.tuned_renderer import TunedRenderer
-from raytracer.camera import Camera, orbit_path, turn_path
+from raytracer.camera import Camera, orbit_path, turn_path, with_next
 from raytracer.mesh.scene import Scene
 from raytracer.mesh.tracer import MAX_AO_RAYS, RenderSettings, Tracer
 
@@ -136,11 +136,12 @@ def run_path(renderer: TunedRenderer, cameras: list[Camera], desc: str = "",
     ``keep``: a dict whose keys are frame indices; their images are stored into it.
     ``before_frame(i)``: called before frame ``i`` (e.g. to change the cost mid-path)."""
     logs = []
-    for i, cam in enumerate(tqdm(cameras, desc=desc, unit="frame", disable=not progress,
-                                 leave=False)):
+    for i, (cam, nxt) in enumerate(tqdm(with_next(cameras), desc=desc, unit="frame",
+                                        total=len(cameras), disable=not progress,
+                                        leave=False)):
         if before_frame is not None:
             before_frame(i)
-        f = renderer.render(cam, cameras[i + 1] if i + 1 < len(cameras) else None)
+        f = renderer.render(cam, nxt)
         logs.append(FrameLog(i, renderer.target_seconds, f.measured, f.predicted, f.corrected,
                              f.settings.ao_rays, f.settings.shadows, f.settings.phong,
                              f.probe_seconds, f.over_budget, f.kernel_seconds,

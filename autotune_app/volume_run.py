@@ -26,6 +26,7 @@ from autotune_app import options as opt
 from autotune_app.report import emit, plain, summary_stats
 from autotune_app.volume_plot import plot
 from common.atomic_files import check_output_dir, output_dir, save_png, write_json, write_text
+from raytracer.camera import with_next
 from raytracer.mpi.faults import AgreedError, agree, guarded, install_excepthook, world
 from raytracer.volume.blend import to_rgb8
 from raytracer.volume.distributed import (
@@ -119,8 +120,7 @@ def _volume(args: argparse.Namespace, comm: Any) -> int:
     run = VolumeRun(args, renderer, volume, tf)
     if _governed(args):
         run.calibrate(cameras[0])
-        frames = (run.governed_frame(cam, nxt) for cam, nxt in
-                  zip(cameras, [*cameras[1:], None], strict=True))
+        frames = (run.governed_frame(cam, nxt) for cam, nxt in with_next(cameras))
     else:
         settings = FrameSettings(step=args.step or 1.0, image_scale=args.scale or 1.0,
                                  ert_threshold=args.ert or 1.0)

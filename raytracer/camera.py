@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,6 +87,12 @@ def turn_path(eye: np.ndarray, away: np.ndarray, toward: np.ndarray, frames: int
     eye_t = tuple(map(float, eye))
     return [Camera(eye_t, tuple(map(float, away if i < turn_at else toward)), up, fov_y)
             for i in range(frames)]
+
+
+def with_next(cameras: Sequence[Camera]) -> Iterator[tuple[Camera, Camera | None]]:
+    """Each camera of a path with the one after it (None after the last): the view a governed
+    renderer may probe ahead while it renders this one."""
+    return zip(cameras, [*cameras[1:], None][:len(cameras)], strict=True)
 
 
 def save_path(cameras: list[Camera], path: str | Path) -> None:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from raytracer.camera import Camera
+from raytracer.camera import Camera, with_next
 
 
 def _direction(basis: np.ndarray, x: float, y: float) -> np.ndarray:
@@ -42,3 +42,9 @@ def test_up_along_the_view_still_gives_a_basis():
 def test_eye_on_the_target_is_refused():
     with pytest.raises(ValueError, match="must differ"):
         Camera((1.0, 2.0, 3.0), (1.0, 2.0, 3.0)).basis(8, 8)
+
+
+def test_each_view_of_a_path_comes_with_the_next_and_the_last_with_none():
+    path = [Camera((float(i), 0.0, 5.0), (0.0, 0.0, 0.0)) for i in range(3)]
+    assert list(with_next(path)) == [(path[0], path[1]), (path[1], path[2]), (path[2], None)]
+    assert list(with_next([])) == []

@@ -9,6 +9,7 @@ and the frame times found by rendering, the fixed baseline's among them
 Embedding it in your own distributed loop (run under ``mpiexec -n K python -m mpi4py``; every
 call is collective, rank 0 gets the frames; this example is run by the tests on 2 ranks)::
 
+    from raytracer.camera import with_next
     from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
     from governed.volume.model_fit import volume_calibration_views
     from governed.volume.tuned_volume import TunedVolumeRenderer
@@ -21,7 +22,7 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
                     also=[(DistributedRenderer(small, small_tf),
                            volume_calibration_views(small.radius, 4))])
     path = seed_orbit(volume.radius, frames=4)
-    for camera, next_camera in zip(path, [*path[1:], None]):
+    for camera, next_camera in with_next(path):
         frame = tuned.render(camera, next_camera)         # choose, render, composite, learn
         if frame is not None:                             # rank 0
             print(f"{frame.measured * 1e3:.1f} ms, step {frame.settings.step:.2f}")

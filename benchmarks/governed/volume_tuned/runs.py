@@ -26,6 +26,7 @@ from governed.volume.volume_sets import (
     VALIDATION_VOLUMES,
     volume_sets,
 )
+from raytracer.camera import with_next
 from raytracer.mpi.faults import install_excepthook, world
 from raytracer.volume.distributed import load_everywhere, seed_orbit
 
@@ -44,15 +45,15 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
         raise ValueError("quality is measured after the run, on the volume it ends with: "
                          "not for a run that swaps volumes")
     rows, chosen = [], []
-    for i, cam in enumerate(cameras):
+    for i, (cam, nxt) in enumerate(with_next(cameras)):
         if targets is not None and tuned.rank == 0:
             tuned.target_seconds = targets[i]
         if swap_at is not None and i == swap_at:
             tuned.swap_renderer(swap_to)
         t0 = time.perf_counter()
-        # the path's next view, probed ahead as the product does on a device that is not the CPU
-        f = tuned.render(cam, cameras[i + 1] if i + 1 < len(cameras) and swap_at != i + 1
-                         else None)
+        # the path's next view, probed ahead as the product does on a device that is not the
+        # CPU (not across a swap: the next view is of another volume)
+        f = tuned.render(cam, nxt if swap_at != i + 1 else None)
         if f is None:
             continue
         chosen.append(f.settings)
