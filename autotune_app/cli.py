@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _parser(sub, "demo", "the tuned animation, headless: frames, plots, report")
     opt.add_scene(p)
     opt.add_camera(p)
-    p.add_argument("--out", type=Path, default=Path("demo_out"), metavar="DIR",
+    p.add_argument("-o", "--out", type=Path, default=Path("demo_out"), metavar="DIR",
                    help="folder to write; must be new or empty unless --force")
     p.add_argument("--force", action="store_true",
                    help="write into an existing non-empty --out folder: same-named files are "

@@ -215,7 +215,11 @@ def test_the_user_calibration_wins_over_the_shipped_one(caplog):
     assert calibration == mine and messages == []
     # it says which calibration prices the frames: the user's file
     path = str(calibration_path(SHIPPED.name, SHIPPED.driver, "raytracer"))
-    assert any(path in r.getMessage() for r in caplog.records)
+    assert sum(path in r.getMessage() for r in caplog.records) == 1
+    # once per process: a run that sets up another renderer is not told again
+    with caplog.at_level(logging.INFO, logger="governed"):
+        assert _lookup()[1] == mine
+    assert sum(path in r.getMessage() for r in caplog.records) == 1
 
 
 # ---- one file per renderer --------------------------------------------------------------------

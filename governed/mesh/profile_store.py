@@ -38,6 +38,7 @@ from models.device_profile import (
 
 PROFILE_DIR_ENV = "AUTOTUNE_PROFILE_DIR"
 log = logging.getLogger(__name__)
+_SAID: set[tuple[str, ...]] = set()  # the calibrations whose use was logged in this process
 
 # Kept for this process when the store could not be written (see keep_in_memory).
 _memory_profiles: dict[tuple[str, str], DeviceProfile] = {}
@@ -171,8 +172,11 @@ def find_app_calibration(profile: DeviceProfile, renderer: str,
         if not calibration.matches(profile):
             _warn(f"{where}: fitted with another device profile of {profile.name!r} than the "
                   f"one in use; recalibrate with `autotune calibrate`")
-        log.info("pricing frames with the %s calibration of %s (driver %s): %s", renderer,
-                 profile.name, profile.driver, where)
+        said = (renderer, profile.name, profile.driver, where)
+        if said not in _SAID:  # once per process: a run may set up several renderers
+            _SAID.add(said)
+            log.info("pricing frames with the %s calibration of %s (driver %s): %s", renderer,
+                     profile.name, profile.driver, where)
         return calibration
     return None
 
