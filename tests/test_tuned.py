@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -12,6 +13,7 @@ import pytest
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
+from autotune import AutotuneWarning
 from autotune.feedback import REGIME_FACTOR
 from autotune_app.animation import REFERENCE_SETTINGS, frame_times, orbit_camera_path
 from common.cpu_info import this_machine
@@ -118,8 +120,11 @@ def test_every_controller_renders(tracers, fitted, controller):
         assert all(f.corrected <= 1.0001 and not f.over_budget for f in frames)
         assert max(c.ao_rays for c in chosen) > 0
     r.target_seconds = 1e-5  # far below anything: every controller must go cheaper
-    for _ in range(3 if controller == "pi" else 1):
-        cheap = r.render(tracer.scene.camera).settings
+    # the model-based one says that nothing fits
+    with (pytest.warns(AutotuneWarning, match="no setting fits") if controller == "feedforward"
+          else contextlib.nullcontext()):
+        for _ in range(3 if controller == "pi" else 1):
+            cheap = r.render(tracer.scene.camera).settings
     if controller != "fixed":
         assert cheap.ao_rays < max(c.ao_rays for c in chosen) or cheap.ao_rays == 0
     r.use_controller("pi")

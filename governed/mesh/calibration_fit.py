@@ -401,7 +401,8 @@ def confounded(result, fitted: list[_Parameter]) -> dict[str, float]:
     cycles) differs between phases and workloads, and holding both costs accuracy."""
     cov = _covariance(result)[0]
     var = np.clip(np.diag(cov), 1e-300, None)
-    corr = cov / np.sqrt(np.outer(var, var))
+    sd = np.sqrt(var)  # the product of two variances this small underflows to 0 (0/0)
+    corr = cov / np.outer(sd, sd)
     out: dict[str, float] = {}
     for i, p in enumerate(fitted):
         if p.kind != "device":
