@@ -16,6 +16,7 @@ the viewer gives it the next number key.
 """
 
 from autotune.controllers.base import (
+    NO_SETTLE,
     Controller,
     Decision,
     LoopOptions,
@@ -43,6 +44,7 @@ __all__ = [
     "CONTROLLER_NAMES",
     "DEFAULT_CONTROLLER",
     "GOVERNOR_SETTLE",
+    "NO_SETTLE",
     "Controller",
     "Decision",
     "FeedForwardController",
