@@ -79,11 +79,16 @@ from raytracer.volume.distributed import (
 #: over about three frames: tooth, aneurism and bonsai on 2 ranks at 256²), so a renderer is
 #: first given this many of the cheapest frames, untimed
 WARMUP_FRAMES = 3
-#: The feed-forward controller's bias feedback gain here (the core's default is 0.1): bench
-#: volume-tuned, bonsai, 2 ranks, three interleaved quiet runs each, validation figures:
-#: governed 3.7 / 4.1 / 3.7 % against 3.9 / 4.0 / 4.6 % at 512² and 9.9 % both at 256², and
-#: within 5 % of the target 1, 2, 0 frames after the swap to aneurism at 512² against 13, 17, 1
-FEEDBACK_GAIN = 0.3
+#: The feed-forward controller's bias feedback gain here (the core's default is 0.1), chosen on
+#: the validation volumes (aneurism, neghip, field:96; 72-frame orbits at half the first
+#: view's full-quality time, models carried over from bonsai and ironprot, raises taken at
+#: once, 2 ranks, quiet, gains interleaved after a learning orbit): mean / p95 off target and
+#: frames over 5 % per orbit, 0.5 against 0.3, 4.9 / 13.6 % / 7.8 against 5.2 / 13.6 % / 9.0
+#: and 5.0 / 12.9 % / 7.4 against 5.5 / 14.0 % / 7.8 at 512² (6 and 8 runs of each), 5.7 /
+#: 17.2 % / 9.3 against 7.0 / 20.0 % / 11.0 at 256² (8 runs); 0.7 was best at 512² (4.5 %)
+#: and worse at 256² (6.5 %), 0.15 no better than 0.3. (0.3 had been chosen on bonsai's
+#: orbit, a calibration volume, with the governor-like settling.)
+FEEDBACK_GAIN = 0.5
 #: How feed-forward raises: every raise that fits is taken at once (the core's default), not
 #: after 3 frames in a row within 10 % of the target as the ray tracer's governor-like rule
 #: does. On the validation volumes (aneurism, neghip, field:96; 72-frame orbits at half the
