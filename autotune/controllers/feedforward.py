@@ -18,8 +18,9 @@ from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
 from autotune.search import MAX_GRID, Predictor, as_predictor, make_search
 
-# what both governed renderers use: a raise within 10 % of the target after 3 frames in a row
-# (chosen on their validation paths: docs/design-notes.md, "raising like a governor")
+# what the ray tracer uses: a raise within 10 % of the target after 3 frames in a row (chosen
+# on its validation paths; the volume renderer's take every raise at once, NO_SETTLE:
+# docs/design-notes.md, "raising like a governor")
 GOVERNOR_SETTLE = (3, 0.10)
 
 
