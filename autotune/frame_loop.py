@@ -34,6 +34,7 @@ from autotune.controllers import (
     CONTROLLERS,
     DEFAULT_CONTROLLER,
     Decision,
+    FeedForwardController,
     LoopOptions,
     check_target,
 )
@@ -133,6 +134,14 @@ class FrameLoop:
         tuned by measurement), from the next frame on."""
         self._held = dict(knobs)
         self._start()
+
+    def settle_raises(self, on: bool) -> None:
+        """Whether feed-forward settles its small raises from the next frame on (``settle``;
+        the other controllers raise by their own rules): a renderer whose view stands still
+        settles them, since a frame that looks cheaper there is noise."""
+        controller = self.tuner.controller if self.tuner is not None else None
+        if isinstance(controller, FeedForwardController):
+            controller.settling = bool(on)
 
     @property
     def needs_price(self) -> bool:

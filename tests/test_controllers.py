@@ -313,9 +313,11 @@ def test_a_held_raise_keeps_the_previous_setting_only_within_the_band(search_typ
 def test_feed_forward_takes_a_small_raise_once_it_fitted_on_settle_frames() -> None:
     """The view gets 5 % cheaper: with settling the raise comes on the third frame it fits,
     without it on the first; a view 20 % cheaper is raised at once either way."""
-    def frames_until_raise(settle: tuple[int, float], cheaper: float) -> int:
+    def frames_until_raise(settle: tuple[int, float], cheaper: float,
+                           settling: bool = True) -> int:
         ctrl = FeedForwardController(SPACE, 0.010, settle_frames=settle[0],
                                      settle_band=settle[1])
+        ctrl.settling = settling
         start = ctrl.choose(model).knobs
         ctrl.observe(model({k: np.array(v) for k, v in start.items()}))
         for frame in range(1, 10):
@@ -327,6 +329,8 @@ def test_feed_forward_takes_a_small_raise_once_it_fitted_on_settle_frames() -> N
     assert frames_until_raise((3, 0.10), 0.95) == 3
     assert frames_until_raise((1, 0.0), 0.95) == 1
     assert frames_until_raise((3, 0.10), 0.80) == 1
+    # an owner whose view moves switches settling off: the small raise is taken at once
+    assert frames_until_raise((3, 0.10), 0.95, settling=False) == 1
     with pytest.raises(ValueError, match="settle_frames"):
         FeedForwardController(SPACE, 0.010, settle_frames=0)
     with pytest.raises(ValueError, match="settle_band"):

@@ -35,6 +35,17 @@ def test_feed_forward_feedback_takes_the_loops_gain():
     assert loop.tuner.controller.feedback.gain == 0.3
 
 
+def test_the_loop_switches_feed_forwards_settling_and_leaves_other_controllers_alone():
+    loop = _configured(FrameLoop(0.015, settle=(3, 0.1)))
+    loop.settle_raises(False)
+    assert loop.tuner.controller.settling is False
+    loop.settle_raises(True)
+    assert loop.tuner.controller.settling is True
+    loop.use_controller("pi")
+    loop.settle_raises(False)  # PI raises by its own rule
+    assert not hasattr(loop.tuner.controller, "settling")
+
+
 def test_a_bad_feedback_gain_is_refused_when_the_controller_starts():
     with pytest.raises(ValueError, match="gain must be in"):
         _configured(FrameLoop(0.015, feedback_gain=1.5))

@@ -193,3 +193,16 @@ def test_a_view_probed_ahead_is_not_taken_for_another(tuned, monkeypatch):
     frames, priced, threads = _ahead_run(tuned, monkeypatch, views, [*wrong, None])
     assert len([t for t in threads if not t.startswith("volume-probe")]) == 4
     assert all(f.probe_seconds > 0 for f in frames)
+
+
+def test_feed_forward_settles_its_raises_on_a_still_view_only(counted):
+    """Along a path a raise is the view getting cheaper, on a still view it is noise."""
+    tuned = counted[0]
+    views = orbit(tuned, 3)
+    tuned.render(views[0])
+    tuned.render(views[1])
+    assert tuned.loop.tuner.controller.settling is False  # moved since the last frame
+    tuned.render(views[1])
+    assert tuned.loop.tuner.controller.settling is True  # still
+    tuned.render(views[2])
+    assert tuned.loop.tuner.controller.settling is False

@@ -16,7 +16,6 @@ the viewer gives it the next number key.
 """
 
 from autotune.controllers.base import (
-    NO_SETTLE,
     Controller,
     Decision,
     LoopOptions,
@@ -44,7 +43,6 @@ __all__ = [
     "CONTROLLER_NAMES",
     "DEFAULT_CONTROLLER",
     "GOVERNOR_SETTLE",
-    "NO_SETTLE",
     "Controller",
     "Decision",
     "FeedForwardController",

@@ -18,9 +18,9 @@ from autotune.feedback import BiasCorrection
 from autotune.knobs import KnobSpace
 from autotune.search import MAX_GRID, Predictor, as_predictor, make_search
 
-# what the ray tracer uses: a raise within 10 % of the target after 3 frames in a row (chosen
-# on its validation paths; the volume renderer's take every raise at once, NO_SETTLE:
-# docs/design-notes.md, "raising like a governor")
+# a raise within 10 % of the target after 3 frames in a row: the ray tracer's always, the
+# volume renderer's on a still view (chosen on their validation paths: docs/design-notes.md,
+# "raising like a governor")
 GOVERNOR_SETTLE = (3, 0.10)
 
 
@@ -58,6 +58,9 @@ class FeedForwardController(Controller):
         self.hysteresis = hysteresis
         self.max_grid = max_grid
         self.settle_frames, self.settle_band = settle_frames, float(settle_band)
+        # whether small raises settle on the next frames: an owner that knows its view moves
+        # may switch it off, since a raise then is the view getting cheaper, not noise
+        self.settling = True
         self._held = 0  # frames in a row on which a small raise was held
         # the search of a vectorized predictor (a frame loop's) built now, when the loop is set
         # up, not in its first frame (0.4 ms for the volume renderer's 540 settings); a grid
@@ -84,7 +87,8 @@ class FeedForwardController(Controller):
             search = make_search(self.space, predictor.vectorized, self.hysteresis, self.max_grid)
             self._searches[predictor.vectorized] = search
         previous = self.last.knobs if self.last is not None else None
-        band = self.settle_band if self._held + 1 < self.settle_frames else 0.0
+        settles = self.settling and self._held + 1 < self.settle_frames
+        band = self.settle_band if settles else 0.0
         choice = search.run(predictor, self.correction, self.target_seconds, previous, band)
         self._held = self._held + 1 if choice.held_raise else 0
         self.last = timed_decision(choice, started)
