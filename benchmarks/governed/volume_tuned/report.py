@@ -199,6 +199,12 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
                 "value": run["mean_error"] / floor["mean_error"],
                 "what": "feed-forward's mean error as a multiple of the oracle's on the same "
                         "path (a ratio, no goal)"}
+        if "frames_a_rank_was_descheduled" in run:  # a result from before it was counted
+            out[f"{key}_frames_a_rank_was_descheduled"] = {
+                "value": run["frames_a_rank_was_descheduled"],
+                "what": "frames of the same path in which a rank's render ran over 1 ms beyond "
+                        "its CPU time (the rank did not run: the OS or the host had its core; "
+                        "no controller prices that), of " + str(run["frames"])}
     return out
 
 
