@@ -276,6 +276,8 @@ class VolumeRun:
             "upscale_ms": 1e3 * rec.finish_seconds,
             "kernel_max_ms": 1e3 * max(r.kernel_seconds for r in rec.ranks),
             "samples": sum(r.samples for r in rec.ranks),
+            # the longest a rank did not run during its render (the OS or the host had its core)
+            "descheduled_ms": 1e3 * rec.descheduled_seconds,
         }
         if "predicted" in frame:
             row.update({
@@ -363,6 +365,8 @@ class VolumeRun:
             "mean_abs_error_vs_target": float(err.mean()),
             "p95_abs_error_vs_target": float(np.percentile(err, 95)),
             "frames_over_target_5pct": int((col["measured_ms"] > 1.05 * target).sum()),
+            # frames a rank did not run for over 1 ms of its render: no model prices those
+            "frames_a_rank_was_descheduled": int((col["descheduled_ms"] > 1.0).sum()),
             "mean_model_error": float(np.mean(np.abs(col["predicted_ms"] - col["measured_ms"])
                                               / col["measured_ms"])),
             "mean_model_feedback_error": float(model_err.mean()),
@@ -393,7 +397,8 @@ def _headline(summary: dict[str, Any]) -> dict[str, Any]:
         out["governed"] = {k: g[k] for k in (
             "target_ms", "controller", "calibration", "calibration_seconds", "first_frames_ms",
             "mean_abs_error_vs_target",
-            "p95_abs_error_vs_target", "frames_over_target_5pct", "mean_model_feedback_error",
+            "p95_abs_error_vs_target", "frames_over_target_5pct",
+            "frames_a_rank_was_descheduled", "mean_model_feedback_error",
             "mean_knobs", "mean_psnr", "mean_ssim", "frames_equal_to_full_quality",
             "fixed_settings") if k in g}
     return out

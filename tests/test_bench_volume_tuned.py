@@ -11,12 +11,7 @@ import pytest
 
 from benchmarks.governed.volume_tuned.model_error import render_again
 from benchmarks.governed.volume_tuned.report import beats_baselines
-from benchmarks.governed.volume_tuned.runs import (
-    descheduled_seconds,
-    governed_run,
-    recovery_frames,
-    settled,
-)
+from benchmarks.governed.volume_tuned.runs import governed_run, recovery_frames, settled
 from raytracer.volume.distributed import FrameSettings
 
 BEST = {"rate": 2.0, "scale": 1.0, "ert": 1.0}
@@ -58,7 +53,7 @@ class _Tuned:
         return SimpleNamespace(settings=FrameSettings(step=1.0 + camera), measured=0.01,
                                predicted=0.01, corrected=0.01, probe_seconds=0.0,
                                search_seconds=0.0, bookkeeping_seconds=0.0,
-                               record=SimpleNamespace(ranks=[]))
+                               record=SimpleNamespace(descheduled_seconds=0.0))
 
     def quality_of(self, camera: int, settings: FrameSettings) -> dict[str, float]:
         self.log.append(("quality", camera, settings.step))
@@ -163,14 +158,3 @@ def test_the_page_lists_each_controller_on_each_unseen_volume():
     rows = [line for line in table if line.startswith(("| validation", "| test"))]
     assert len(rows) == 6 and rows[0].startswith("| validation | neghip | feedforward | 5.0 %")
 
-
-def test_a_rank_that_did_not_run_is_seen_as_wall_time_beyond_its_cpu_time():
-    def rank(wall: float, cpu: float, clock: str = "cpu") -> SimpleNamespace:
-        return SimpleNamespace(render_seconds=wall, cpu_seconds=cpu, work_clock=clock)
-
-    stalled = SimpleNamespace(ranks=[rank(0.010, 0.0099), rank(0.017, 0.009)])
-    assert descheduled_seconds(stalled) == pytest.approx(0.008)
-    ran = SimpleNamespace(ranks=[rank(0.010, 0.0101), rank(0.009, 0.0091)])
-    assert descheduled_seconds(ran) == 0.0
-    gpu = SimpleNamespace(ranks=[rank(0.010, 0.001, "kernel")])  # the host only launched it
-    assert descheduled_seconds(gpu) == 0.0

@@ -77,6 +77,9 @@ def test_two_ranks_governed_prints_its_summary(tmp_path):
     assert "mean_abs_error_vs_target" in done.stdout and "target 40 ms" in done.stdout
     rows = list(csv.DictReader((tmp_path / "out" / "frames.csv").open()))
     assert all(float(r["predicted_ms"]) > 0 and 0 < float(r["ssim"]) <= 1 for r in rows)
+    # the frames a rank did not run through: counted from the rows' column
+    assert all(float(r["descheduled_ms"]) >= 0 for r in rows)
+    assert g["frames_a_rank_was_descheduled"] == sum(float(r["descheduled_ms"]) > 1 for r in rows)
 
 
 @needs_mpiexec

@@ -14,7 +14,13 @@ import pytest
 
 from raytracer.mpi.faults import AgreedError
 from raytracer.mpi.launch import launch, mpiexec_path
-from raytracer.volume.distributed import FrameSettings, load_everywhere, seed_orbit
+from raytracer.volume.distributed import (
+    DistributedFrameRecord,
+    FrameSettings,
+    RankTiming,
+    load_everywhere,
+    seed_orbit,
+)
 from raytracer.volume.upscale import upscale
 
 WORKER = str(Path(__file__).with_name("mpi_volume_worker.py"))
@@ -31,6 +37,20 @@ def test_frame_settings():
     for bad in ({"step": 0}, {"step": math.nan}, {"image_scale": 1.5}, {"ert_threshold": 0}):
         with pytest.raises(ValueError):
             FrameSettings(**bad)
+
+
+def test_a_rank_that_did_not_run_shows_as_wall_time_beyond_its_cpu_time():
+    def record(*ranks: tuple[float, float, str]) -> DistributedFrameRecord:
+        timings = [RankTiming(i, i, wall, wall, 1, 0, 1, 0.0, cpu_seconds=cpu, work_clock=clock)
+                   for i, (wall, cpu, clock) in enumerate(ranks)]
+        return DistributedFrameRecord(0, (0.0, 0.0, 1.0), FrameSettings(), "radix-k", 8, 8, 8,
+                                      8, [0, 1], 0.0, 0.0, timings)
+
+    assert record((0.010, 0.0099, "cpu"), (0.017, 0.009, "cpu")).descheduled_seconds \
+        == pytest.approx(0.008)
+    assert record((0.010, 0.0101, "cpu"), (0.009, 0.0091, "cpu")).descheduled_seconds == 0.0
+    # on a GPU the host's CPU seconds only launched the kernel
+    assert record((0.010, 0.001, "kernel")).descheduled_seconds == 0.0
 
 
 def test_seed_orbit_is_two_turns_in_the_xz_plane():

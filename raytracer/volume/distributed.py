@@ -200,6 +200,14 @@ class DistributedFrameRecord:
         """Slowest local render wall time over the ranks."""
         return max(r.render_seconds for r in self.ranks)
 
+    @property
+    def descheduled_seconds(self) -> float:
+        """How long the rank that waited longest did not run during its render on a CPU device
+        (wall time beyond its CPU time: the OS or the host had its core; what no model
+        prices); 0 where the render work is not counted in CPU time (a GPU)."""
+        gaps = [r.render_seconds - r.cpu_seconds for r in self.ranks if r.work_clock == "cpu"]
+        return max([0.0, *gaps])
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
         out = asdict(self)

@@ -37,14 +37,6 @@ ORACLE_FRESH_FRAMES = 3  # frames of the oracle's setting its error is measured 
 DESCHEDULED_SECONDS = 1e-3
 
 
-def descheduled_seconds(record: Any) -> float:
-    """How long the rank that waited longest did not run during its render on a CPU device
-    (wall time beyond its CPU time: the OS or the host had its core); 0 where the render work
-    is not counted in CPU time (a GPU)."""
-    gaps = [r.render_seconds - r.cpu_seconds for r in record.ranks if r.work_clock == "cpu"]
-    return max([0.0, *gaps])
-
-
 def governed_run(tuned: Any, cameras: list, quality_every: int,
                  targets: list[float] | None = None, swap_at: int | None = None,
                  swap_to: Any = None) -> list[dict] | None:
@@ -73,7 +65,7 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
                      "rate": 1.0 / f.settings.step, "scale": f.settings.image_scale,
                      "ert": f.settings.ert_threshold, "probe": f.probe_seconds,
                      "choose": f.search_seconds, "bookkeeping": f.bookkeeping_seconds,
-                     "descheduled": descheduled_seconds(f.record),
+                     "descheduled": f.record.descheduled_seconds,
                      "loop": time.perf_counter() - t0})
     for i in range(0, len(cameras), quality_every) if quality_every > 0 else ():
         quality = tuned.quality_of(cameras[i], chosen[i] if tuned.rank == 0 else None)
