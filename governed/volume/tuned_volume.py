@@ -204,10 +204,10 @@ class TunedVolumeRenderer(SharedFrames):
         self._probed: tuple[tuple, RankWorkload] | None = None  # the last view probed, its work
         # rank 0, on a device that is not the CPU: the next view is probed on the probe's
         # thread while the device renders this one (the seed's design; on a CPU device the
-        # probe would take the frame's own cores); the last probe started ahead and its view
-        # (None once a frame took it)
+        # probe would take the frame's own cores); the view of the last probe started ahead and
+        # its result (None once a frame took it)
         self.probe_ahead = not shares_cores(renderer.device_kind)
-        self._ahead: tuple[tuple | None, Future[RankWorkload]] | None = None
+        self._ahead: tuple[tuple, Future[RankWorkload]] | None = None
         self.schedule = volume_probe_schedule(probe_policy)  # rank 0: which governed frames probe
         # rank 0: how far the frames since the last probe moved from its prices (reset by each
         # fresh probe; the bias feedback learns what it leaves)
@@ -324,7 +324,7 @@ class TunedVolumeRenderer(SharedFrames):
             t0 = time.perf_counter()
             workload = ahead[1].result()
             seconds = time.perf_counter() - t0  # what the last frame did not hide
-            self._probed, self._ahead = (view, workload), (None, ahead[1])
+            self._probed, self._ahead = (view, workload), None
         else:
             workload, seconds = self._probe(camera)
         self._priced_before, self._priced = self._priced, None
