@@ -46,9 +46,10 @@ def test_a_rank_that_did_not_run_shows_as_wall_time_beyond_its_cpu_time():
         return DistributedFrameRecord(0, (0.0, 0.0, 1.0), FrameSettings(), "radix-k", 8, 8, 8,
                                       8, [0, 1], 0.0, 0.0, timings)
 
-    assert record((0.010, 0.0099, "cpu"), (0.017, 0.009, "cpu")).descheduled_seconds \
-        == pytest.approx(0.008)
-    assert record((0.010, 0.0101, "cpu"), (0.009, 0.0091, "cpu")).descheduled_seconds == 0.0
+    stalled = record((0.010, 0.0099, "cpu"), (0.017, 0.009, "cpu"))
+    assert stalled.descheduled_seconds == pytest.approx(0.008) and stalled.descheduled
+    ran = record((0.010, 0.0101, "cpu"), (0.009, 0.0091, "cpu"))
+    assert ran.descheduled_seconds == 0.0 and not ran.descheduled
     # on a GPU the host's CPU seconds only launched the kernel
     assert record((0.010, 0.001, "kernel")).descheduled_seconds == 0.0
 
