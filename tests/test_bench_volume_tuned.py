@@ -53,7 +53,7 @@ class _Tuned:
         return SimpleNamespace(settings=FrameSettings(step=1.0 + camera), measured=0.01,
                                predicted=0.01, corrected=0.01, probe_seconds=0.0,
                                search_seconds=0.0, bookkeeping_seconds=0.0,
-                               record=SimpleNamespace(descheduled=False))
+                               record=SimpleNamespace(descheduled_seconds=0.0))
 
     def quality_of(self, camera: int, settings: FrameSettings) -> dict[str, float]:
         self.log.append(("quality", camera, settings.step))

@@ -28,7 +28,7 @@ from governed.volume.volume_sets import (
 )
 from raytracer.camera import with_next
 from raytracer.mpi.faults import install_excepthook, world
-from raytracer.volume.distributed import load_everywhere, seed_orbit
+from raytracer.volume.distributed import DESCHEDULED_SECONDS, load_everywhere, seed_orbit
 
 ORACLE_EVERY = 6  # the oracle's sampled views: every this many frames of a path
 ORACLE_FRESH_FRAMES = 3  # frames of the oracle's setting its error is measured on
@@ -62,7 +62,7 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
                      "rate": 1.0 / f.settings.step, "scale": f.settings.image_scale,
                      "ert": f.settings.ert_threshold, "probe": f.probe_seconds,
                      "choose": f.search_seconds, "bookkeeping": f.bookkeeping_seconds,
-                     "descheduled": f.record.descheduled,
+                     "descheduled": f.record.descheduled_seconds,
                      "loop": time.perf_counter() - t0})
     for i in range(0, len(cameras), quality_every) if quality_every > 0 else ():
         quality = tuned.quality_of(cameras[i], chosen[i] if tuned.rank == 0 else None)
@@ -74,8 +74,7 @@ def governed_run(tuned: Any, cameras: list, quality_every: int,
 def _summary(rows: list[dict]) -> dict[str, float]:
     """A governed run's figures: error against the target, the model's (with feedback),
     frames over by 5 %, image quality where measured, mean frame time, and the frames in which
-    a rank did not run for a while (``DistributedFrameRecord.descheduled``: what no controller
-    can price)."""
+    a rank did not run for over ``DESCHEDULED_SECONDS`` (what no controller can price)."""
     m = np.array([r["measured"] for r in rows])
     t = np.array([r["target"] for r in rows])
     c = np.array([r["corrected"] for r in rows])
@@ -88,7 +87,8 @@ def _summary(rows: list[dict]) -> dict[str, float]:
             "mean_psnr": float(np.mean([r["psnr"] for r in q])) if q else math.nan,
             "mean_ssim": float(np.mean([r["ssim"] for r in q])) if q else math.nan,
             "mean_ms": float(m.mean() * 1e3),
-            "frames_a_rank_was_descheduled": int(sum(r["descheduled"] for r in rows))}
+            "frames_a_rank_was_descheduled": int(sum(r["descheduled"] > DESCHEDULED_SECONDS
+                                                     for r in rows))}
 
 
 def settled(row: dict, tolerance: float = 0.05) -> bool:
