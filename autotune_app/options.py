@@ -57,8 +57,8 @@ def positive_int(text: str) -> int:
 
 
 #: Frames a volume calibration needs at least: the first is not fitted, and the per-rank
-#: render model of one volume has 7 coefficients (models.volume_cost.RenderModel.fit)
-MIN_CALIBRATION_FRAMES = 8
+#: render model of one volume has 8 coefficients (models.volume_cost.RenderModel.fit)
+MIN_CALIBRATION_FRAMES = 9
 
 
 def calibration_frames(text: str) -> int:

@@ -24,7 +24,16 @@ least squares from measured section timings:
   correction (models.rank_correction) applied: the per-rank error 7.3 -> 7.2 % at 256² and
   6.7 -> 5.6 % at 512² calibrated on the volume itself, 9.1 -> 9.0 % and 8.1 -> 7.8 % carried
   over from bonsai and ironprot; the calibration frames' residuals had correlated with it at
-  0.3-0.6 on every volume);
+  0.3-0.6 on every volume); and ``q·samples`` more as the image plane runs along the z
+  slices (``q``: |z component| of the image's right plus its up axis, in voxels): a SIMD
+  group's lanes and a tile's rows are neighbours in the image, and they read one cache line
+  where the plane lies across the slices but a slice apart each where it runs along them
+  (chosen on the validation volumes' collected frames, 2 ranks, models fitted on bonsai and
+  ironprot, four quiet collections of 96 frames per volume on calibration views and an orbit:
+  the validation volumes' mean per-rank error 9.9 -> 9.2, 8.4 -> 7.6 and 7.9 -> 7.2 % at
+  512², 10.9 -> 10.7 % at 256²; bonsai's orbit 0.3-0.7 points lower; the view's direction
+  alone, as |y| or |x| components or y and z crossings together, had moved the same figures
+  either way);
 * each compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels``: a
   latency share by the HemoCell study's neighbour-count ratio, added to a bandwidth term and a
   blend-rate term (the study multiplies its communication term by the ratio instead; on 2 ranks,
@@ -120,13 +129,15 @@ def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
 
 def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skipped: ArrayLike,
                    rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0,
-                   slice_crossing: ArrayLike = 0.0, jumps: ArrayLike = 0.0) -> NDArray:
-    """:class:`RenderModel`'s formula on its nine ``coefficients`` (field order): numbers
+                   slice_crossing: ArrayLike = 0.0, jumps: ArrayLike = 0.0,
+                   plane_crossing: ArrayLike = 0.0) -> NDArray:
+    """:class:`RenderModel`'s formula on its ten ``coefficients`` (field order): numbers
     for one rank, or (ranks, 1) arrays against (ranks, candidates) counts for all at once."""
-    a, e, b, c, d, a_streamed, e_streamed, a_crossing, j = coefficients
+    a, e, b, c, d, a_streamed, e_streamed, a_crossing, j, a_plane = coefficients
     m = np.asarray(streamed, np.float64)
-    return ((a * (1 - m) + a_streamed * m + a_crossing * np.asarray(slice_crossing, np.float64))
-            * np.asarray(samples, np.float64)
+    crossing = (a_crossing * np.asarray(slice_crossing, np.float64)
+                + a_plane * np.asarray(plane_crossing, np.float64))
+    return ((a * (1 - m) + a_streamed * m + crossing) * np.asarray(samples, np.float64)
             + (e * (1 - m) + e_streamed * m) * np.asarray(skipped, np.float64)
             + j * np.asarray(jumps, np.float64)
             + b * np.asarray(rays, np.float64) + c * np.asarray(pixels, np.float64) + d)
@@ -136,7 +147,8 @@ def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skippe
 class RenderModel:
     """One rank's local raycast time: ``a·samples + e·skipped + j·jumps + b·rays + c·pixels +
     d`` s, with ``a``, ``e`` mixed between their cached and streamed values by the streamed
-    share and ``a`` growing by ``per_sample_crossing`` times the rays' slice crossing."""
+    share and ``a`` growing by ``per_sample_crossing`` times the rays' slice crossing and by
+    ``per_sample_plane`` times the image plane's."""
 
     per_sample: float
     per_skipped: float
@@ -147,6 +159,7 @@ class RenderModel:
     per_skipped_streamed: float = 0.0
     per_sample_crossing: float = 0.0
     per_jump: float = 0.0  # a jump over empty space (0 in a model from before it was priced)
+    per_sample_plane: float = 0.0  # per unit of plane crossing (0 in a model from before it)
     fit_error: float = math.nan  # mean relative error on the rows it was fitted on (in-sample)
 
     def __post_init__(self) -> None:
@@ -154,42 +167,47 @@ class RenderModel:
 
     @property
     def coefficients(self) -> tuple[float, ...]:
-        """The nine costs in field order (what :func:`render_seconds` takes)."""
+        """The ten costs in field order (what :func:`render_seconds` takes)."""
         return (self.per_sample, self.per_skipped, self.per_ray, self.per_pixel, self.constant,
                 self.per_sample_streamed, self.per_skipped_streamed, self.per_sample_crossing,
-                self.per_jump)
+                self.per_jump, self.per_sample_plane)
 
     def predict(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                 pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0,
-                jumps: ArrayLike = 0.0) -> NDArray:
+                jumps: ArrayLike = 0.0, plane_crossing: ArrayLike = 0.0) -> NDArray:
         return render_seconds(self.coefficients, samples, skipped, rays, pixels, streamed,
-                              slice_crossing, jumps)
+                              slice_crossing, jumps, plane_crossing)
 
     @classmethod
     def fit(cls, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike, pixels: ArrayLike,
             seconds: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: ArrayLike = 0.0,
-            jumps: ArrayLike = 0.0) -> RenderModel:
+            jumps: ArrayLike = 0.0, plane_crossing: ArrayLike = 0.0) -> RenderModel:
         """Fit on timed frames; where their streamed shares barely differ (one volume), the
         cached and streamed costs are one coefficient (see MIN_STREAMED_SPREAD), where their
-        slice crossings barely differ (one direction), there is no crossing cost, and where no
-        frame jumps over empty space, no jump cost."""
+        slice or plane crossings barely differ (one direction), there is no such crossing
+        cost, and where no frame jumps over empty space, no jump cost."""
         y = np.asarray(seconds, np.float64)
         m = np.broadcast_to(np.asarray(streamed, np.float64), y.shape)
         z = np.broadcast_to(np.asarray(slice_crossing, np.float64), y.shape)
         j = np.broadcast_to(np.asarray(jumps, np.float64), y.shape)
+        q = np.broadcast_to(np.asarray(plane_crossing, np.float64), y.shape)
         s, k = np.asarray(samples, np.float64), np.asarray(skipped, np.float64)
         crossing = [s * z] if np.ptp(z) >= MIN_CROSSING_SPREAD else []
         jumped = [j] if np.any(j > 0) else []
+        plane = [s * q] if np.ptp(q) >= MIN_CROSSING_SPREAD else []
         one = np.ptp(m) < MIN_STREAMED_SPREAD
         columns = [s, k, rays, pixels, 1.0] if one else \
             [s * (1 - m), k * (1 - m), rays, pixels, 1.0, s * m, k * m]
-        coef, err = _fit_nnls(_design(columns + crossing + jumped, len(y)), y, "render model")
+        coef, err = _fit_nnls(_design(columns + crossing + jumped + plane, len(y)), y,
+                              "render model")
         values = [float(v) for v in coef]
         if one:  # the cached and the streamed costs are the same
             values[5:5] = values[:2]
         if not crossing:
             values.insert(7, 0.0)
         if not jumped:
+            values.insert(8, 0.0)
+        if not plane:
             values.append(0.0)
         return cls(*values, fit_error=err)
 
@@ -346,13 +364,14 @@ class ClusterFrameModel:
 
     def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                   pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0,
-                  jumps: ArrayLike = 0.0) -> NDArray:
+                  jumps: ArrayLike = 0.0, plane_crossing: float = 0.0) -> NDArray:
         """(ranks, candidates) seconds of work of each rank's local render.
 
         ``samples``/``skipped``/``rays``: (ranks, candidates) estimates; ``pixels``:
         (candidates,) rendered pixels; ``streamed``: each rank's streamed share (a number for
-        all, or one per rank); ``slice_crossing``: the view's (the same for every rank);
-        ``jumps``: (ranks, candidates) jumps over empty space (0: none priced)."""
+        all, or one per rank); ``slice_crossing``, ``plane_crossing``: the view's (the same
+        for every rank); ``jumps``: (ranks, candidates) jumps over empty space (0: none
+        priced)."""
         samples = np.atleast_2d(np.asarray(samples, np.float64))
         skipped = np.atleast_2d(np.asarray(skipped, np.float64))
         rays = np.atleast_2d(np.asarray(rays, np.float64))
@@ -362,7 +381,7 @@ class ClusterFrameModel:
                                    f"rays, got {samples.shape}, {skipped.shape}, {rays.shape}")
         share = np.broadcast_to(np.asarray(streamed, np.float64), (self.ranks,))[:, None]
         return render_seconds(self._stacked_render, samples, skipped, rays, pixels, share,
-                              slice_crossing, jumps)
+                              slice_crossing, jumps, plane_crossing)
 
     @functools.cached_property
     def _stacked_render(self) -> tuple[NDArray, ...]:
@@ -374,7 +393,8 @@ class ClusterFrameModel:
                                slice_crossing: float, threshold: NDArray, scale_of: NDArray,
                                pixels: NDArray, pixels_per_step: NDArray,
                                correction: ArrayLike = 1.0,
-                               after_by_scale: ArrayLike | None = None) -> NDArray:
+                               after_by_scale: ArrayLike | None = None,
+                               plane_crossing: float = 0.0) -> NDArray:
         """``sections_of(rank_work(...))["render"]`` for candidates priced from a workload
         probe, in one compiled pass (the tuner prices hundreds every frame, and each NumPy
         call of the general path costs it microseconds): rank r of candidate j takes
@@ -383,7 +403,8 @@ class ClusterFrameModel:
         ``jumps[t, r]·pixels[j]`` jumps and ``rays[r]·pixels[j]`` rays, with t =
         ``threshold[j]`` and s = ``scale_of[j]``, its work times ``correction[r]`` (a number
         for all ranks, or one per rank); plus ``after_by_scale[s]`` where given: the seconds
-        that follow the render at each scale (compositing, gather, upscale)."""
+        that follow the render at each scale (compositing, gather, upscale). The view's slice
+        and plane crossings price each sample alike for every candidate."""
         def floats(a: ArrayLike) -> NDArray:
             return np.ascontiguousarray(a, np.float64)
 
@@ -398,7 +419,8 @@ class ClusterFrameModel:
         group_of, group_cores = self._group_table
         return _slowest_render(floats(length), floats(span), floats(jumps), floats(rays),
                                floats(ratio),
-                               self._coefficient_table, share, float(slice_crossing),
+                               self._coefficient_table, share,
+                               self._crossing_cost(slice_crossing, plane_crossing),
                                factor, indices(threshold),
                                scale_of, floats(pixels), floats(pixels_per_step),
                                group_of, group_cores, float(self.threads), after)
@@ -406,7 +428,8 @@ class ClusterFrameModel:
     def candidate_render_work(self, length: NDArray, span: NDArray, jumps: NDArray,
                               rays: NDArray, ratio: NDArray, streamed: ArrayLike,
                               slice_crossing: float, threshold: int, scale_of: int,
-                              pixels: float, pixels_per_step: float) -> NDArray:
+                              pixels: float, pixels_per_step: float,
+                              plane_crossing: float = 0.0) -> NDArray:
         """(ranks,) each rank's render work seconds, uncorrected, of one candidate of
         :meth:`slowest_render_on_grid`'s (its threshold and scale indices, pixels and pixels
         per step), in the same compiled formula: what a rendered frame is set against."""
@@ -417,7 +440,8 @@ class ClusterFrameModel:
                         np.ascontiguousarray(rays, np.float64),
                         np.ascontiguousarray(ratio, np.float64), self._coefficient_table,
                         np.array(np.broadcast_to(streamed, (self.ranks,)), np.float64),
-                        float(slice_crossing), np.ones(self.ranks), int(threshold),
+                        self._crossing_cost(slice_crossing, plane_crossing),
+                        np.ones(self.ranks), int(threshold),
                         int(scale_of), float(pixels), float(pixels_per_step), work)
         return work
 
@@ -427,6 +451,11 @@ class ClusterFrameModel:
         ones = np.ones(self.ranks)
         self.candidate_render_work(ones[None], ones[None], ones[None], ones,
                                    ones[None, :, None], ones, 0.0, 0, 0, 1.0, 1.0)
+
+    def _crossing_cost(self, slice_crossing: float, plane_crossing: float) -> NDArray:
+        """(ranks,) what the view's slice and plane crossings add to each rank's sample."""
+        coef = self._coefficient_table
+        return coef[7] * float(slice_crossing) + coef[9] * float(plane_crossing)
 
     @functools.cached_property
     def _group_table(self) -> tuple[NDArray, float]:
@@ -439,7 +468,7 @@ class ClusterFrameModel:
 
     @functools.cached_property
     def _coefficient_table(self) -> NDArray:
-        """(9, ranks) the render coefficients in field order."""
+        """(10, ranks) the render coefficients in field order."""
         return np.array([m.coefficients for m in self.render], np.float64).T.copy()
 
     def compositing_sections(self, stages: Sequence[Sequence[StageWork]], gather_bytes: float,
@@ -505,12 +534,13 @@ class ClusterFrameModel:
 def _candidate_work(length, span, jumps, rays, ratio, coef, streamed, crossing, correction, t,
                     s, px, per_step, work):  # pragma: no cover
     """:func:`render_seconds` of each rank for one candidate (threshold index ``t``, scale
-    index ``s``, ``px`` pixels, ``per_step`` pixels per voxel of step) into ``work``."""
+    index ``s``, ``px`` pixels, ``per_step`` pixels per voxel of step) into ``work``;
+    ``crossing[r]``: what the view's slice and plane crossings add to rank r's sample."""
     for r in range(rays.shape[0]):
         m = streamed[r]
         samples = length[t, r] * per_step * ratio[t, r, s]
         skipped = (span[t, r] - length[t, r]) * per_step
-        work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + coef[7, r] * crossing) * samples
+        work[r] = ((coef[0, r] * (1 - m) + coef[5, r] * m + crossing[r]) * samples
                    + (coef[1, r] * (1 - m) + coef[6, r] * m) * skipped
                    + coef[8, r] * (jumps[t, r] * px)
                    + coef[2, r] * (rays[r] * px) + coef[3, r] * px + coef[4, r]

@@ -16,6 +16,7 @@ import pytest
 
 from autotune_app import volume_command
 from autotune_app.cli import main
+from autotune_app.options import MIN_CALIBRATION_FRAMES
 from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def test_one_rank_fixed_knobs(tmp_path):
 @needs_mpiexec
 def test_two_ranks_governed_prints_its_summary(tmp_path):
     done = _launch([*SMALL, "--algorithm", "2-3-swap", "--target-ms", "40",
-                    "--calibration-frames", "8", "-o", "out"], 2, tmp_path)
+                    "--calibration-frames", str(MIN_CALIBRATION_FRAMES), "-o", "out"], 2, tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = _consistent(tmp_path / "out", 3, 2)
     g = summary["governed"]
@@ -142,7 +143,7 @@ def test_too_few_calibration_frames_are_refused_before_anything_renders(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["volume", "--volume", "bonsai", "--target-ms", "50", "--calibration-frames", "3"])
     assert exc.value.code == 2
-    assert "--calibration-frames: must be >= 8" in capsys.readouterr().err
+    assert f"--calibration-frames: must be >= {MIN_CALIBRATION_FRAMES}" in capsys.readouterr().err
 
 
 def test_target_share_and_target_ms_are_exclusive(tmp_path):

@@ -154,6 +154,25 @@ def test_render_fit_recovers_the_cost_of_crossing_slices():
     assert one.per_sample_crossing == 0.0
 
 
+def test_render_fit_recovers_the_plane_crossing_cost():
+    """A sample costs more as the image plane runs along the z slices: the fit recovers the
+    cost per unit of plane crossing beside the slice crossing's; frames with one image plane
+    cannot tell it apart and get none."""
+    rng = np.random.default_rng(4)
+    n = 48
+    samples, skipped = rng.uniform(1e5, 5e6, n), rng.uniform(1e5, 2e7, n)
+    rays, pixels = rng.uniform(1e3, 2e5, n), rng.choice([65536.0, 262144.0], n)
+    z, q = rng.uniform(0.05, 0.95, n), rng.uniform(0.0, 1.4, n)
+    truth = RenderModel(1e-9, 2e-10, 5e-8, 1e-9, 1e-3, 3e-9, 2e-10, per_sample_crossing=1e-9,
+                        per_sample_plane=2e-9)
+    y = truth.predict(samples, skipped, rays, pixels, 0.5, z, 0.0, q)
+    fit = RenderModel.fit(samples, skipped, rays, pixels, y, 0.5, z, 0.0, q)
+    assert fit.per_sample_plane == pytest.approx(2e-9, rel=0.05)
+    assert fit.per_sample_crossing == pytest.approx(1e-9, rel=0.05)
+    one = RenderModel.fit(samples, skipped, rays, pixels, y, 0.5, z, 0.0, 0.7)
+    assert one.per_sample_plane == 0.0
+
+
 @pytest.mark.parametrize("ranks, cores, threads, groups", [
     (2, np.inf, 1.0, ()), (2, 1.0, 1.0, ()), (5, 2.0, 1.0, ()), (4, 4.0, 2.0, ()),
     (4, 2.0, 1.0, (0, 1, 0, 1)), (5, 2.0, 1.0, (0, 1, 0, 1, 0)), (2, 2.0, 1.0, (3, 7))])
@@ -163,7 +182,7 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     rng = np.random.default_rng(ranks)
     render = tuple(RenderModel(*rng.uniform(1e-9, 2e-8, 2), 1e-7 * rng.uniform(), 1e-8,
                                1e-3 * rng.uniform(), *rng.uniform(1e-9, 3e-8, 3),
-                               2e-8 * rng.uniform())
+                               2e-8 * rng.uniform(), 1e-8 * rng.uniform())
                    for _ in range(ranks))
     model = ClusterFrameModel(render, StageModel(1e-4, 1e-10, 1e-9), GatherModel(1e-4, 1e-10),
                               cores=cores, threads=threads, core_groups=groups)
@@ -174,17 +193,17 @@ def test_compiled_grid_render_equals_the_general_path(ranks, cores, threads, gro
     ratio = rng.uniform(1.0, 2.0, (3, ranks, 4))
     streamed = rng.uniform(0, 1, ranks)
     correction = rng.uniform(0.7, 1.4, ranks)
-    crossing = rng.uniform(0, 1)
+    crossing, plane = rng.uniform(0, 1), rng.uniform(0, 1.4)
     threshold, scale_of = rng.integers(0, 3, 300), rng.integers(0, 4, 300)
     pixels = rng.uniform(1e4, 3e5, 300)
     per_step = pixels * rng.uniform(0.25, 2.0, 300)
     compiled = model.slowest_render_on_grid(length, span, jumps, rays, ratio, streamed,
                                             crossing, threshold, scale_of, pixels, per_step,
-                                            correction)
+                                            correction, plane_crossing=plane)
     samples = length[threshold].T * per_step * ratio[threshold, :, scale_of].T
     skipped = (span - length)[threshold].T * per_step
     work = model.rank_work(samples, skipped, rays[:, None] * pixels, pixels, streamed,
-                           crossing, jumps[threshold].T * pixels) * correction[:, None]
+                           crossing, jumps[threshold].T * pixels, plane) * correction[:, None]
     general = model.sections_of(work, {"composite": 0.0, "gather": 0.0})["render"]
     np.testing.assert_array_equal(compiled, general)
 
@@ -201,6 +220,7 @@ def test_the_fewest_calibration_frames_fit_one_volumes_render_model():
             rng.choice([65536.0, 262144.0], n), rng.uniform(1e-3, 1e-2, n)]
     z = rng.uniform(0.05, 0.95, n)
     jumps = rng.uniform(1e3, 5e5, n)
-    RenderModel.fit(*rows, 0.5, z, jumps)
+    plane = rng.uniform(0.0, 1.4, n)
+    RenderModel.fit(*rows, 0.5, z, jumps, plane)
     with pytest.raises(VolumeModelError, match="cannot fit"):
-        RenderModel.fit(*(r[1:] for r in rows), 0.5, z[1:], jumps[1:])
+        RenderModel.fit(*(r[1:] for r in rows), 0.5, z[1:], jumps[1:], plane[1:])

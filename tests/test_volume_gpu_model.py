@@ -58,6 +58,7 @@ def fake_samples(clock: str | None = None, cpu_scale: float = 1.0, frames: int =
                                    span=length * rng.uniform(1.2, 1.8, (3, RANKS)),
                                    rays=rng.uniform(0.3, 0.9, RANKS),
                                    slice_crossing=float(rng.uniform(0.05, 0.95)),
+                                   plane_crossing=0.0,  # one plane: the old form
                                    jumps=np.zeros((3, RANKS)))  # none: the old form
         t = int(np.argmin(np.abs(THRESHOLDS - settings.ert_threshold)))
         ranks = []

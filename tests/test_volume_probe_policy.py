@@ -8,6 +8,7 @@ import threading
 import numpy as np
 import pytest
 
+from autotune_app.options import MIN_CALIBRATION_FRAMES
 from governed.volume.knobs import volume_knob_space
 from governed.volume.model_fit import VolumeModel, volume_calibration_views
 from governed.volume.tuned_volume import TunedVolumeRenderer
@@ -26,7 +27,7 @@ from raytracer.volume.distributed import (
 def tuned():
     vol, tf = load_everywhere("bonsai")
     t = TunedVolumeRenderer(DistributedRenderer(vol, tf), 48, 48, 0.05)
-    t.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
+    t.calibrate(volume_calibration_views(vol.radius, 3), frames=MIN_CALIBRATION_FRAMES)
     return t
 
 

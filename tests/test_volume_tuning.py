@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from autotune_app.options import MIN_CALIBRATION_FRAMES
 from governed.volume.knobs import BEST, volume_knob_space
 from governed.volume.model_fit import (
     DEFAULT_CORE_CACHE,
@@ -109,8 +110,9 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     vol, tf = bonsai
     renderer = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(renderer, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
-    assert len(tuned.calibration_samples) == 7  # the volume's first frame warms it up
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=MIN_CALIBRATION_FRAMES)
+    # the volume's first frame warms it up
+    assert len(tuned.calibration_samples) == MIN_CALIBRATION_FRAMES - 1
     assert tuned.loop.tuner.controller.feedback.gain == FEEDBACK_GAIN
     for name, (_values, loss) in tuned.losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
@@ -163,7 +165,7 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     vol, tf = bonsai
     home = DistributedRenderer(vol, tf)
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=MIN_CALIBRATION_FRAMES)
     fit = tuned.group_fit
     assert fit.fitted.all() and tuned.model.group_fit is fit
     learned = copy.copy(fit)
@@ -183,7 +185,8 @@ def test_group_ratio_fit_learns_each_volume_and_keeps_it_across_swaps(bonsai):
     assert tuned.group_fit.fitted.all() and not np.all(tuned.model.correction.factor == 1.0)
     tuned.swap_renderer(home)
     assert tuned.model.group_fit is fit and tuned.model.correction is correction
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8)  # a new fit
+    tuned.calibrate(volume_calibration_views(vol.radius, 3),
+                    frames=MIN_CALIBRATION_FRAMES)  # a new fit
     assert np.all(tuned.model.correction.factor == 1.0)
 
 
@@ -194,9 +197,10 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
     home = DistributedRenderer(vol, tf)
     also = DistributedRenderer(*load_everywhere("neghip"))
     tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=8,
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=MIN_CALIBRATION_FRAMES,
                     also=[(also, volume_calibration_views(also.volume.radius, 3))])
-    assert len(tuned.calibration_samples) == 14 and len(tuned.pricing_samples) == 7
+    fitted = MIN_CALIBRATION_FRAMES - 1
+    assert len(tuned.calibration_samples) == 2 * fitted and len(tuned.pricing_samples) == fitted
     own = tuned.model.model.render
     assert own == tuned.fit.render and own != tuned.joint_model.render
     assert tuned.model.model.stage == tuned.joint_model.stage  # compositing: one model
@@ -334,15 +338,15 @@ def test_working_set_counts_each_bricks_nonempty_blocks(tmp_path):
 def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
     """The model form fitted on the caster's counts (the probe-free reference of bench
     volume-tuned): samples are priced as the SIMD groups paid them, and a frame made by the
-    form's own formula is priced back exactly, the view's slice crossing and the probe's
-    jumps over empty space included (the caster does not count those)."""
+    form's own formula is priced back exactly, the view's slice and plane crossings and the
+    probe's jumps over empty space included (the caster does not count those)."""
     truth = RenderModel(2e-8, 3e-9, 1e-7, 5e-9, 1e-4, 2e-8, 3e-9, per_sample_crossing=1e-8,
-                        per_jump=4e-8)
+                        per_jump=4e-8, per_sample_plane=6e-9)
     rng = np.random.default_rng(1)
     samples = []
     for _ in range(24):
         side = int(rng.integers(64, 256))
-        crossing = rng.uniform(0.05, 0.95)
+        crossing, plane = rng.uniform(0.05, 0.95), rng.uniform(0.0, 1.4)
         jumps = rng.uniform(0.5, 12.0, (1, 2))  # per probe ray
         ranks = []
         for r in range(2):
@@ -350,11 +354,12 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
             ratio = rng.uniform(1.2, 2.0)
             paid = round(taken * ratio)
             cpu = float(truth.predict(paid, skipped, rays, side * side, 0.0, crossing,
-                                      jumps[0, r] * side * side))
+                                      jumps[0, r] * side * side, plane))
             ranks.append(RankTiming(r, r, cpu * 1.1, cpu, taken, skipped, rays, 0.0,
                                     cpu_seconds=cpu, group_samples=paid))
         record = SimpleNamespace(ranks=ranks, render_width=side, render_height=side)
-        workload = SimpleNamespace(slice_crossing=crossing, thresholds=np.ones(1), jumps=jumps)
+        workload = SimpleNamespace(slice_crossing=crossing, plane_crossing=plane,
+                                   thresholds=np.ones(1), jumps=jumps)
         samples.append(SimpleNamespace(record=record, streamed=np.zeros(2), workload=workload,
                                        settings=SimpleNamespace(ert_threshold=1.0)))
     models = counted_render_models(samples)
@@ -364,7 +369,8 @@ def test_counted_models_fit_the_casters_own_counts_as_groups_pay_them():
             t = s.record.ranks[r]
             z, side = s.workload.slice_crossing, s.record.render_width
             assert float(m.predict(t.group_samples, t.skipped, t.rays, side**2, 0.0, z,
-                                   s.workload.jumps[0, r] * side**2)
+                                   s.workload.jumps[0, r] * side**2,
+                                   s.workload.plane_crossing)
                          ) == pytest.approx(t.cpu_seconds, rel=1e-3)
 
 
@@ -423,13 +429,18 @@ def test_probe_roughness_counts_each_jump_between_adjacent_rays():
     full = BlockGrid.of(np.ones((n, n, n), np.float32), alpha, origin, np.ones(3))
     w = probe_workload(full, cam, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
     assert np.all(w.length[:, 0] > 0.9 * depth) and np.all(w.roughness < 0.02)
-    # looking down z, the rays cross a slice per voxel; looking along x, almost none
+    # looking down z, the rays cross a slice per voxel and the image plane lies across the
+    # slices; looking along x, the rays cross almost none and the image's right axis runs
+    # along z
     assert w.slice_crossing == pytest.approx(1.0, abs=1e-3)
+    assert w.plane_crossing == pytest.approx(0.0, abs=1e-6)
     side = Camera((1000.0, 0.0, 0.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), cam.fov_y)
     w = probe_workload(full, side, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
     assert w.slice_crossing < 0.02
+    assert w.plane_crossing == pytest.approx(1.0, abs=1e-6)
     # in voxels: slices twice as far apart in the world are crossed half as fast
     tall = BlockGrid.of(np.ones((n, n, n), np.float32), alpha, origin, np.array([1., 1., 2.]))
     oblique = Camera((1000.0, 0.0, 1000.0), (0.0, 0.0, 0.0), (0.0, 1.0, 0.0), cam.fov_y)
     w = probe_workload(tall, oblique, 64, 64, brick_boxes(part), np.array([0.95, 1.0]))
     assert w.slice_crossing == pytest.approx(1 / np.sqrt(5), rel=0.05)
+    assert w.plane_crossing == pytest.approx(1 / np.sqrt(5), rel=1e-5)  # right (1, 0, -1/2)

@@ -22,12 +22,13 @@ import pytest
 from PIL import Image
 from test_viewer import _start_xvfb, recording
 
+from autotune_app.options import MIN_CALIBRATION_FRAMES
 from autotune_app.viewer import add_view_parser, run_view
 from raytracer.mpi.launch import OVERSUBSCRIBED_ENV, launch, mpiexec_path
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["--volume", "marschner-lobb:24", "--width", "64", "--height", "64",
-         "--calibration-frames", "8", "--target-ms", "40"]
+         "--calibration-frames", str(MIN_CALIBRATION_FRAMES), "--target-ms", "40"]
 needs_mpiexec = pytest.mark.skipif(
     mpiexec_path() is None, reason="mpiexec not installed (pip install mpich)"
 )

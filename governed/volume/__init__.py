@@ -18,7 +18,7 @@ call is collective, rank 0 gets the frames; this example is run by the tests on 
     renderer = DistributedRenderer(volume, tf)            # one k-d brick per rank
     tuned = TunedVolumeRenderer(renderer, 64, 64, target_seconds=0.05)
     small, small_tf = load_everywhere("marschner-lobb:16")  # another working set beside it
-    tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=8,   # views off the path
+    tuned.calibrate(volume_calibration_views(volume.radius, 4), frames=12,  # views off the path
                     also=[(DistributedRenderer(small, small_tf),
                            volume_calibration_views(small.radius, 4))])
     path = seed_orbit(volume.radius, frames=4)

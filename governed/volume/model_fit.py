@@ -188,7 +188,8 @@ class VolumeModel:
                    * self._group_ratio(g)[g.threshold, :, g.scale_of].T)
         return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed,
-                                    w.slice_crossing, w.jump_counts(g.threshold, g.pixels))
+                                    w.slice_crossing, w.jump_counts(g.threshold, g.pixels),
+                                    w.plane_crossing)
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
@@ -203,7 +204,8 @@ class VolumeModel:
             g = priced[1]
             return self.model.candidate_render_work(
                 w.length, w.span, w.jumps, w.rays, priced[2], self.streamed, w.slice_crossing,
-                g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j])
+                g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j],
+                w.plane_crossing)
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
                                   self.height)
         return self._uncorrected_work(g)[:, 0]
@@ -244,7 +246,8 @@ class VolumeModel:
         return self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
                                                  self.streamed, w.slice_crossing, g.threshold,
                                                  g.scale_of, g.pixels, g.pixels_per_step,
-                                                 self.correction.factor, after)
+                                                 self.correction.factor, after,
+                                                 w.plane_crossing)
 
 
 def group_observation(workload: RankWorkload, record: DistributedFrameRecord
@@ -332,6 +335,7 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
     ranks = len(samples[0].record.ranks)
     pixels = [s.record.render_width * s.record.render_height for s in samples]
     crossing = [s.workload.slice_crossing for s in samples]  # the view's, not a count
+    plane = [s.workload.plane_crossing for s in samples]  # the view's too
     threshold = [_threshold_index(s, s.workload.thresholds) for s in samples]
     models = []
     for r in range(ranks):
@@ -340,7 +344,8 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
         models.append(RenderModel.fit([t.samples * t.group_ratio for t in timings],
                                       [t.skipped for t in timings], [t.rays for t in timings],
                                       pixels, [work_seconds(t) for t in timings],
-                                      [s.streamed[r] for s in samples], crossing, jumps))
+                                      [s.streamed[r] for s in samples], crossing, jumps,
+                                      plane))
     return tuple(models)
 
 
@@ -362,11 +367,13 @@ def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, threshol
                       ) -> tuple[RenderModel, ...]:
     """Each rank's render model fitted on the probe's estimates of ``samples``."""
     crossing = [s.workload.slice_crossing for s in samples]
+    plane = [s.workload.plane_crossing for s in samples]
     models = []
     for r in range(ranks):
         est_s, est_k, est_r, px, est_j, sec = render_rows(samples, r, thresholds)
         models.append(RenderModel.fit(est_s, est_k, est_r, px, sec,
-                                      [s.streamed[r] for s in samples], crossing, est_j))
+                                      [s.streamed[r] for s in samples], crossing, est_j,
+                                      plane))
     return tuple(models)
 
 

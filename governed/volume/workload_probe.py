@@ -143,6 +143,10 @@ class RankWorkload:
     # z slices, its slowest memory axis (a step along z lands a slice away; along x, in the
     # same cache line)
     slice_crossing: float
+    # |z component| of the image's right axis plus its up axis, in voxels: how far the image
+    # plane runs along the z slices (neighbouring rays, a SIMD group's lanes, then read
+    # different slices where across them they share cache lines): models.volume_cost
+    plane_crossing: float = 0.0
 
     def samples(self, threshold_index: NDArray, pixels_per_step: NDArray) -> NDArray:
         """(ranks, candidates) samples for candidate thresholds and pixels / step (voxels)."""
@@ -291,6 +295,18 @@ def _march(eye, top_left, du, dv, pw, ph, vol_lo, vol_hi, origin, spacing, block
             crossing / max(entering, 1))
 
 
+def plane_crossing(du: NDArray, dv: NDArray, spacing: NDArray) -> float:
+    """|z component| of the image's right (``du``) plus its up axis (``dv``), each in voxels
+    (divided by the volume's ``spacing``) and of unit length: 0 for an image plane across the
+    z slices, up to √2 for one that runs along them."""
+    sx, sy, sz = (float(v) for v in spacing)
+    total = 0.0
+    for ax, ay, az in (du, dv):  # plain floats: the probe runs in the frame
+        x, y, z = float(ax) / sx, float(ay) / sy, float(az) / sz
+        total += abs(z) / max(math.sqrt(x * x + y * y + z * z), 1e-30)
+    return total
+
+
 def brick_boxes(partition: Partition) -> NDArray[np.float64]:
     """(ranks, 2, 3) world boxes [lo, hi) of the partition's bricks (cells between voxel
     centres: world = origin + voxel · spacing); outer faces widened a little so samples on
@@ -351,7 +367,7 @@ class WorkloadProbe:
             g.block, g.code, g.distance, self._passes, self._jump_share, self._bricks_lo,
             self._bricks_hi, self.step_vox, self.thresholds)
         return RankWorkload(self.thresholds, length, span, hits, jumps, change, roughness, pw,
-                            crossing)
+                            crossing, plane_crossing(du, dv, g.spacing))
 
     def measure_async(self, camera: Camera, width: int, height: int) -> Future[RankWorkload]:
         """Start a probe of ``camera`` on this probe's worker thread (the next view, while the

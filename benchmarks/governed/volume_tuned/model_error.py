@@ -64,7 +64,8 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         jumps = probed.jump_counts(nearest_threshold(probed.thresholds, [settings.ert_threshold]),
                                    np.array([pixels]))  # the caster does not count them
         work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
-                                 tuned.model.streamed, probed.slice_crossing, jumps)
+                                 tuned.model.streamed, probed.slice_crossing, jumps,
+                                 probed.plane_crossing)
         from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
                                     counted.threads, counted.core_groups)[:, 0]
         if counted_correction.learning:
