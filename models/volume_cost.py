@@ -127,6 +127,15 @@ def streamed_share(working_set_bytes: ArrayLike, cache_bytes: float) -> NDArray:
     return w / (w + cache_bytes)
 
 
+def crossing_cost(per_crossing: ArrayLike, per_plane: ArrayLike, slice_crossing: ArrayLike,
+                  plane_crossing: ArrayLike) -> NDArray:
+    """What the view's slice and plane crossings add to a sample's cost, in one order of
+    operations for :func:`render_seconds` and the compiled pricing (which must agree bit for
+    bit)."""
+    return (np.asarray(per_crossing, np.float64) * np.asarray(slice_crossing, np.float64)
+            + np.asarray(per_plane, np.float64) * np.asarray(plane_crossing, np.float64))
+
+
 def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skipped: ArrayLike,
                    rays: ArrayLike, pixels: ArrayLike, streamed: ArrayLike = 0.0,
                    slice_crossing: ArrayLike = 0.0, jumps: ArrayLike = 0.0,
@@ -135,8 +144,7 @@ def render_seconds(coefficients: Sequence[ArrayLike], samples: ArrayLike, skippe
     for one rank, or (ranks, 1) arrays against (ranks, candidates) counts for all at once."""
     a, e, b, c, d, a_streamed, e_streamed, a_crossing, j, a_plane = coefficients
     m = np.asarray(streamed, np.float64)
-    crossing = (a_crossing * np.asarray(slice_crossing, np.float64)
-                + a_plane * np.asarray(plane_crossing, np.float64))
+    crossing = crossing_cost(a_crossing, a_plane, slice_crossing, plane_crossing)
     return ((a * (1 - m) + a_streamed * m + crossing) * np.asarray(samples, np.float64)
             + (e * (1 - m) + e_streamed * m) * np.asarray(skipped, np.float64)
             + j * np.asarray(jumps, np.float64)
@@ -455,7 +463,7 @@ class ClusterFrameModel:
     def _crossing_cost(self, slice_crossing: float, plane_crossing: float) -> NDArray:
         """(ranks,) what the view's slice and plane crossings add to each rank's sample."""
         coef = self._coefficient_table
-        return coef[7] * float(slice_crossing) + coef[9] * float(plane_crossing)
+        return crossing_cost(coef[7], coef[9], float(slice_crossing), float(plane_crossing))
 
     @functools.cached_property
     def _group_table(self) -> tuple[NDArray, float]:

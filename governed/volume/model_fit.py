@@ -324,6 +324,13 @@ def work_seconds(timing: RankTiming) -> float:
     return float(getattr(timing, CLOCK_FIELDS[clock]))
 
 
+def view_crossings(samples: Sequence[CalibrationSample]) -> tuple[list[float], list[float]]:
+    """Each calibration frame's slice and plane crossing (its view's, the same for every
+    rank), as the render models are fitted on them."""
+    return ([s.workload.slice_crossing for s in samples],
+            [s.workload.plane_crossing for s in samples])
+
+
 def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderModel, ...]:
     """Per rank, the render model fitted as :func:`fit_volume_model` fits it but on the
     caster's own counts of each calibration frame (samples as the SIMD groups paid them,
@@ -334,8 +341,7 @@ def counted_render_models(samples: Sequence[CalibrationSample]) -> tuple[RenderM
         raise VolumeModelError("no calibration frames to fit the counted render models on")
     ranks = len(samples[0].record.ranks)
     pixels = [s.record.render_width * s.record.render_height for s in samples]
-    crossing = [s.workload.slice_crossing for s in samples]  # the view's, not a count
-    plane = [s.workload.plane_crossing for s in samples]  # the view's too
+    crossing, plane = view_crossings(samples)  # the view's, not counts
     threshold = [_threshold_index(s, s.workload.thresholds) for s in samples]
     models = []
     for r in range(ranks):
@@ -366,8 +372,7 @@ class CoreSharing:
 def fit_render_models(samples: Sequence[CalibrationSample], ranks: int, thresholds: np.ndarray
                       ) -> tuple[RenderModel, ...]:
     """Each rank's render model fitted on the probe's estimates of ``samples``."""
-    crossing = [s.workload.slice_crossing for s in samples]
-    plane = [s.workload.plane_crossing for s in samples]
+    crossing, plane = view_crossings(samples)
     models = []
     for r in range(ranks):
         est_s, est_k, est_r, px, est_j, sec = render_rows(samples, r, thresholds)
