@@ -214,6 +214,33 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
     assert tuned.model.model.render == own
 
 
+def test_a_swapped_in_volume_is_ranked_by_its_own_quality_losses(bonsai):
+    """Once calibrated, a volume's first swap measures what its knobs cost in looks there and
+    the search ranks by them; swapped out and back, each volume's are used again, unmeasured."""
+    vol, tf = bonsai
+    home = DistributedRenderer(vol, tf)
+    tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
+    tuned.calibrate(volume_calibration_views(vol.radius, 3), frames=MIN_CALIBRATION_FRAMES)
+    own = tuned.losses
+    other = DistributedRenderer(*load_everywhere("neghip"))
+    tuned.swap_renderer(other)
+    theirs = tuned.losses
+    assert other.frames_rendered > WARMUP_FRAMES and theirs is not own  # its sweeps
+    assert any(not np.array_equal(theirs.sweeps[k][1], own.sweeps[k][1]) for k in own.sweeps)
+
+    def ranked_by(losses):
+        space = tuned.loop.space
+        return np.array_equal(space.quality(space.grid()),
+                              volume_knob_space(losses).quality(space.grid()))
+
+    assert ranked_by(theirs) and not ranked_by(own)
+    rendered = other.frames_rendered
+    tuned.swap_renderer(home)
+    assert tuned.losses is own and ranked_by(own)
+    tuned.swap_renderer(other)
+    assert other.frames_rendered == rendered and tuned.losses is theirs and ranked_by(theirs)
+
+
 def test_a_swapped_in_renderer_is_warmed_up_once(bonsai):
     """A renderer's first frames are slow: a swap renders its first few at the cheapest
     setting, untimed, and a renderer swapped back in (already warm) renders none."""

@@ -2,8 +2,8 @@
 
 Knobs: sampling rate (samples per voxel, continuous: step = 1 / rate), image scale and the
 early-termination threshold. Which setting looks best is measured, not assumed: a sweep of
-each knob on a calibration view scores 1 − SSIM against the full-quality frame
-(:class:`QualityLosses`), and the tuner maximizes minus the summed losses.
+each knob on a calibration view of the volume governed scores 1 − SSIM against the
+full-quality frame (:class:`QualityLosses`), and the tuner maximizes minus the summed losses.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +110,24 @@ class _CandidateGeometry:
 def _setting_key(rate: float, scale: float, ert: float) -> tuple[float, float, float]:
     """A setting as a lookup key: its knobs rounded past the float error of ``1 / (1 / r)``."""
     return round(float(rate), 9), round(float(scale), 9), round(float(ert), 9)
+
+
+@dataclass
+class RendererFit:
+    """Rank 0: what the tuner learned of one renderer, kept while the renderer lives (a
+    volume swapped out and back in keeps it): its SIMD group ratios, each rank's correction
+    of the render model and, where it was calibrated, its calibration frames and each rank's
+    render model fitted on them alone."""
+
+    group_fit: GroupRatioFit
+    correction: RankCorrection
+    samples: list[CalibrationSample] = field(default_factory=list)
+    render: tuple[RenderModel, ...] = ()
+
+    @classmethod
+    def new(cls, ranks: int) -> RendererFit:
+        """What the tuner knows of a renderer it has not seen render."""
+        return cls(GroupRatioFit(ranks), RankCorrection(ranks))
 
 
 class VolumeModel:

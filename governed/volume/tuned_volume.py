@@ -47,6 +47,7 @@ from governed.volume.knobs import (
 )
 from governed.volume.model_fit import (
     CalibrationSample,
+    RendererFit,
     VolumeModel,
     fit_render_models,
     fit_volume_model,
@@ -54,6 +55,7 @@ from governed.volume.model_fit import (
     render_cache_bytes,
     shared_cores,
     streamed_shares,
+    volume_calibration_views,
     work_seconds,
 )
 from governed.volume.quality_measures import image_quality, knob_losses
@@ -65,7 +67,7 @@ from governed.volume.workload_probe import (
 )
 from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit
-from models.volume_cost import ClusterFrameModel, RenderModel, shares_cores
+from models.volume_cost import ClusterFrameModel, shares_cores
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -130,24 +132,6 @@ def volume_probe_schedule(policy: str = DEFAULT_PROBE_POLICY) -> ProbeSchedule:
     volume) was 1-3 points worse with it in each of four such runs. Drift 12 % with misprice
     15 % was better on one set of runs and worse on the other."""
     return ProbeSchedule(policy, jump_move=0.5, scatter=0.0, drift=0.12, mispriced=0.25)
-
-
-@dataclass
-class RendererFit:
-    """Rank 0: what the tuner learned of one renderer, kept while the renderer lives (a
-    volume swapped out and back in keeps it): its SIMD group ratios, each rank's correction
-    of the render model and, where it was calibrated, its calibration frames and each rank's
-    render model fitted on them alone."""
-
-    group_fit: GroupRatioFit
-    correction: RankCorrection
-    samples: list[CalibrationSample] = field(default_factory=list)
-    render: tuple[RenderModel, ...] = ()
-
-    @classmethod
-    def new(cls, ranks: int) -> RendererFit:
-        """What the tuner knows of a renderer it has not seen render."""
-        return cls(GroupRatioFit(ranks), RankCorrection(ranks))
 
 
 @dataclass
@@ -231,7 +215,12 @@ class TunedVolumeRenderer(SharedFrames):
         # volume that was not calibrated), and those frames
         self.joint_model: ClusterFrameModel | None = None
         self.calibration_samples: list[CalibrationSample] = []
-        self.losses: QualityLosses | None = None
+        # each renderer's quality losses, measured on it once a calibration has finished (every
+        # rank knows which were measured, rank 0 holds them), and those the loop ranks by
+        self._losses: weakref.WeakKeyDictionary[DistributedRenderer, QualityLosses | None] = \
+            weakref.WeakKeyDictionary()
+        self._calibrated = False
+        self._ranked_by: QualityLosses | None = None
         self.fixed_settings: FrameSettings | None = None
         self.last_settings: FrameSettings | None = None  # rank 0: the last governed frame's
         self._last_camera: Camera | None = None  # rank 0: and its view (a still view settles)
@@ -282,6 +271,11 @@ class TunedVolumeRenderer(SharedFrames):
     def probe_policy(self, policy: str) -> None:
         self.schedule = volume_probe_schedule(policy)
         self._priced = None
+
+    @property
+    def losses(self) -> QualityLosses | None:
+        """Rank 0: the current renderer's quality losses (None until measured on it)."""
+        return self._losses.get(self.renderer)
 
     @property
     def group_fit(self) -> GroupRatioFit:
@@ -354,6 +348,7 @@ class TunedVolumeRenderer(SharedFrames):
         volume gets render models of its own; a volume swapped in later is priced by the
         models fitted on all of them."""
         rng = np.random.default_rng(seed)
+        self._calibrated = False
         samples: list[CalibrationSample] = []
         fits: list[RendererFit] = []
         home = self.renderer
@@ -374,9 +369,10 @@ class TunedVolumeRenderer(SharedFrames):
             self.swap_renderer(home)
         if self.rank == 0:
             self._fit_model(samples, fits, own_render_models=bool(also))
-        self.losses = self.measure_losses(cameras[0])
+        self._losses[self.renderer] = self.measure_losses(cameras[0])
         if self.rank == 0:
             self._configure_loop()
+        self._calibrated = True
         freeze_set_up()  # every rank: no collection of the set-up's objects in a frame
 
     def _fit_model(self, samples: list[CalibrationSample], fits: list[RendererFit],
@@ -453,13 +449,21 @@ class TunedVolumeRenderer(SharedFrames):
             self.model.prepare(self.loop.space.grid())
 
     def swap_renderer(self, renderer: DistributedRenderer) -> None:
-        """Render another volume (or partition) from the next frame on, keeping the tuner and
-        its feedback state: what a user's loop does when the data changes (collective)."""
+        """Render another volume (or partition) from the next frame on, keeping what the tuner
+        learned: what a user's loop does when the data changes (collective). Once calibrated,
+        a renderer's first swap measures its knobs' quality losses on its first calibration
+        view (about 20 untimed frames; docs/design-notes.md, "Looks measured on each volume"),
+        and the controller starts afresh where they differ from those it ranked by."""
         self.renderer = renderer
         self.boxes = brick_boxes(renderer.partition)
         if self.rank == 0:
             self._use_grid()
         self._warm_up()
+        if self._calibrated and renderer not in self._losses:
+            view = volume_calibration_views(renderer.volume.radius, 1)[0]
+            self._losses[renderer] = self.measure_losses(view)
+        if self.rank == 0 and self._calibrated and self.losses is not self._ranked_by:
+            self._configure_loop()
 
     def _warm_up(self) -> None:
         """Render the current renderer's first frames at the cheapest setting, untimed, so
@@ -478,6 +482,7 @@ class TunedVolumeRenderer(SharedFrames):
         """Rank 0, after calibration: the loop's knob space (ordered by the measured quality
         losses) and price (the model), or the fixed setting found by measurement."""
         space = volume_knob_space(self.losses)
+        self._ranked_by = self.losses
         self.loop.configure(space, self._price)
         self.model.prepare(space.grid())
         self.model.model.load_kernels()  # the learning frames' kernel, not in the first frame
