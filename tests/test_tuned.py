@@ -216,6 +216,30 @@ def test_overlapped_probe_gives_the_same_workload(tracers, fitted):
     assert third.workload == r.probe.measure(cams[0], W, H)
 
 
+def test_the_first_frames_candidates_are_priced_within_the_probes_time(tracers, fitted,
+                                                                       monkeypatch):
+    """The frame's price includes the probe's measured time, not the choice's: a renderer's
+    first frame prices its candidates with the probe, so that the choice finds them priced."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    priced, choosing = [], []
+    frame_seconds, choose = r.model.frame_seconds, r.loop.choose
+    monkeypatch.setattr(r.model, "frame_seconds",
+                        lambda *a, **k: priced.append(bool(choosing)) or frame_seconds(*a, **k))
+
+    def watched_choose():
+        choosing.append(1)
+        try:
+            return choose()
+        finally:
+            choosing.clear()
+
+    monkeypatch.setattr(r.loop, "choose", watched_choose)
+    r.render(tracer.scene.camera)
+    assert priced[0] is False and True in priced  # priced first with the probe, then asked
+
+
 def counted_probes(tracer, fitted, monkeypatch) -> tuple[TunedRenderer, list]:
     """A tuned renderer of ``tracer`` and the list its probe appends each view it probes to."""
     r = TunedRenderer(tracer.scene, W, H, 0.05, profile=fitted.profile,
