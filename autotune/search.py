@@ -110,15 +110,18 @@ class GridSearch:
         self.space = space
         self.hysteresis = _check_hysteresis(hysteresis)
         self.grid = space.grid()
+        # the candidates' count, kept: asked every frame, the property took 9 µs after a
+        # render had evicted the caches (the volume renderer's governed frames, rank 0)
+        self.size = space.size
         self.quality = space.quality(self.grid)
-        if self.quality.shape != (space.size,) or not np.all(np.isfinite(self.quality)):
+        if self.quality.shape != (self.size,) or not np.all(np.isfinite(self.quality)):
             raise ValueError("quality function must return one finite number per candidate")
         # Candidates by falling quality; _tie_end[i] closes the run of equal quality holding i.
         self._order = np.argsort(-self.quality, kind="stable").astype(np.int64)
         ranked = self.quality[self._order]
         tol = 1e-12 * max(1.0, float(np.abs(ranked).max()))
-        ends = np.append(np.flatnonzero(np.diff(ranked) < -tol) + 1, space.size)
-        self._tie_end = ends[np.searchsorted(ends, np.arange(space.size), side="right")].astype(
+        ends = np.append(np.flatnonzero(np.diff(ranked) < -tol) + 1, self.size)
+        self._tie_end = ends[np.searchsorted(ends, np.arange(self.size), side="right")].astype(
             np.int64)
         self._last: tuple[dict[str, Any], int] | None = None  # the last pick and its index
         self._settings: dict[int, dict[str, Any]] = {}  # the settings picked so far, by index
@@ -142,7 +145,7 @@ class GridSearch:
         while it fits within that share of the target (see the module)."""
         predicted = predictor.batch(self.grid)
         prev = -1 if previous is None else self._index_of(previous)
-        n = self.space.size
+        n = self.size
         pick = self._select(predicted, float(correction), float(target), prev, self.hysteresis,
                             float(hold_band), self._order, self._tie_end, self.quality)
         if pick < 0:
