@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 
@@ -131,6 +132,7 @@ class RayTraceModel:
         self._candidates: tuple[tuple, list[np.ndarray], CandidatePhases] | None = None
         self._phases: dict[tuple, dict[str, float]] = {}
         self._index: tuple[list[np.ndarray], dict] | None = None  # _candidate_index's
+        self._grid: list[np.ndarray] | None = None  # the candidates a search prices (prepare)
 
     def frame_seconds(self, workload: Workload, ao_rays, shadows, phong,
                       phase_factors: dict[str, float] | None = None) -> np.ndarray:
@@ -154,6 +156,12 @@ class RayTraceModel:
                 self.profile, self.counts, workload, *arrays, TILE * TILE, self.calibration,
                 self.active_blocks))
 
+    def prepare(self, candidates: Mapping[str, np.ndarray]) -> None:
+        """The candidate grid a search will price (read-only arrays): a workload that
+        :meth:`phase_seconds` is asked about first has them all priced at once, as the search
+        would next."""
+        self._grid = [np.asarray(candidates[k]) for k in ("ao_rays", "shadows", "phong")]
+
     def _candidate_index(self) -> dict[tuple[float, bool, bool], int]:
         """The candidates' positions by setting (the first of equal ones), built once per
         candidate arrays: the governed loop looks a setting up two or three times a frame."""
@@ -169,7 +177,10 @@ class RayTraceModel:
     def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
         """Each phase's seconds of ``settings`` on ``workload``: read from the candidates'
         table (a new workload's candidates are priced at once: the search prices them all
-        next), else computed (the last few remembered) where no search has priced any."""
+        next), else computed (the last few remembered) where no grid was prepared and no
+        search has priced any."""
+        if self._candidates is None and self._grid is not None:
+            self._price_candidates(workload, self._grid)
         if self._candidates is not None:
             if self._candidates[0][0] is not workload and self._candidates[0][0] != workload:
                 self._price_candidates(workload, self._candidates[1])
@@ -264,6 +275,7 @@ class TunedRenderer(Governed):
         self.width, self.height = width, height
         self.ao_radius = ao_radius  # also the probe's (the AO workload depends on it)
         self.space = knob_space()
+        self.model.prepare(self.space.grid())
         self.force_shadows: bool | None = None
         self.frame_index = 0
         self._workload: Workload | None = None
@@ -382,20 +394,15 @@ class TunedRenderer(Governed):
         return self._probed(camera, key, workload), self.probe.last_seconds
 
     def _probed(self, camera: Camera, key: tuple, workload: Workload) -> Workload:
-        """Tell the schedule how far the new probe's frame moved from the last one's. Either
-        way the candidates are priced on the new workload here, within the probe's measured
-        time, which the frame's price includes (the choice's own time is learnt from the
-        frames before): on a renderer's first frame, pricing them and indexing them in the
-        choice had left 1.2 ms of dragon's 53 ms frame unpriced."""
-        change = None
-        if self._workload is not None and key == self._probed_key:
-            before = sum(self.model.phase_seconds(self._workload, self._settings).values())
-            after = sum(self.model.phase_seconds(workload, self._settings).values())
-            change = abs(after - before) / max(before, 1e-12)
-        else:
-            grid = self.space.grid()
-            self.model.frame_seconds(workload, grid["ao_rays"], grid["shadows"], grid["phong"])
-            self.model.phase_seconds(workload, self._settings)
+        """Tell the schedule how far the new probe's frame moved from the last one's. Asking
+        the model prices every candidate on the new workload here (it knows the grid), within
+        the probe's measured time, which the frame's price includes (the choice's own time is
+        learnt from the frames before): on a renderer's first frame, pricing and indexing
+        them in the choice had left 1.2 ms of dragon's 53 ms frame unpriced."""
+        before = (sum(self.model.phase_seconds(self._workload, self._settings).values())
+                  if self._workload is not None and key == self._probed_key else None)
+        after = sum(self.model.phase_seconds(workload, self._settings).values())
+        change = None if before is None else abs(after - before) / max(before, 1e-12)
         self.schedule.probed(camera, change)
         self._probed_key = key
         self.drift.restart()
