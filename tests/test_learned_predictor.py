@@ -209,6 +209,10 @@ def test_readme_example_with_no_model_runs(capsys):
     exec(textwrap.dedent(readme_example()), namespace)
     tuner, learned = namespace["tuner"], namespace["learned"]
     assert len(tuner.history) == 40 and all(r.measured for r in tuner.history)
-    assert learned.dropped == [0]  # VTK's set-up frame is not learned
-    assert learned.confidence().frames == 39
+    assert learned.dropped[:1] == [0]  # VTK's set-up frame is not learned
+    for i in learned.dropped[1:]:  # any other: a stall on a busy machine, by the one-off rule
+        stall, after = tuner.history[i], tuner.history[i + 1]
+        assert stall.measured > 1.5 * stall.predicted
+        assert after.measured <= 1.5**0.5 * after.predicted
+    assert learned.confidence().frames == 40 - len(learned.dropped)
     assert capsys.readouterr().out.startswith("[0] {")
