@@ -47,7 +47,7 @@ def reference_frame_target(renderer: TunedRenderer, camera: Camera, repeats: int
 
 
 FULL_SETTINGS = RenderSettings(ao_rays=MAX_AO_RAYS, ao_radius=0.1, shadows=True, phong=True,
-                               ao_history=False)
+                               ao_history=False, ao_filter=False)
 #: Added to a frame's index for its reference's AO seed: the reference's rays must not be the
 #: judged frame's (a frame rendered with seed i shares its first rays with a reference of
 #: seed i, which made 7 AO rays score SSIM 0.58 and 7.25 rays 0.50 on sibenik's first view,

@@ -25,6 +25,9 @@ thread per pixel; its per-thread counts come from the kernel's per-loop instruct
   ``a_t`` and ``a_i`` are per ray of each SIMD group's slowest lane at ``a_r`` rays a pixel
   (:meth:`Workload.ao_per_ray`: the lane mean plus the slowest lane's excess, which the probe
   measures at two rays and which shrinks as ``1/sqrt(a_r)``).
+  With the AO filter (the renderer's default: the AO phase's second kernel, which spreads the
+  rays' sums over neighbours on the same surface), the ``ao_filter`` counts' constant, times
+  ``h``, its memory coalesced (each tap a row of neighbours).
 - shadow (if on): the ao equations with ``a_r = 1`` and ``s_t, s_i`` for ``a_t, a_i``.
 - shade: constant ``i_cco`` and ``i_mco`` of "shade_phong" or "shade_flat" (fallback "shade"),
   memory split like the constant term of the primary equation (the primary one with
@@ -166,31 +169,39 @@ def _shadow_counts(counts: KernelCounts, w: Workload) -> tuple[ArrayLike, ArrayL
 
 
 def _ao_counts(counts: KernelCounts, w: Workload, rays: ArrayLike,
-               out_of_order: bool = False) -> tuple[ArrayLike, ArrayLike]:
-    """(i_c, i_mu) of the AO phase, including the per-AO-ray constant where counted and the
-    device issues it (not ``out_of_order``: there the kernel builds each ray while the one
-    before it is traversed); the steps and tests per ray of the slowest lane at that many rays
-    a pixel (:meth:`Workload.ao_per_ray`)."""
+               out_of_order: bool = False, filtered: bool = True
+               ) -> tuple[ArrayLike, float, ArrayLike]:
+    """(i_c, i_mc, i_mu) of the AO phase, including the per-AO-ray constant where counted and
+    the device issues it (not ``out_of_order``: there the kernel builds each ray while the one
+    before it is traversed) and, ``filtered``, the filter kernel's constant where counted; the
+    steps and tests per ray of the slowest lane at that many rays a pixel
+    (:meth:`Workload.ao_per_ray`)."""
     steps, tests = w.ao_per_ray(rays)
     per_ray = None if out_of_order else counts.get("ao_ray")
-    return _secondary_counts(
+    compute, uncoal = _secondary_counts(
         _lookup(counts, "ao"), steps, tests, w.p_t, rays, per_ray, w.hit_fraction, w.m)
+    spread = counts.get("ao_filter") if filtered else None
+    if spread is None:
+        return compute, 0.0, uncoal
+    h = w.hit_fraction
+    return compute + spread.i_cco * h, spread.i_mco * h, uncoal
 
 
 def phase_instructions(
     counts: KernelCounts, workload: Workload, ao_rays: int, shadows: bool, phong: bool,
-    out_of_order: bool = False,
+    out_of_order: bool = False, ao_filter: bool = True,
 ) -> dict[str, PhaseInstructions]:
     """Per-thread counts of each phase that runs with these knobs (Ganestam & Doggett §4.3), on
-    a device that is ``out_of_order`` or not (:attr:`DeviceProfile.out_of_order`)."""
+    a device that is ``out_of_order`` or not (:attr:`DeviceProfile.out_of_order`), the AO
+    filtered or not (``ao_filter``)."""
     w = workload
     out = {"primary": _coherent(_lookup(counts, "primary"), w, w.p_t, w.p_i)}
     if shadows:
         c, mu = _shadow_counts(counts, w)
         out["shadow"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
     if ao_rays > 0:
-        c, mu = _ao_counts(counts, w, float(ao_rays), out_of_order)
-        out["ao"] = PhaseInstructions(compute=float(c), coal=0.0, uncoal=float(mu))
+        c, mc, mu = _ao_counts(counts, w, float(ao_rays), out_of_order, ao_filter)
+        out["ao"] = PhaseInstructions(compute=float(c), coal=float(mc), uncoal=float(mu))
     out["shade"] = _shade(counts, w, phong)
     return out
 
@@ -336,8 +347,9 @@ def candidate_phase_seconds(
     """The phases of many knob candidates at once (broadcast arrays).
 
     One Hong–Kim evaluation for everything: the knob-independent launches (primary, both
-    shade variants, shadow) and AO once per distinct ray count (the controller's hot path).
-    ``active_blocks``: work-groups resident per core of the phases it names.
+    shade variants, shadow) and AO once per distinct ray count (the controller's hot path),
+    filtered as the renderer's candidates are. ``active_blocks``: work-groups resident per
+    core of the phases it names.
     """
     a_r, shadow_on, phong_on = np.broadcast_arrays(
         np.asarray(ao_rays, dtype=np.float64),
@@ -360,12 +372,12 @@ def candidate_phase_seconds(
         fixed["shadow"] = PhaseInstructions(float(c), 0.0, float(mu))
     ao_on = a_r > 0
     rays, where = np.unique(a_r, return_inverse=True)
-    c_ao, mu_ao = (_ao_counts(counts, w, rays, profile.out_of_order) if ao_on.any()
-                   else (rays * 0, rays * 0))
+    c_ao, mc_ao, mu_ao = (_ao_counts(counts, w, rays, profile.out_of_order) if ao_on.any()
+                          else (rays * 0, 0.0, rays * 0))
     k = len(fixed)
     compute = np.concatenate([[i.compute for i in fixed.values()], np.broadcast_to(c_ao,
                                                                                    rays.shape)])
-    coal = np.concatenate([[i.coal for i in fixed.values()], np.zeros(rays.shape)])
+    coal = np.concatenate([[i.coal for i in fixed.values()], np.full(rays.shape, mc_ao)])
     uncoal = np.concatenate([[i.uncoal for i in fixed.values()], np.broadcast_to(mu_ao,
                                                                                  rays.shape)])
     phase_of = {"primary": "primary", "phong": "shade", "flat": "shade", "shadow": "shadow"}

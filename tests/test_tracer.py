@@ -25,7 +25,7 @@ def test_image_matches_cpu_reference(tracers, name):
     tracer = tracers(name)
     # the CPU reference renders one frame: no AO history from the frames before
     settings = RenderSettings(ao_rays=4, ao_radius=0.1, shadows=True, phong=True,
-                              ao_history=False)
+                              ao_history=False, ao_filter=False)
     frame = tracer.render(tracer.scene.camera, W, H, settings, seed=5)
     agreement = image_agreement(frame.image, reference(tracer, settings, 5)[0])
     assert frame.image.shape == (H, W, 4) and frame.image.dtype == np.uint8
@@ -34,10 +34,10 @@ def test_image_matches_cpu_reference(tracers, name):
     assert frame.image[..., :3].std() > 5  # not a blank image
 
 
-@pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False, False),
-                                      RenderSettings(2, 0.05, False, True, False),
-                                      RenderSettings(2.4, 0.1, True, True, False),
-                                      RenderSettings(3, 0.2, True, False, False)])
+@pytest.mark.parametrize("settings", [RenderSettings(0, 0.1, False, False, False, False),
+                                      RenderSettings(2, 0.05, False, True, False, False),
+                                      RenderSettings(2.4, 0.1, True, True, False, False),
+                                      RenderSettings(3, 0.2, True, False, False, False)])
 def test_knob_combinations_match_reference(tracers, settings):
     tracer = tracers("spheres")
     frame = tracer.render(tracer.scene.camera, W, H, settings, seed=1)
@@ -56,7 +56,7 @@ def test_phases_timed_only_when_enabled(tracers):
 
 def test_counters_match_cpu_twin(tracers):
     tracer = tracers("dragon-small", counters=True)
-    settings = RenderSettings(2, 0.1, True, True)
+    settings = RenderSettings(2, 0.1, True, True, True, False)
     frame = tracer.render(tracer.scene.camera, W, H, settings, seed=2)
     _, counters, _, _ = reference(tracer, settings, 2)
     for i, phase in enumerate(("primary", "shadow", "ao")):
@@ -158,14 +158,16 @@ def test_fractional_ao_count_costs_between_its_neighbours(tracers):
 def test_ao_history_starts_from_the_frame_s_own_rays_and_converges_on_a_still_view(tracers):
     tracer = tracers("dragon-small")
     cam = tracer.scene.camera
-    reference_image = tracer.render(cam, W, H, RenderSettings(64, 0.1, False, False, False))
+    reference_image = tracer.render(cam, W, H,
+                                    RenderSettings(64, 0.1, False, False, False, False))
     ref = reference_image.image[..., :3].astype(np.float64)
 
     def error(settings: RenderSettings, seed: int) -> float:
         image = tracer.render(cam, W, H, settings, seed=seed).image[..., :3]
         return float(np.abs(image.astype(np.float64) - ref).mean())
 
-    on, off = RenderSettings(1, 0.1, False, False), RenderSettings(1, 0.1, False, False, False)
+    on = RenderSettings(1, 0.1, False, False, True, False)
+    off = RenderSettings(1, 0.1, False, False, False, False)
     for seed in range(4):  # a history to forget
         tracer.render(cam, W, H, on, seed=seed)
     tracer.forget_history()
@@ -177,6 +179,50 @@ def test_ao_history_starts_from_the_frame_s_own_rays_and_converges_on_a_still_vi
     # a still view gathers about ten frames' rays: the error against 64 rays falls 4-5x
     assert kept[-1] < 0.35 * kept[0]
     assert min(alone) > 0.7 * alone[0]
+
+
+def test_ao_filter_matches_its_numpy_twin_pixel_by_pixel(tracers):
+    """The filtered AO term is the NumPy twin's filter of the same frame's own rays (2 a
+    pixel, so every hit pixel traced the same count): a few pixels may flip where a
+    neighbour's distance from the tangent plane rounds across the bound."""
+    from raytracer.mesh.bvh import packed_normals
+    from raytracer.mesh.cpu_render import filter_ao
+
+    tracer = tracers("sibenik")
+    cam = tracer.scene.camera
+    own = RenderSettings(2, 0.1, False, False, False, False)
+    tracer.render(cam, W, H, own, seed=7)
+    open_share, hits = tracer.ao_term(), tracer.hits()
+    tracer.render(cam, W, H, RenderSettings(2, 0.1, False, False, False, True), seed=7)
+    filtered = tracer.ao_term()
+    prim = hits[..., 3].view(np.int32)
+    basis = cam.basis(W, H)
+    ys, xs = np.mgrid[0:H, 0:W]
+    ray = basis[1] + (xs[..., None] + 0.5) * basis[2] + (ys[..., None] + 0.5) * basis[3]
+    normal = packed_normals(tracer.scene, tracer.bvh)[np.maximum(prim, 0)][..., 3::4][..., :3]
+    normal = np.where(((normal * ray).sum(-1) > 0)[..., None], -normal, normal)
+    depth = np.where(prim >= 0, hits[..., 0], -1.0)
+    twin = filter_ao(open_share, np.where(prim >= 0, 2.0, 0.0), depth, normal, basis,
+                     tracer_mod.AO_FILTER_REACH)
+    hit = prim >= 0
+    assert hit.mean() > 0.5 and not np.array_equal(filtered[hit], open_share[hit])
+    assert (np.abs(filtered - twin)[hit] > 1e-3).mean() < 0.005
+
+
+def test_the_ao_filter_brings_few_rays_closer_to_many(tracers):
+    """One AO ray a pixel, filtered, is nearer the 64-ray term than one ray alone is (each
+    frame its own rays: no history), on a still view of an interior and of a mesh."""
+    for name in ("sibenik", "dragon-small"):
+        tracer = tracers(name)
+        cam = tracer.scene.camera
+        tracer.render(cam, W, H, RenderSettings(64, 0.1, False, False, False, False), seed=9)
+        many = tracer.ao_term()
+        errors = []
+        for filtered in (False, True):
+            tracer.render(cam, W, H, RenderSettings(1, 0.1, False, False, False, filtered),
+                          seed=3)
+            errors.append(float(np.abs(tracer.ao_term() - many).mean()))
+        assert errors[1] < 0.6 * errors[0], (name, errors)
 
 
 def test_ao_history_stays_with_the_surface_that_kept_it(tracers):

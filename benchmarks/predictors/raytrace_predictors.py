@@ -68,7 +68,8 @@ def count_columns(ins: PhaseInstructions | None, pixels: int) -> list[float]:
 def instructions(counts: KernelCounts, sample: Sample) -> dict[str, PhaseInstructions]:
     """The §4.3 per-thread counts of each phase that runs with the sample's knobs."""
     st = sample.settings
-    return phase_instructions(counts, sample.workload, st.ao_rays, st.shadows, st.phong)
+    return phase_instructions(counts, sample.workload, st.ao_rays, st.shadows, st.phong,
+                              ao_filter=st.ao_filter)
 
 
 def rows(samples: Sequence[Sample], counts: KernelCounts, profile: DeviceProfile) -> PartRows:

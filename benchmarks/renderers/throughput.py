@@ -255,7 +255,7 @@ def bench_scene(name: str, width: int, height: int, repeats: int,
     tracers = scene_tracers(scene, device)
     tracer, untraced, default = tracers
     settings = RenderSettings(ao_rays=AO_RAYS, ao_radius=AO_RADIUS, shadows=True, phong=True,
-                              ao_history=False)  # the rays alone, as Embree traces them
+                              ao_history=False, ao_filter=False)  # the rays alone, as Embree
     untraced.render(scene.camera, width, height, settings)  # warm-up; its primary hits
     tracer.render(scene.camera, width, height, settings)  # warm-up (first launch)
     hits = tracer.hits().reshape(-1, 4)

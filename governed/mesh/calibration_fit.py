@@ -128,7 +128,7 @@ def _phase_arrays(counts: KernelCounts, samples: list[Sample], profile: DevicePr
     for s in samples:
         st = s.settings
         ins = phase_instructions(counts, s.workload, st.ao_rays, st.shadows, st.phong,
-                                 profile.out_of_order)
+                                 profile.out_of_order, st.ao_filter)
         w = s.workload
         blocks = math.ceil(w.pixels / (TILE * TILE))
         for phase, measured in s.phase_seconds.items():

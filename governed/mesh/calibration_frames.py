@@ -56,11 +56,13 @@ class Sample:
 
     def to_dict(self) -> dict:
         """Plain JSON of the frame (what a recording of calibration or held-out frames keeps);
-        a frame whose AO kept no history says so by leaving ``ao_history`` out, as every
-        frame recorded before the history existed does."""
+        a frame whose AO kept no history (or was not filtered) says so by leaving
+        ``ao_history`` (``ao_filter``) out, as every frame recorded before the history (the
+        filter) existed does."""
         settings = dataclasses.asdict(self.settings)
-        if not settings["ao_history"]:
-            del settings["ao_history"]
+        for kept_out in ("ao_history", "ao_filter"):
+            if not settings[kept_out]:
+                del settings[kept_out]
         return {"scene": self.scene, "settings": settings,
                 "workload": self.workload.to_dict(), "phase_seconds": self.phase_seconds,
                 "event_seconds": self.event_seconds, "kernels": self.kernels}
@@ -69,7 +71,8 @@ class Sample:
     def from_dict(cls, d: Mapping[str, Any]) -> Sample:
         """The frame :meth:`to_dict` wrote."""
         return cls(Workload(**d["workload"]),
-                   RenderSettings(**{"ao_history": False, **d["settings"]}),
+                   RenderSettings(**{"ao_history": False, "ao_filter": False,
+                                     **d["settings"]}),
                    dict(d["phase_seconds"]), dict(d.get("event_seconds", {})), d.get("scene", ""),
                    d.get("kernels", ""))
 

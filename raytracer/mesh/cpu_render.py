@@ -1,7 +1,8 @@
 """The tracer's four phases on the CPU (numba), with per-pixel work counters.
 
 Two users: the probe traces tiles of the view to measure the workload, and the tests
-render a reference image that the OpenCL output must match. The math mirrors
+render a reference image that the OpenCL output must match (each pixel's own AO rays: the AO
+filter's twin, :func:`filter_ao`, is checked on its own). The math mirrors
 ``kernels/tracer.cl`` line for line (same camera rays, same PCG random numbers, same shading),
 and ``traversal.trace`` walks the same 8-wide BVH as ``kernels/traverse.cl`` (``trace_packet``
 as the packet kernels do), so the per-pixel counters (nodes visited, leaves tested; a packet's
@@ -293,3 +294,33 @@ def trace_tiles(nodes, ints, snodes, sints, tris, normals, basis, width, height,
                        counters, last_node, prim, rgb, t * rows + dy, dx)
     return (counters.reshape(n, rows, cols, 3, 2), last_node.reshape(n, rows, cols),
             prim.reshape(n, rows, cols))
+
+
+def filter_ao(open_share: np.ndarray, rays: np.ndarray, depth: np.ndarray, normal: np.ndarray,
+              basis: np.ndarray, reach: int) -> np.ndarray:
+    """The AO filter of ``kernels/tracer.cl`` (``ao_filter``) in NumPy: each pixel's open share
+    of its ``rays`` (H, W) pooled with its neighbours within ``reach`` pixels whose point lies
+    on its tangent plane, within a quarter of a pixel's footprint per pixel of reach. ``depth``:
+    the primary hit's distance (negative: a miss), ``normal`` (H, W, 3) its geometric normal
+    facing the viewer, ``basis`` the camera's (:meth:`Camera.basis`). Returns (H, W) the
+    filtered share (1 where no ray was pooled; misses untouched)."""
+    height, width = depth.shape
+    _, corner, du, dv = (np.asarray(v, np.float64) for v in basis)
+    ys, xs = np.mgrid[0:height, 0:width]
+    ray = corner + (xs[..., None] + 0.5) * du + (ys[..., None] + 0.5) * dv
+    along = np.where(depth >= 0, depth / np.linalg.norm(ray, axis=-1), -1.0)
+    a, b, c = ((normal * v).sum(-1) for v in (ray, du, dv))
+    footprint = 0.25 * along * np.linalg.norm(ray, axis=-1) * np.linalg.norm(du)
+    pad = ((reach, reach), (reach, reach))
+    sums = [np.pad(v, pad) for v in (open_share * rays, rays, along)]
+    pooled_open, pooled_rays = np.zeros((height, width)), np.zeros((height, width))
+    for dy in range(-reach, reach + 1):
+        for dx in range(-reach, reach + 1):
+            o, r, t = (v[reach + dy:reach + dy + height, reach + dx:reach + dx + width]
+                       for v in sums)
+            same = np.abs(t * (a + dx * b + dy * c) - along * a) <= footprint * max(abs(dx),
+                                                                                   abs(dy))
+            pooled_open += np.where(same, o, 0.0)
+            pooled_rays += np.where(same, r, 0.0)
+    shared = np.where(pooled_rays > 0, pooled_open / np.maximum(pooled_rays, 1e-30), 1.0)
+    return np.where(depth >= 0, shared, open_share).astype(np.float32)

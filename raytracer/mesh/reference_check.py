@@ -40,7 +40,12 @@ def reference_render(tracer: Tracer, camera: Camera, width: int, height: int,
                      settings: RenderSettings, seed: int = 0
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The CPU twin's render of the frame ``tracer`` renders: (RGBA8 image, per-pixel
-    counters, last inner node, primary triangle), as :func:`render_cpu` returns them."""
+    counters, last inner node, primary triangle), as :func:`render_cpu` returns them. The
+    twin traces each pixel's own AO rays: a filtered AO term is refused (ValueError)."""
+    if settings.ao_filter and settings.ao_rays > 0:
+        raise ValueError("the CPU reference renders each pixel's own AO rays: render the frame "
+                         "with ao_filter=False (the filter is checked against "
+                         "raytracer.mesh.cpu_render.filter_ao)")
     s, b = tracer.scene, tracer.bvh
     return render_cpu(b.nodes, b.node_ints, b.shadow_nodes, b.shadow_node_ints, b.triangles,
                       packed_normals(s, b), camera.basis(width, height), width, height, s.light,

@@ -11,7 +11,7 @@ import pyopencl as cl
 
 from raytracer.camera import Camera
 from raytracer.device.choice import DeviceInfo, build_quietly, choose_device
-from raytracer.device.event_time import event_seconds
+from raytracer.device.event_time import events_seconds
 from raytracer.device.launches import (
     KernelLaunches,
     Launch,
@@ -24,6 +24,8 @@ from raytracer.mesh.phases import PACKET_PHASES, PHASE_LIST, RAY_PACKET, TRACING
 from raytracer.mesh.scene import Scene, load_scene
 
 MAX_AO_RAYS = 64
+#: Pixels on each side whose AO the filter gathers (a 5x5 window; kernels/tracer.cl, ao_filter)
+AO_FILTER_REACH = 2
 #: What the AO history keeps of the rays before each frame: 0.9, about the last ten frames'
 #: rays (temporal anti-aliasing keeps 0.9-0.95 of its history the same way)
 AO_HISTORY_KEEP = 0.9
@@ -54,6 +56,10 @@ class RenderSettings:
     # and spread a pixel a frame (kernels/tracer.cl, ao); off, a frame's AO is its own rays
     # alone (a reference image, a ray-throughput measurement)
     ao_history: bool = True
+    # AO spread over the neighbours that see the same surface (kernels/tracer.cl, ao_filter),
+    # part of the AO phase: a few rays a pixel give a smooth term; off, each pixel's AO is
+    # its own rays (and history) alone
+    ao_filter: bool = True
 
     def validate(self) -> None:
         if not (math.isfinite(self.ao_rays) and 0 <= self.ao_rays <= MAX_AO_RAYS):
@@ -89,8 +95,9 @@ def kernel_source() -> str:
     """The OpenCL C source of all tracer kernels, in include order."""
     shared = resources.files("raytracer.device") / "kernels"
     own = resources.files("raytracer.mesh") / "kernels"
-    return "\n".join(((shared if name in SHARED_KERNEL_FILES else own) / name).read_text()
-                     for name in KERNEL_FILES)
+    return "\n".join([f"#define AO_FILTER_REACH {AO_FILTER_REACH}",
+                      *(((shared if name in SHARED_KERNEL_FILES else own) / name).read_text()
+                        for name in KERNEL_FILES)])
 
 
 def build_options(info: DeviceInfo, counters: bool = False) -> list[str]:
@@ -143,6 +150,7 @@ class Tracer:
         self._launch = {p.name: self.launches[p.kernel] for p in PHASE_LIST}
         self._kernels = {p.name: getattr(self.program, kernel_for(p.kernel, self._launch[p.name]))
                          for p in PHASE_LIST}
+        self._ao_filter = self.program.ao_filter
         mf = cl.mem_flags
         ro = mf.READ_ONLY | mf.COPY_HOST_PTR
         self._nodes = cl.Buffer(self.context, ro, hostbuf=self.bvh.nodes)
@@ -170,14 +178,22 @@ class Tracer:
         # the AO history, two of each (the last frame's read, this frame's written)
         self._history = [cl.Buffer(self.context, mf.READ_WRITE, 8 * n) for _ in range(2)]
         self._depth = [cl.Buffer(self.context, mf.READ_WRITE, 4 * n) for _ in range(2)]
+        # ao_filter's input: planes with a border of pixels without rays, and the normals
+        padded = (width + 2 * AO_FILTER_REACH) * (height + 2 * AO_FILTER_REACH)
+        self._spread = [cl.Buffer(self.context, mf.READ_WRITE, 4 * padded) for _ in range(3)]
+        for plane in self._spread:
+            cl.enqueue_fill_buffer(self.queue, plane, np.float32(0), 0, 4 * padded)
+        self._spread.append(cl.Buffer(self.context, mf.READ_WRITE, 16 * n))
         self._history_from: tuple[np.ndarray, float] | None = None  # its camera, AO radius
         self._size = (width, height)
 
     def launch(self, phase: str, camera: Camera, width: int, height: int,
-               settings: RenderSettings = RenderSettings(), seed: int = 0) -> cl.Event:
-        """Enqueue one phase of a frame and return its event (not waited for). ``shadow``,
-        ``ao`` and ``shade`` read the primary hits last computed at this size; ``shade``
-        reads visibility / occlusion only where ``settings`` turn them on."""
+               settings: RenderSettings = RenderSettings(), seed: int = 0
+               ) -> tuple[cl.Event, ...]:
+        """Enqueue one phase of a frame and return its kernels' events, in launch order (not
+        waited for; ``ao`` with its filter is two). ``shadow``, ``ao`` and ``shade`` read the
+        primary hits last computed at this size; ``shade`` reads visibility / occlusion only
+        where ``settings`` turn them on."""
         validate_size(width, height)
         settings.validate()
         self._allocate(width, height)
@@ -191,20 +207,35 @@ class Tracer:
         extra = (self._counter_bufs[phase],) if phase in self._counter_bufs else ()
         ao_rays = float(settings.ao_rays)
         if phase == "primary":
-            return k(q, gsize, lsize, self._nodes, self._tris, *cam, self._hits, *extra)
+            return (k(q, gsize, lsize, self._nodes, self._tris, *cam, self._hits, *extra),)
         if phase == "shadow":
-            return k(q, gsize, lsize, self._shadow_nodes, self._tris, self._normals, *cam, light,
-                     self.scene_scale, self._hits, self._vis, *extra)
+            return (k(q, gsize, lsize, self._shadow_nodes, self._tris, self._normals, *cam,
+                      light, self.scene_scale, self._hits, self._vis, *extra),)
         if phase == "ao":
-            radius = np.float32(settings.ao_radius * self.scene.diagonal)
-            return k(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
-                     np.float32(ao_rays), radius, self.scene_scale, np.uint32(seed),
-                     self._hits, self._occ, *self._ao_history(camera, width, height, settings),
-                     *extra)
+            return self._launch_ao(camera, width, height, settings, seed, cam, extra)
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
                          | (4 if ao_rays > 0 else 0))
-        return k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
-                 self._hits, self._vis, self._occ, self._image)
+        return (k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
+                  self._hits, self._vis, self._occ, self._image),)
+
+    def _launch_ao(self, camera: Camera, width: int, height: int, settings: RenderSettings,
+                   seed: int, cam: tuple, extra: tuple) -> tuple[cl.Event, ...]:
+        """The AO rays, then (``settings.ao_filter``) their filter, launched as the shade
+        phase is (a kernel a pixel that traces nothing)."""
+        launch, q = self._launch["ao"], self.queue
+        filtered = bool(settings.ao_filter)
+        radius = np.float32(settings.ao_radius * self.scene.diagonal)
+        traced = self._kernels["ao"](
+            q, launch.work_items(width, height), launch.group, self._nodes, self._tris,
+            self._normals, *cam, np.float32(settings.ao_rays), radius, self.scene_scale,
+            np.uint32(seed), self._hits, self._occ,
+            *self._ao_history(camera, width, height, settings), np.int32(filtered),
+            *self._spread, *extra)
+        if not filtered:
+            return (traced,)
+        shape = self._launch["shade"]
+        return traced, self._ao_filter(q, shape.work_items(width, height), shape.group,
+                                       *cam[1:], *self._spread, self._occ)
 
     def _ao_history(self, camera: Camera, width: int, height: int, settings: RenderSettings
                     ) -> tuple:
@@ -236,9 +267,9 @@ class Tracer:
     def time_phase(self, phase: str, camera: Camera, width: int, height: int,
                    settings: RenderSettings = RenderSettings(), seed: int = 0) -> float:
         """Kernel seconds of one phase launched alone and waited for (its profiling event)."""
-        event = self.launch(phase, camera, width, height, settings, seed)
-        event.wait()
-        return event_seconds(event)
+        events = self.launch(phase, camera, width, height, settings, seed)
+        events[-1].wait()
+        return events_seconds(events)
 
     def render(self, camera: Camera, width: int, height: int,
                settings: RenderSettings = RenderSettings(), seed: int = 0) -> Frame:
@@ -258,7 +289,7 @@ class Tracer:
                 counters[phase] = np.empty((height, width, 2), np.int32)
                 cl.enqueue_copy(q, counters[phase], buf)
         q.finish()
-        seconds = {p: event_seconds(e) for p, e in events.items()}
+        seconds = {p: events_seconds(e) for p, e in events.items()}
         return Frame(image, seconds, counters)
 
     def hits(self) -> np.ndarray:
@@ -266,6 +297,14 @@ class Tracer:
         w, h = self._size
         out = np.empty((h, w, 4), np.float32)
         cl.enqueue_copy(self.queue, out, self._hits).wait()
+        return out
+
+    def ao_term(self) -> np.ndarray:
+        """The last frame's AO term as shade read it: (H, W) float32, the share of open rays
+        (1 where no ray was traced), filtered where that frame's settings filter it."""
+        w, h = self._size
+        out = np.empty((h, w), np.float32)
+        cl.enqueue_copy(self.queue, out, self._occ).wait()
         return out
 
 

@@ -135,7 +135,9 @@ __kernel void ao(__global const float8* nodes, __global const float4* tris,
                  const float keep, const float4 last_eye, const float4 last_top_left,
                  const float4 last_forward, const float4 last_du, const float4 last_dv,
                  __global const float2* last_history, __global const float* last_depth,
-                 __global float2* history, __global float* depth COUNTER_ARG) {
+                 __global float2* history, __global float* depth, const int filtered,
+                 __global float* spread_open, __global float* spread_rays,
+                 __global float* spread_depth, __global float4* spread_normal COUNTER_ARG) {
     int x = get_global_id(0), y = get_global_id(1);
     if (x >= width || y >= height) return;
     int i = y * width + x;
@@ -191,8 +193,59 @@ __kernel void ao(__global const float8* nodes, __global const float4* tris,
         history[i] = sums;
         depth[i] = seen;
     }
+    if (filtered) {
+        /* what ao_filter spreads: the sums, the depth along the unnormalized primary
+         * direction (-1: a miss) and the facing normal */
+        int j = (y + AO_FILTER_REACH) * (width + 2 * AO_FILTER_REACH) + x + AO_FILTER_REACH;
+        spread_open[j] = sums.x;
+        spread_rays[j] = sums.y;
+        float3 ray = top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz;
+        spread_depth[j] = prim >= 0 ? h.x / SQRT(DOT3(ray, ray)) : -1.0f;
+        if (prim >= 0)
+            spread_normal[i] = (float4)(facing_normal(normals, prim, ray), 0.0f);
+    }
     occlusion[i] = open;
     STORE_COUNTERS(i);
+}
+
+/* The AO term with few rays a pixel, made smooth without blurring it across edges: each
+ * pixel's open rays and rays summed with those of its AO_FILTER_REACH neighbours on each side
+ * whose points lie on its tangent plane, within a quarter of a pixel's footprint per pixel of
+ * reach (an edge, a crease or a step in depth keeps its sides apart). A neighbour that traced
+ * no ray (or missed the scene) adds nothing. The spread_* planes have a border of
+ * AO_FILTER_REACH pixels without rays around the image, so every tap is a plain load,
+ * contiguous across a SIMD group's pixels; depth is along the unnormalized primary direction
+ * D(x, y) = top_left + (x + 1/2) du + (y + 1/2) dv, so a neighbour's distance from the plane
+ * is linear in its depth: n.(p_j - p) = t_j (n.D + dx n.du + dy n.dv) - t n.D. */
+__kernel void ao_filter(const float4 top_left, const float4 du, const float4 dv,
+                        const int width, const int height,
+                        __global const float* spread_open, __global const float* spread_rays,
+                        __global const float* spread_depth,
+                        __global const float4* spread_normal, __global float* occlusion) {
+    int x = get_global_id(0), y = get_global_id(1);
+    if (x >= width || y >= height) return;
+    const int pitch = width + 2 * AO_FILTER_REACH;
+    int j = (y + AO_FILTER_REACH) * pitch + x + AO_FILTER_REACH;
+    float t = spread_depth[j];
+    if (t < 0.0f) return;  /* a miss: shade paints the sky */
+    float3 n = spread_normal[y * width + x].xyz;
+    float3 ray = top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz;
+    float a = DOT3(n, ray), b = DOT3(n, du), c = DOT3(n, dv);
+    float footprint = 0.25f * t * SQRT(DOT3(ray, ray) * DOT3(du, du)), offset = t * a;
+    float open = 0.0f, rays = 0.0f;
+#pragma unroll
+    for (int dy = -AO_FILTER_REACH; dy <= AO_FILTER_REACH; ++dy) {
+#pragma unroll
+        for (int dx = -AO_FILTER_REACH; dx <= AO_FILTER_REACH; ++dx) {
+            int k = j + dy * pitch + dx;
+            float off_plane = spread_depth[k] * (a + (float)dx * b + (float)dy * c) - offset;
+            float reach = (float)max(abs(dx), abs(dy));  /* a constant once unrolled */
+            float w = FABS(off_plane) <= footprint * reach ? 1.0f : 0.0f;
+            open += w * spread_open[k];
+            rays += w * spread_rays[k];
+        }
+    }
+    occlusion[y * width + x] = rays > 0.0f ? open / rays : 1.0f;
 }
 
 __kernel void shade(__global const float4* tris, __global const float4* normals,
