@@ -81,6 +81,9 @@ def _add_render(sub: argparse._SubParsersAction) -> None:
                    help="trace shadow rays to the point light")
     p.add_argument("--phong", action=argparse.BooleanOptionalAction, default=True,
                    help="Phong highlights (else diffuse only)")
+    p.add_argument("--ao-filter", action=argparse.BooleanOptionalAction, default=True,
+                   help="pool each pixel's AO rays with its neighbours' on the same surface "
+                        "(else each pixel's own rays)")
     p.add_argument("--seed", type=opt.seed, default=0,
                    help=f"AO random seed, 0..{opt.MAX_SEED}")
     p.add_argument("--repeat", type=opt.positive_int, default=1,
@@ -108,7 +111,8 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
     if args.output:
         check_png_output(args.output)
-    settings = RenderSettings(args.ao_rays, args.ao_radius, args.shadows, args.phong)
+    settings = RenderSettings(args.ao_rays, args.ao_radius, args.shadows, args.phong,
+                              ao_filter=args.ao_filter)
     settings.validate()
     scene = load_scene(args.scene, up=args.up)
     opt.apply_camera(scene, args)
