@@ -1,5 +1,6 @@
-"""The tracer's render phases (one kernel launch each), the work-group tile they launch with
-and the pixels one SIMD group of a work-group covers (the tracer's and the volume caster's).
+"""The tracer's render phases (a kernel launch each; the AO phase's filter is a second), the
+work-group tile they launch with and the pixels one SIMD group of a work-group covers (the
+tracer's and the volume caster's).
 
 One registry shared by the OpenCL host, the CPU probe, the cost model's glue, calibration and
 the viewer, so a phase is named in one place.
