@@ -212,25 +212,27 @@ class Tracer:
             return (k(q, gsize, lsize, self._shadow_nodes, self._tris, self._normals, *cam,
                       light, self.scene_scale, self._hits, self._vis, *extra),)
         if phase == "ao":
-            return self._launch_ao(camera, width, height, settings, seed, cam, extra)
+            return self._launch_ao(k, gsize, lsize, camera, (width, height), settings, seed,
+                                   cam, extra)
         flags = np.int32((1 if settings.phong else 0) | (2 if settings.shadows else 0)
                          | (4 if ao_rays > 0 else 0))
         return (k(q, gsize, lsize, self._tris, self._normals, *cam, light, flags,
                   self._hits, self._vis, self._occ, self._image),)
 
-    def _launch_ao(self, camera: Camera, width: int, height: int, settings: RenderSettings,
-                   seed: int, cam: tuple, extra: tuple) -> tuple[cl.Event, ...]:
-        """The AO rays, then (``settings.ao_filter``) their filter, launched as the shade
-        phase is (a kernel a pixel that traces nothing)."""
-        launch, q = self._launch["ao"], self.queue
+    def _launch_ao(self, kernel: cl.Kernel, gsize: tuple, lsize: tuple, camera: Camera,
+                   size: tuple[int, int], settings: RenderSettings, seed: int, cam: tuple,
+                   extra: tuple) -> tuple[cl.Event, ...]:
+        """The AO rays (``kernel`` launched ``gsize`` by ``lsize``), then
+        (``settings.ao_filter``) their filter, launched as the shade phase is (a kernel a
+        pixel that traces nothing)."""
+        q, (width, height) = self.queue, size
         filtered = bool(settings.ao_filter)
         radius = np.float32(settings.ao_radius * self.scene.diagonal)
-        traced = self._kernels["ao"](
-            q, launch.work_items(width, height), launch.group, self._nodes, self._tris,
-            self._normals, *cam, np.float32(settings.ao_rays), radius, self.scene_scale,
-            np.uint32(seed), self._hits, self._occ,
-            *self._ao_history(camera, width, height, settings), np.int32(filtered),
-            *self._spread, *extra)
+        traced = kernel(q, gsize, lsize, self._nodes, self._tris, self._normals, *cam,
+                        np.float32(settings.ao_rays), radius, self.scene_scale, np.uint32(seed),
+                        self._hits, self._occ,
+                        *self._ao_history(camera, width, height, settings), np.int32(filtered),
+                        *self._spread, *extra)
         if not filtered:
             return (traced,)
         shape = self._launch["shade"]

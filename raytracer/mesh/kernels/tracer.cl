@@ -12,8 +12,14 @@
 
 #define SHADOW_EPS 1e-4f
 
+/* The primary ray through pixel (x, y), not normalized:
+ * D = top_left + (x + 1/2) du + (y + 1/2) dv. */
+ALWAYS_INLINE float3 pixel_ray(float4 top_left, float4 du, float4 dv, int x, int y) {
+    return top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz;
+}
+
 ALWAYS_INLINE float3 primary_dir(float4 top_left, float4 du, float4 dv, int x, int y) {
-    return normalize3(top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz);
+    return normalize3(pixel_ray(top_left, du, dv, x, y));
 }
 
 /* PCG hash (Jarzynski & Olano 2020): one uint32 -> one well-mixed uint32. */
@@ -199,7 +205,7 @@ __kernel void ao(__global const float8* nodes, __global const float4* tris,
         int j = (y + AO_FILTER_REACH) * (width + 2 * AO_FILTER_REACH) + x + AO_FILTER_REACH;
         spread_open[j] = sums.x;
         spread_rays[j] = sums.y;
-        float3 ray = top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz;
+        float3 ray = pixel_ray(top_left, du, dv, x, y);
         spread_depth[j] = prim >= 0 ? h.x / SQRT(DOT3(ray, ray)) : -1.0f;
         if (prim >= 0)
             spread_normal[i] = (float4)(facing_normal(normals, prim, ray), 0.0f);
@@ -215,8 +221,8 @@ __kernel void ao(__global const float8* nodes, __global const float4* tris,
  * no ray (or missed the scene) adds nothing. The spread_* planes have a border of
  * AO_FILTER_REACH pixels without rays around the image, so every tap is a plain load,
  * contiguous across a SIMD group's pixels; depth is along the unnormalized primary direction
- * D(x, y) = top_left + (x + 1/2) du + (y + 1/2) dv, so a neighbour's distance from the plane
- * is linear in its depth: n.(p_j - p) = t_j (n.D + dx n.du + dy n.dv) - t n.D. */
+ * D (pixel_ray), so a neighbour's distance from the plane is linear in its depth:
+ * n.(p_j - p) = t_j (n.D + dx n.du + dy n.dv) - t n.D. */
 __kernel void ao_filter(const float4 top_left, const float4 du, const float4 dv,
                         const int width, const int height,
                         __global const float* spread_open, __global const float* spread_rays,
@@ -229,7 +235,7 @@ __kernel void ao_filter(const float4 top_left, const float4 du, const float4 dv,
     float t = spread_depth[j];
     if (t < 0.0f) return;  /* a miss: shade paints the sky */
     float3 n = spread_normal[y * width + x].xyz;
-    float3 ray = top_left.xyz + ((float)x + 0.5f) * du.xyz + ((float)y + 0.5f) * dv.xyz;
+    float3 ray = pixel_ray(top_left, du, dv, x, y);
     float a = DOT3(n, ray), b = DOT3(n, du), c = DOT3(n, dv);
     float footprint = 0.25f * t * SQRT(DOT3(ray, ray) * DOT3(du, du)), offset = t * a;
     float open = 0.0f, rays = 0.0f;
