@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.governed.tracer_model import errors, repeat_scatter
+from benchmarks.governed.tracer_model import ao_ray_split, errors, repeat_scatter
 from governed.mesh.calibration_frames import Sample
 from models.workload import Workload
 from raytracer.mesh.tracer import RenderSettings
@@ -54,6 +54,37 @@ def test_errors_give_the_bias_beside_the_absolute_error():
     low = errors(_Fixed(0.75), [_sample(1.0, 1.0)] * 2)
     assert low["frame"]["bias"] == pytest.approx(-0.25) and low["frame"]["mean"] == 0.25
     assert low["phases"]["shadow"] == {"mean": 0.25, "p95": 0.25, "bias": -0.25, "n": 2}
+
+
+class _Line:
+    """A model pricing the AO phase at ``intercept + slope * rays`` seconds a pixel."""
+
+    def __init__(self, intercept: float, slope: float) -> None:
+        self.intercept, self.slope = intercept, slope
+
+    def phase_seconds(self, workload: Workload, settings: RenderSettings) -> dict[str, float]:
+        return {"ao": (self.intercept + self.slope * settings.ao_rays) * workload.pixels}
+
+
+def test_the_ao_split_reads_each_views_intercept_and_slope_apart():
+    """Two views measured at 20 + 30 n ns a pixel (the second at twice the size), a model at
+    40 + 30 n: the intercept priced twice over, the slope right; a frame without AO and a
+    view with one ray count say nothing about the split."""
+    big = Workload(**{**W.to_dict(), "pixels": 200})
+    lone = Workload(**{**W.to_dict(), "pixels": 50})
+
+    def frame(w: Workload, rays: float) -> Sample:
+        return Sample(w, RenderSettings(rays, 0.1, True, False),
+                      {"ao": (20e-9 + 30e-9 * rays) * w.pixels} if rays else {})
+
+    samples = [frame(w, n) for w in (W, big) for n in (0, 1, 4, 16)] + [frame(lone, 4)]
+    out = ao_ray_split(_Line(40e-9, 30e-9), samples)
+    assert out["views"] == 2
+    assert out["measured"]["intercept_ns_per_pixel"] == pytest.approx(20.0)
+    assert out["measured"]["slope_ns_per_pixel_per_ray"] == pytest.approx(30.0)
+    assert out["intercept_predicted_over_measured"] == pytest.approx(2.0)
+    assert out["slope_predicted_over_measured"] == pytest.approx(1.0)
+    assert ao_ray_split(_Line(40e-9, 30e-9), [frame(lone, 4)]) == {}
 
 
 def test_the_quick_calibration_is_judged_against_the_full_one_on_the_same_frames():

@@ -22,8 +22,10 @@ frames with the calibrations shipped for other devices (calibrated on another ru
 recalibration), then times a quick calibration on this runtime and gives its error on the same
 frames. ``measurement_repeat``: every held-out frame is measured a second time after all the
 scenes' first pass, and the two measurements' difference is reported beside the model's error
-(the measured side's own scatter, a floor under any model error). The JSON's ``run`` block
-says how quiet the machine was (``others_share``).
+(the measured side's own scatter, a floor under any model error). ``ao_rays``: the AO phase
+of each view as a line in its ray count, measured and predicted (median intercept and slope
+per pixel): what a frame pays whatever its AO rays apart from what each ray adds. The JSON's
+``run`` block says how quiet the machine was (``others_share``).
 """
 
 from __future__ import annotations
@@ -138,6 +140,41 @@ def phong_price(model: RayTraceModel, samples: list[Sample]) -> dict:
             "predicted_ms_median": float(np.median(predicted) * 1e3),
             "predicted_over_measured": float(np.median(predicted) / np.median(measured))
             if np.median(measured) > 0 else None, "pairs": len(measured)}
+
+
+def ao_ray_split(model: RayTraceModel, samples: list[Sample]) -> dict:
+    """The AO phase on each view as a line in its ray count, ``intercept + slope * rays``
+    (least squares over the view's frames with AO on, per pixel), measured and predicted:
+    the part a frame pays whatever its ray count (the kernel's setup, the filter, the launch)
+    apart from what each ray adds. A model right on average at one ray count but wrong in this
+    split is wrong at every other count, and a per-phase correction learnt at one count
+    carries that error to the next."""
+    by_view: dict[int, list[Sample]] = {}
+    for s in samples:
+        if s.settings.ao_rays > 0 and "ao" in s.phase_seconds:
+            by_view.setdefault(id(s.workload), []).append(s)
+    lines: dict[str, list[tuple[float, float]]] = {"measured": [], "predicted": []}
+    for view in by_view.values():
+        rays = np.array([s.settings.ao_rays for s in view], np.float64)
+        if len(np.unique(rays)) < 2:
+            continue
+        pixels = view[0].workload.pixels
+        measured = np.array([s.phase_seconds["ao"] for s in view]) / pixels
+        predicted = np.array([model.phase_seconds(s.workload, s.settings)["ao"]
+                              for s in view]) / pixels
+        for key, seconds in (("measured", measured), ("predicted", predicted)):
+            slope, intercept = np.polyfit(rays, seconds, 1)
+            lines[key].append((float(intercept) * 1e9, float(slope) * 1e9))
+    if not lines["measured"]:
+        return {}
+    med = {k: np.median(np.array(v), axis=0) for k, v in lines.items()}
+    return {"views": len(lines["measured"]),
+            **{k: {"intercept_ns_per_pixel": float(m[0]),
+                   "slope_ns_per_pixel_per_ray": float(m[1])} for k, m in med.items()},
+            "intercept_predicted_over_measured": float(med["predicted"][0] / med["measured"][0])
+            if med["measured"][0] > 0 else None,
+            "slope_predicted_over_measured": float(med["predicted"][1] / med["measured"][1])
+            if med["measured"][1] > 0 else None}
 
 
 def contention(samples: list[Sample]) -> dict:
@@ -281,6 +318,9 @@ def measure_device(info: DeviceInfo, args: argparse.Namespace, scenes: list[str]
                       "transfer": errors(transfer_model, all_samples),
                       "shipped": errors(shipped, all_samples)}
     figures["phong"] = {"held_out": phong_price(held_model, all_samples)}
+    figures["ao_rays"] = {"held_out": ao_ray_split(held_model, all_samples),
+                          "in_sample": ao_ray_split(held_model, cal_samples),
+                          "shipped": ao_ray_split(shipped, all_samples)}
     figures["runtime_transfer"] = runtime_transfer(info, held_model, all_samples)
     if args.plots:
         with output_dir(args.plots, args.force) as plots:
