@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from benchmarks.governed.volume_tuned.model_error import render_again
-from benchmarks.governed.volume_tuned.report import beats_baselines
+from benchmarks.governed.volume_tuned.report import (
+    beats_baselines,
+    study_side_by_side,
+    study_table,
+)
 from benchmarks.governed.volume_tuned.runs import governed_run, recovery_frames, settled
 from raytracer.volume.distributed import FrameSettings
 
@@ -158,3 +162,25 @@ def test_the_page_lists_each_controller_on_each_unseen_volume():
     rows = [line for line in table if line.startswith(("| validation", "| test"))]
     assert len(rows) == 6 and rows[0].startswith("| validation | neghip | feedforward | 5.0 %")
 
+
+
+def _scenario(mean: float, busiest: float | None) -> dict:
+    row = {"rank_render_error": {"mean": mean, "max": 2 * mean},
+           "busiest_rank_sample_share": 0.9}
+    if busiest is not None:
+        row["busiest_rank_render_error"] = {"mean": busiest, "p95": busiest}
+    return row
+
+
+def test_the_study_side_by_side_gives_the_busiest_ranks_error_beside_every_ranks():
+    """Two test volumes, every rank 20 % and 10 % off, their busiest ranks 4 % and 6 %: the
+    table shows 15 % beside 5 %; results from before the busiest rank's figure show a dash."""
+    test = {"a": {"balanced": _scenario(0.2, 0.04)}, "b": {"balanced": _scenario(0.1, 0.06)}}
+    row = study_side_by_side(test)["balanced"]
+    assert row["mean"] == pytest.approx(0.15) and row["busiest_rank_mean"] == pytest.approx(0.05)
+    assert row["max"] == pytest.approx(0.4)
+    line = next(x for x in study_table({"balanced": row}) if x.startswith("| balanced"))
+    assert line.startswith("| balanced | 15.0 % / 40.0 % | 5.0 % | 3.6 % / 12.9 % |")
+    old = study_side_by_side({"a": {"balanced": _scenario(0.2, None)}})["balanced"]
+    assert old["busiest_rank_mean"] is None
+    assert "| 20.0 % / 40.0 % | — |" in study_table({"balanced": old})[4]

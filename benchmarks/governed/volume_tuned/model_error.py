@@ -32,7 +32,10 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     """Random knobs on ``cameras``: predicted vs measured per rank (render) and per frame;
     beside the per-rank figure, the same model form fitted on and priced with the caster's
     own counts, corrected per rank by the same rule from its own errors on the frames before
-    (``rank_render_error_counted``: what is left without the probe's error). With ``repeat``
+    (``rank_render_error_counted``: what is left without the probe's error), and the error of
+    each frame's busiest rank alone, the one that sets the frame (``busiest_rank_render_error``:
+    a rank left a sliver of the samples is a small time, far off in relative terms). With
+    ``repeat``
     every frame is rendered once more after the pass, outside the tuner
     (``rank_render_repeat``: how far the measurement alone strays, per rank)."""
     rng = np.random.default_rng(seed)
@@ -42,7 +45,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         counted = dataclasses.replace(tuned.model.model,
                                       render=counted_render_models(tuned.pricing_samples))
         counted_correction = RankCorrection(counted.ranks)
-    rank_err, counted_err, frame_err, share = [], [], [], []
+    rank_err, counted_err, frame_err, share, busiest_err = [], [], [], [], []
     chosen, first = [], []  # rank 0: each frame's settings and per-rank render seconds
     for cam in cameras:
         settings = None
@@ -57,7 +60,8 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         measured = np.array([r.render_seconds for r in rec.ranks])
         chosen.append(settings)
         first.append(measured)
-        rank_err.extend(np.abs(per_rank - measured) / measured)
+        errs = np.abs(per_rank - measured) / measured
+        rank_err.extend(errs)
         counts = np.array([[r.samples * r.group_ratio, r.skipped, r.rays] for r in rec.ranks])
         pixels = rec.render_width * rec.render_height
         probed = tuned.model.workload
@@ -75,6 +79,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
         share.append(float(samples.max() / max(samples.sum(), 1.0)))
+        busiest_err.append(float(errs[np.argmax(samples)]))
     again = render_again(tuned, cameras, chosen, first) if repeat else None
     if tuned.rank != 0:
         return None
@@ -82,6 +87,8 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
             "rank_render_error": {"mean": float(np.mean(rank_err)),
                                   "p95": float(np.percentile(rank_err, 95)),
                                   "max": float(np.max(rank_err))},
+            "busiest_rank_render_error": {"mean": float(np.mean(busiest_err)),
+                                          "p95": float(np.percentile(busiest_err, 95))},
             "rank_render_error_counted": {"mean": float(np.mean(counted_err)),
                                           "p95": float(np.percentile(counted_err, 95))},
             "frame_error": {"mean": float(np.mean(frame_err)),
