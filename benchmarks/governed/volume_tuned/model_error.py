@@ -35,8 +35,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     (``rank_render_error_counted``: what is left without the probe's error), and the error of
     each frame's busiest rank alone, the one that sets the frame (``busiest_rank_render_error``:
     a rank left a sliver of the samples is a small time, far off in relative terms). With
-    ``repeat``
-    every frame is rendered once more after the pass, outside the tuner
+    ``repeat`` every frame is rendered once more after the pass, outside the tuner
     (``rank_render_repeat``: how far the measurement alone strays, per rank)."""
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
