@@ -296,17 +296,18 @@ class Tracer:
 
     def hits(self) -> np.ndarray:
         """The last frame's primary hits as (H, W, 4) float32 ``(t, u, v, prim bits)``."""
-        w, h = self._size
-        out = np.empty((h, w, 4), np.float32)
-        cl.enqueue_copy(self.queue, out, self._hits).wait()
-        return out
+        return self._read_back(self._hits, 4)
 
     def ao_term(self) -> np.ndarray:
         """The last frame's AO term as shade read it: (H, W) float32, the share of open rays
         (1 where no ray was traced), filtered where that frame's settings filter it."""
+        return self._read_back(self._occ)
+
+    def _read_back(self, buffer: cl.Buffer, *per_pixel: int) -> np.ndarray:
+        """A per-pixel float32 buffer of the last frame as (H, W, *per_pixel), waited for."""
         w, h = self._size
-        out = np.empty((h, w), np.float32)
-        cl.enqueue_copy(self.queue, out, self._occ).wait()
+        out = np.empty((h, w, *per_pixel), np.float32)
+        cl.enqueue_copy(self.queue, out, buffer).wait()
         return out
 
 
