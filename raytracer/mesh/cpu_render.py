@@ -308,9 +308,10 @@ def filter_ao(open_share: np.ndarray, rays: np.ndarray, depth: np.ndarray, norma
     _, corner, du, dv = (np.asarray(v, np.float64) for v in basis)
     ys, xs = np.mgrid[0:height, 0:width]
     ray = corner + (xs[..., None] + 0.5) * du + (ys[..., None] + 0.5) * dv
-    along = np.where(depth >= 0, depth / np.linalg.norm(ray, axis=-1), -1.0)
+    length = np.linalg.norm(ray, axis=-1)
+    along = np.where(depth >= 0, depth / length, -1.0)
     a, b, c = ((normal * v).sum(-1) for v in (ray, du, dv))
-    footprint = 0.25 * along * np.linalg.norm(ray, axis=-1) * np.linalg.norm(du)
+    footprint = 0.25 * along * length * np.linalg.norm(du)
     pad = ((reach, reach), (reach, reach))
     sums = [np.pad(v, pad) for v in (open_share * rays, rays, along)]
     pooled_open, pooled_rays = np.zeros((height, width)), np.zeros((height, width))
