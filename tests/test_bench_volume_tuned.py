@@ -163,7 +163,6 @@ def test_the_page_lists_each_controller_on_each_unseen_volume():
     assert len(rows) == 6 and rows[0].startswith("| validation | neghip | feedforward | 5.0 %")
 
 
-
 def _scenario(mean: float, busiest: float | None) -> dict:
     row = {"rank_render_error": {"mean": mean, "max": 2 * mean},
            "busiest_rank_sample_share": 0.9}
