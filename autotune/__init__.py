@@ -36,7 +36,13 @@ from autotune.controllers import (
     GovernorController,
     PIController,
 )
-from autotune.feedback import BiasCorrection, PartCorrections, PartDrift, RunningOverhead
+from autotune.feedback import (
+    BiasCorrection,
+    ModelFitCheck,
+    PartCorrections,
+    PartDrift,
+    RunningOverhead,
+)
 from autotune.frame_loop import FrameLoop, FramePrice, Governed
 from autotune.knobs import BoolKnob, FloatKnob, IntKnob, Knob, KnobSpace
 from autotune.learned import (
@@ -78,6 +84,7 @@ __all__ = [
     "KnobSpace",
     "LearnedPredictor",
     "Learner",
+    "ModelFitCheck",
     "NotLearnedError",
     "PIController",
     "PartCorrections",

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import pytest
 import governed.mesh.calibration_fit as calibrate_mod
 import governed.mesh.calibration_frames as frames_mod
 import governed.mesh.tuned_renderer as tuned_mod
-from autotune import AutotuneWarning
+from autotune import AutotuneWarning, ModelFitCheck
 from autotune.feedback import REGIME_FACTOR
 from autotune_app.animation import REFERENCE_SETTINGS, frame_times, orbit_camera_path
 from common.cpu_info import this_machine
@@ -382,6 +383,43 @@ def test_per_phase_feedback_learns_the_mispriced_phase(tracers, fitted):
     with pytest.raises(ValueError, match="feedback must be one of phase, frame"):
         TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile, tracer=tracer,
                       feedback="kernels")
+
+
+@pytest.mark.parametrize("truth", [1.6, 1.0, 0.6])
+def test_a_calibration_that_does_not_fit_this_machine_is_reported_once(tracers, fitted, truth):
+    """Every phase takes ``truth`` times what the calibration in use prices: beyond the fit
+    check's factor either way, the frame that completes the check warns once, naming the
+    device, the factor and the command that fits a calibration here; within it, nothing."""
+    tracer = tracers("dragon-small")
+    r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
+                      calibration=fitted.calibration, tracer=tracer)
+    r.tracer = _PhasesTimedByModel(r, dict.fromkeys(PHASES, truth))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for i in range(2 * r.fit_check.frames):
+            r.render(tracer.scene.camera)
+            if i == r.fit_check.frames - 2:
+                assert r.fit_check.ratio is None  # not decided before its last frame
+    fit = [w for w in caught if "calibration in use" in str(w.message)]
+    assert r.fit_check.ratio == pytest.approx(truth, rel=1e-9)
+    if truth == 1.0:
+        assert fit == []
+    else:
+        assert len(fit) == 1 and issubclass(fit[0].category, AutotuneWarning)
+        message = str(fit[0].message)
+        assert f"{1 / truth:.2f}x" in message and "autotune calibrate" in message
+        assert tracer.device_info.name in message
+
+
+def test_the_fit_check_takes_frames_that_ran_and_refuses_bad_settings():
+    check = ModelFitCheck(frames=2, factor=1.25)
+    assert check.observe(0.0, 1.0) is None and check.observe(1.0, -1.0) is None  # skipped
+    assert check.observe(1.0, 1.2) is None and check.ratio is None
+    assert check.observe(1.0, 1.5) == pytest.approx(math.sqrt(1.8))
+    assert check.observe(1.0, 9.0) is None  # checked once
+    for bad in ({"frames": 0}, {"factor": 1.0}):
+        with pytest.raises(ValueError, match="fit check"):
+            ModelFitCheck(**bad)
 
 
 def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted):

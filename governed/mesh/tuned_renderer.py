@@ -25,12 +25,14 @@ import numpy as np
 from autotune import (
     DEFAULT_CONTROLLER,
     GOVERNOR_SETTLE,
+    AutotuneWarning,
     BoolKnob,
     FloatKnob,
     FrameLoop,
     FramePrice,
     Governed,
     KnobSpace,
+    ModelFitCheck,
     PartCorrections,
     PartDrift,
     RunningOverhead,
@@ -290,6 +292,7 @@ class TunedRenderer(Governed):
         self._spent = 0.0  # seconds of this frame spent before the knobs take effect (probe)
         self._scope: dict[str, float] = {}  # the workload's phases at SCOPE_AO_RAYS
         self.overhead = RunningOverhead()  # read-back + launch + host per frame
+        self.fit_check = ModelFitCheck()  # whether the calibration fits this machine
         self._warm_up()
         self.loop = FrameLoop(target_seconds, controller, corrects_itself=feedback == "phase",
                               settle=GOVERNOR_SETTLE)
@@ -448,6 +451,8 @@ class TunedRenderer(Governed):
         predicted_phases, predicted, corrected, teaches = prices
         if teaches and self.feedback == "phase":
             self._learn_phases(predicted_phases, frame.phase_seconds)
+        if teaches:
+            self._check_fit(sum(predicted_phases.values()), frame.seconds)
         self.loop.observe(wall, corrected, teaches)
         self.schedule.observed(corrected, wall)
         self.frame_index += 1
@@ -455,6 +460,18 @@ class TunedRenderer(Governed):
         return TunedFrame(frame.image, settings, wall, predicted, corrected, frame.phase_seconds,
                           probe_seconds, self._workload, decision.over_budget, predicted_phases,
                           frame.seconds, tuner)
+
+    def _check_fit(self, predicted: float, measured: float) -> None:
+        """Warn once where the first frames' kernels took far from what the calibration in use
+        priced them at (:class:`~autotune.feedback.ModelFitCheck`)."""
+        ratio = self.fit_check.observe(predicted, measured)
+        if ratio is not None:
+            warnings.warn(
+                f"the calibration in use priced the kernels on {self.tracer.device_info.name} at "
+                f"{1 / ratio:.2f}x what they took over the first {self.fit_check.frames} "
+                f"frames: the feedback corrects it within a few frames, but each new scene's "
+                f"first frame starts from it (`autotune calibrate` fits one on this machine)",
+                AutotuneWarning, stacklevel=3)
 
     def _learn_phases(self, predicted: dict[str, float], measured: dict[str, float]) -> None:
         """The slow per-phase corrections learn what the drift since the last probe left
