@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from autotune_app.options import MIN_CALIBRATION_FRAMES
-from governed.volume.knobs import BEST, volume_knob_space
+from governed.volume.knobs import BEST, QualityLosses, volume_knob_space
 from governed.volume.model_fit import (
     DEFAULT_CORE_CACHE,
     VolumeModel,
@@ -106,6 +106,31 @@ def test_every_knob_changes_the_prediction(bonsai):
         assert model(base | {knob: np.array([cheaper])})[0] < full, knob
 
 
+def test_quality_losses_interpolate_the_rate_and_scale_grid_bilinearly():
+    """The rate x scale grid's loss at its points, bilinear between them, clamped outside,
+    plus the threshold's sweep: a grid whose losses do not add (a low rate costs little at a
+    low scale) ranks a low rate at a low scale above what the sum of the two sweeps would."""
+    rates, scales = np.array([0.25, 1.0, 2.0]), np.array([0.5, 1.0])
+    joint = np.array([[0.05, 0.04], [0.03, 0.01], [0.03, 0.0]])
+    ert = (np.array([0.95, 1.0]), np.array([0.002, 0.0]))
+    losses = QualityLosses(rates, scales, joint, {"ert_threshold": ert})
+
+    def quality(rate, scale, threshold=1.0):
+        return losses.quality({"sampling_rate": np.array([rate]),
+                               "image_scale": np.array([scale]),
+                               "ert_threshold": np.array([threshold])})[0]
+
+    for i, r in enumerate(rates):
+        for j, sc in enumerate(scales):
+            assert quality(r, sc) == -joint[i, j]
+    assert quality(2.0, 1.0, 0.95) == pytest.approx(-0.002)
+    assert quality(1.5, 0.75) == pytest.approx(-(0.03 + 0.01 + 0.03 + 0.0) / 4)
+    assert quality(0.1, 0.4) == -joint[0, 0] and quality(3.0, 1.2) == 0.0  # clamped
+    summed = joint[0, -1] + joint[-1, 0]  # the two sweeps' losses at (0.25, 0.5), added
+    assert -quality(0.25, 0.5) < summed
+    assert set(losses.to_dict()) == {"sampling_rate_x_image_scale", "ert_threshold"}
+
+
 def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     vol, tf = bonsai
     renderer = DistributedRenderer(vol, tf)
@@ -114,8 +139,13 @@ def test_calibrated_run_measures_quality_and_governs_frames(bonsai):
     # the volume's first frame warms it up
     assert len(tuned.calibration_samples) == MIN_CALIBRATION_FRAMES - 1
     assert tuned.loop.tuner.controller.feedback.gain == FEEDBACK_GAIN
-    for name, (_values, loss) in tuned.losses.sweeps.items():
+    losses = tuned.losses
+    for name, (_values, loss) in losses.sweeps.items():
         assert loss[-1] == 0.0 and np.all(np.diff(loss) <= 0), name
+    assert list(losses.sweeps) == ["ert_threshold"]  # the rate and scale measured together
+    assert losses.joint.shape == (len(losses.rates), len(losses.scales))
+    assert losses.joint[-1, -1] == 0.0 and losses.joint[0, 0] > 0.0
+    assert np.all(np.diff(losses.joint, axis=0) <= 0) and np.all(np.diff(losses.joint, axis=1) <= 0)
     space = volume_knob_space(tuned.losses)
     q = space.quality(space.grid())
     assert q.max() == 0.0 and q.min() < 0.0
@@ -226,7 +256,8 @@ def test_a_swapped_in_volume_is_ranked_by_its_own_quality_losses(bonsai):
     tuned.swap_renderer(other)
     theirs = tuned.losses
     assert other.frames_rendered > WARMUP_FRAMES and theirs is not own  # its sweeps
-    assert any(not np.array_equal(theirs.sweeps[k][1], own.sweeps[k][1]) for k in own.sweeps)
+    assert not np.array_equal(theirs.joint, own.joint) or any(
+        not np.array_equal(theirs.sweeps[k][1], own.sweeps[k][1]) for k in own.sweeps)
 
     def ranked_by(losses):
         space = tuned.loop.space

@@ -1,9 +1,10 @@
 """The volume renderer's knobs for the tuner, and what each knob costs in looks.
 
 Knobs: sampling rate (samples per voxel, continuous: step = 1 / rate), image scale and the
-early-termination threshold. Which setting looks best is measured, not assumed: a sweep of
-each knob on a calibration view of the volume governed scores 1 − SSIM against the
-full-quality frame (:class:`QualityLosses`), and the tuner maximizes minus the summed losses.
+early-termination threshold. Which setting looks best is measured, not assumed: on a
+calibration view of the volume governed, a grid of sampling rates × image scales and a sweep
+of the threshold score 1 − SSIM against the full-quality frame (:class:`QualityLosses`), and
+the tuner maximizes minus the grid's loss plus the threshold's.
 """
 
 from __future__ import annotations
@@ -59,21 +60,45 @@ def _frame_settings(rate: float, scale: float, ert: float) -> FrameSettings:
 
 @dataclass
 class QualityLosses:
-    """1 − SSIM against the full-quality frame along each knob (the others at their best)."""
+    """1 − SSIM against the full-quality frame: over a grid of sampling rates × image scales
+    measured together, and along each other knob alone (the others at their best). The two
+    are measured together because their losses do not add: a lower image scale blurs away
+    much of what a lower rate loses, and the sum of the two sweeps ranked low rates too far
+    down."""
 
-    sweeps: dict[str, tuple[np.ndarray, np.ndarray]]  # knob -> (values, losses)
+    rates: np.ndarray  # sampling rates of the grid, ascending
+    scales: np.ndarray  # image scales of the grid, ascending
+    joint: np.ndarray  # (rates, scales) losses
+    sweeps: dict[str, tuple[np.ndarray, np.ndarray]]  # knob -> (values, losses): the others
 
     def quality(self, c: dict[str, np.ndarray]) -> np.ndarray:
-        """Minus the summed losses of candidates ``c`` (the tuner's quality: higher is better)."""
-        total = 0.0
+        """Minus the losses of candidates ``c`` (the tuner's quality: higher is better): the
+        grid's, bilinear between its points, plus each other knob's."""
+        total = _bilinear(self.joint, self.rates, self.scales, c["sampling_rate"],
+                          c["image_scale"])
         for name, (values, losses) in self.sweeps.items():
             total = total + np.interp(np.asarray(c[name], np.float64), values, losses)
         return -np.asarray(total, np.float64)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
-        return {k: {"values": v.tolist(), "losses": loss.tolist()}
-                for k, (v, loss) in self.sweeps.items()}
+        return {"sampling_rate_x_image_scale": {"rates": self.rates.tolist(),
+                                                "scales": self.scales.tolist(),
+                                                "losses": self.joint.tolist()},
+                **{k: {"values": v.tolist(), "losses": loss.tolist()}
+                   for k, (v, loss) in self.sweeps.items()}}
+
+
+def _bilinear(table: np.ndarray, xs: np.ndarray, ys: np.ndarray, x: Any, y: Any) -> np.ndarray:
+    """``table`` (len(xs), len(ys)) interpolated bilinearly at points (``x``, ``y``), each
+    clamped to the grid (both grids ascending, at least two points each)."""
+    fx = np.interp(np.asarray(x, np.float64), xs, np.arange(len(xs), dtype=np.float64))
+    fy = np.interp(np.asarray(y, np.float64), ys, np.arange(len(ys), dtype=np.float64))
+    i = np.minimum(fx.astype(np.int64), len(xs) - 2)
+    j = np.minimum(fy.astype(np.int64), len(ys) - 2)
+    tx, ty = fx - i, fy - j
+    return ((table[i, j] * (1.0 - tx) + table[i + 1, j] * tx) * (1.0 - ty)
+            + (table[i, j + 1] * (1.0 - tx) + table[i + 1, j + 1] * tx) * ty)
 
 
 def to_display(rgba: np.ndarray) -> np.ndarray:

@@ -24,23 +24,41 @@ from raytracer.volume.distributed import FrameSettings
 
 
 def knob_losses(frames: SharedFrames, camera: Camera) -> QualityLosses | None:
-    """1 − SSIM of each knob's levels against the full-quality frame of ``camera``, each
-    knob turned alone (collective; rank 0's losses, None on the others)."""
+    """1 − SSIM against the full-quality frame of ``camera``: over a grid of sampling rates ×
+    image scales (every seventh rate level and every other scale level, each knob's best
+    included: 30 frames), and along each other knob alone, the others at their best
+    (collective; rank 0's losses, None on the others). Each is made monotone: no setting is
+    taken for worse-looking than a cheaper one on the same knob."""
     _, ref = frames.shared_frame(camera, BEST)
-    space = volume_knob_space()
-    sweeps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for knob in space.knobs:
-        values = np.unique(np.concatenate([knob.values[:: max(1, len(knob) // 5)],
-                                           knob.values[-1:]]))
-        losses = []
-        for v in values:
-            trial = settings_of(knobs_of(BEST) | {knob.name: float(v)})
-            _, res = frames.shared_frame(camera, trial if frames.rank == 0 else None)
-            if frames.rank == 0:
-                losses.append(1.0 - ssim(to_display(res.image), to_display(ref.image)))
-        if frames.rank == 0:
-            sweeps[knob.name] = (values, np.maximum.accumulate(np.asarray(losses)[::-1])[::-1])
-    return QualityLosses(sweeps) if frames.rank == 0 else None
+
+    def loss(knobs: dict[str, float]) -> float:
+        trial = settings_of(knobs_of(BEST) | knobs) if frames.rank == 0 else None
+        _, res = frames.shared_frame(camera, trial)
+        return 1.0 - ssim(to_display(res.image), to_display(ref.image)) \
+            if frames.rank == 0 else 0.0
+
+    knobs = {k.name: k for k in volume_knob_space().knobs}
+    rates = _levels(knobs["sampling_rate"].values, 7)
+    scales = _levels(knobs["image_scale"].values, 2)
+    joint = np.array([[loss({"sampling_rate": float(r), "image_scale": float(s)})
+                       for s in scales] for r in rates])
+    sweeps = {}
+    for name in [k for k in knobs if k not in ("sampling_rate", "image_scale")]:  # in order:
+        # every rank renders the same frames
+        values = knobs[name].values
+        sweeps[name] = (values, np.array([loss({name: float(v)}) for v in values]))
+    if frames.rank != 0:
+        return None
+    joint = np.maximum.accumulate(joint[::-1], axis=0)[::-1]  # monotone in the rate,
+    joint = np.maximum.accumulate(joint[:, ::-1], axis=1)[:, ::-1]  # then in the scale
+    return QualityLosses(rates, scales, joint,
+                         {k: (v, np.maximum.accumulate(lost[::-1])[::-1])
+                          for k, (v, lost) in sweeps.items()})
+
+
+def _levels(values: np.ndarray, every: int) -> np.ndarray:
+    """Every ``every``-th of a knob's levels from the lowest, and its highest."""
+    return np.unique(np.concatenate([values[::every], values[-1:]]))
 
 
 def image_quality(frames: SharedFrames, camera: Camera, settings: FrameSettings | None

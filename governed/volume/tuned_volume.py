@@ -452,7 +452,7 @@ class TunedVolumeRenderer(SharedFrames):
         """Render another volume (or partition) from the next frame on, keeping what the tuner
         learned: what a user's loop does when the data changes (collective). Once calibrated,
         a renderer's first swap measures its knobs' quality losses on its first calibration
-        view (about 20 untimed frames; docs/design-notes.md, "Looks measured on each volume"),
+        view (about 35 untimed frames; docs/design-notes.md, "Looks measured on each volume"),
         and the controller starts afresh where they differ from those it ranked by."""
         self.renderer = renderer
         self.boxes = brick_boxes(renderer.partition)
