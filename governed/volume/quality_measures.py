@@ -42,18 +42,21 @@ def knob_losses(frames: SharedFrames, camera: Camera) -> QualityLosses | None:
     scales = _levels(knobs["image_scale"].values, 2)
     joint = np.array([[loss({"sampling_rate": float(r), "image_scale": float(s)})
                        for s in scales] for r in rates])
-    sweeps = {}
-    for name in [k for k in knobs if k not in ("sampling_rate", "image_scale")]:  # in order:
-        # every rank renders the same frames
-        values = knobs[name].values
-        sweeps[name] = (values, np.array([loss({name: float(v)}) for v in values]))
+    others = [k for k in knobs if k not in ("sampling_rate", "image_scale")]  # a list: every
+    # rank renders the same frames in the same order
+    sweeps = {name: (knobs[name].values, np.array([loss({name: float(v)})
+                                                   for v in knobs[name].values]))
+              for name in others}
     if frames.rank != 0:
         return None
-    joint = np.maximum.accumulate(joint[::-1], axis=0)[::-1]  # monotone in the rate,
-    joint = np.maximum.accumulate(joint[:, ::-1], axis=1)[:, ::-1]  # then in the scale
-    return QualityLosses(rates, scales, joint,
-                         {k: (v, np.maximum.accumulate(lost[::-1])[::-1])
-                          for k, (v, lost) in sweeps.items()})
+    return QualityLosses(rates, scales, _monotone(_monotone(joint, 0), 1),
+                         {k: (v, _monotone(lost, 0)) for k, (v, lost) in sweeps.items()})
+
+
+def _monotone(losses: np.ndarray, axis: int) -> np.ndarray:
+    """``losses`` with none below that of a higher level along ``axis`` (a level no worse
+    than the ones above it: SSIM's scatter must not rank a cheaper setting better)."""
+    return np.flip(np.maximum.accumulate(np.flip(losses, axis), axis=axis), axis)
 
 
 def _levels(values: np.ndarray, every: int) -> np.ndarray:
