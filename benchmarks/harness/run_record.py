@@ -2,10 +2,12 @@
 the CPUs *other* processes took while it ran.
 
 A timed figure measured while other work shared the cores measures that work too. So every
-benchmark JSON carries ``"run": {"cpu", "opencl", "others_share", "load_average", ...}`` where
+benchmark JSON carries ``"run": {"cpu", "opencl", "host_speed", "others_share", ...}`` where
 ``others_share`` = (busy CPU time of the whole machine from ``/proc/stat`` − this process's and
 its children's CPU time) / (wall time × cores). Above :data:`QUIET_LIMIT` the run decides no
-goal: :func:`mark_goals` says so beside each goal's ``met``.
+goal: :func:`mark_goals` says so beside each goal's ``met``. ``host_speed``
+(:func:`~benchmarks.harness.host_speed.measure_host_speed`, taken before the run's counters
+start) tells apart two hosts that share a CPU label but not a speed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from benchmarks.harness.host_speed import measure_host_speed
 from benchmarks.harness.results import CHECKOUT
 from common.cpu_info import cpuinfo, this_machine
 
@@ -92,6 +95,7 @@ def opencl_runtimes() -> list[str]:
 class RunRecord:
     """Counters at the start of a run; :meth:`figures` reads them again at its end."""
 
+    host_speed: dict = field(default_factory=measure_host_speed)  # first: outside the counters
     wall0: float = field(default_factory=time.perf_counter)
     busy0: float = field(default_factory=lambda: busy_and_total_seconds()[0])
     own0: float = field(default_factory=own_cpu_seconds)
@@ -110,6 +114,7 @@ class RunRecord:
         share = self.others_share()
         return {"cpu": cpu_model(), "machine": this_machine(), "commit": checkout_commit(),
                 "python": platform.python_version(), "opencl": opencl_runtimes(),
+                "host_speed": self.host_speed,
                 "others_share": round(share, 4), "quiet": share <= QUIET_LIMIT,
                 "wall_s": round(time.perf_counter() - self.wall0, 2),
                 "load_average": {"start": self.load0, "end": os.getloadavg()[0]},
