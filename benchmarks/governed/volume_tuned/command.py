@@ -26,11 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table or JSON (``--json``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="24-frame orbit, fewer frames")
+    parser.add_argument("--quick", action="store_true",
+                        help="24-frame orbit, fewer frames, 128² unless --size is given")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
                         help="MPI ranks (default: one per core)")
-    parser.add_argument("--size", type=int, default=256, help="image width and height")
+    parser.add_argument("--size", type=int, default=None,
+                        help="image width and height (default 256, quick 128)")
     parser.add_argument("--calibrate-on", default=",".join(CALIBRATION_VOLUMES),
                         help=f"volumes calibrated on (the first must be {GOVERNED_VOLUME}, "
                              "the governed one)")
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write results/<machine>/volume_tuned_<size>_<runtime>.json")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.size is None:
+        args.size = 128 if args.quick else 256
     if args.worker:
         from benchmarks.governed.volume_tuned.runs import worker  # lazy: loads pyopencl
 
