@@ -15,10 +15,12 @@ def test_the_figures_are_positive_and_the_slowdown_is_their_ratio():
     speed = measure_host_speed()
     assert speed["cores"] >= 1
     for key in ("compute_ns_one_core", "compute_ns_all_cores", "copy_gbs_one_core",
-                "copy_gbs_all_cores"):
+                "copy_gbs_all_cores", "gather_ns_one_core", "gather_ns_all_cores"):
         assert math.isfinite(speed[key]) and speed[key] > 0, key
+    assert 0 <= speed["compute_jitter"] < 1
     ratios = (speed["compute_ns_all_cores"] / speed["compute_ns_one_core"],
-              speed["copy_gbs_one_core"] / speed["copy_gbs_all_cores"])
+              speed["copy_gbs_one_core"] / speed["copy_gbs_all_cores"],
+              speed["gather_ns_all_cores"] / speed["gather_ns_one_core"])
     assert speed["all_cores_slowdown"] == pytest.approx(max(ratios), rel=0.01)
 
 

@@ -30,9 +30,12 @@ def test_a_page_names_each_machine_run_and_goal(tmp_path):
                             "decides": False},
                   "size": {"value": None, "goal": "<= 3", "met": None}}})
     speed = {"cores": 2, "compute_ns_one_core": 2.1, "compute_ns_all_cores": 4.2,
-             "copy_gbs_one_core": 8.0, "copy_gbs_all_cores": 5.0, "all_cores_slowdown": 2.0}
+             "copy_gbs_one_core": 8.0, "copy_gbs_all_cores": 5.0, "gather_ns_one_core": 3.0,
+             "gather_ns_all_cores": 3.3, "compute_jitter": 0.052, "all_cores_slowdown": 2.0}
     _result(results / "cpu-a", "bench_y.json", {"run": {"commit": "def", "others_share": 0.0,
-                                                        "quiet": True, "host_speed": speed}})
+                                                        "quiet": True, "host_speed": speed,
+                                                        "host_speed_at_end": {
+                                                            **speed, "compute_jitter": 0.01}}})
     _result(results / "cpu-a" / "frames", "recorded.json", [1, 2, 3])  # data, not a result
     assert [p.name for p, _ in result_files(results)] == ["bench_y.json", "bench_x.json"]
     text = page(results)
@@ -41,6 +44,7 @@ def test_a_page_names_each_machine_run_and_goal(tmp_path):
     assert "others' share of the CPUs 25.0%; not quiet" in text
     assert "| speed | 1.235 | >= 1.5 | **not met** | no |" in text
     assert "Host speed: compute 2.1 ns/element on one core, 4.2 with all 2 busy" in text
+    assert "random reads 3 / 3.3 ns; compute jitter 5.2% (at the end 1.0%)." in text
     assert "Host speed not recorded." in text  # bench_x's run predates the figure
     assert "| size | — | <= 3 | not measured | — |" in text
     assert "0 of 2 goals met" in text

@@ -7,7 +7,8 @@ benchmark JSON carries ``"run": {"cpu", "opencl", "host_speed", "others_share", 
 its children's CPU time) / (wall time × cores). Above :data:`QUIET_LIMIT` the run decides no
 goal: :func:`mark_goals` says so beside each goal's ``met``. ``host_speed``
 (:func:`~benchmarks.harness.host_speed.measure_host_speed`, taken before the run's counters
-start) tells apart two hosts that share a CPU label but not a speed.
+start, and ``host_speed_at_end`` after they stop) tells apart two hosts that share a CPU label
+but not a speed or a steadiness, and shows a host that changed during the run.
 """
 
 from __future__ import annotations
@@ -112,12 +113,13 @@ class RunRecord:
     def figures(self) -> dict:
         """The ``"run"`` block of a benchmark's JSON."""
         share = self.others_share()
+        wall, load = round(time.perf_counter() - self.wall0, 2), os.getloadavg()[0]
         return {"cpu": cpu_model(), "machine": this_machine(), "commit": checkout_commit(),
                 "python": platform.python_version(), "opencl": opencl_runtimes(),
                 "host_speed": self.host_speed,
                 "others_share": round(share, 4), "quiet": share <= QUIET_LIMIT,
-                "wall_s": round(time.perf_counter() - self.wall0, 2),
-                "load_average": {"start": self.load0, "end": os.getloadavg()[0]},
+                "host_speed_at_end": measure_host_speed(), "wall_s": wall,
+                "load_average": {"start": self.load0, "end": load},
                 **self.extra}
 
 
