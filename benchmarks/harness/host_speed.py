@@ -23,11 +23,12 @@ import os
 import subprocess
 import sys
 
-GATHERED = 1 << 18  # random reads per gather pass
 PASSES = 60  # timed compute passes (about 2.5 ms each); the best and the spread are taken
 
-#: The worker (argv: its core, the reads per gather, the compute passes): pins itself, warms
-#: up, waits for "go" on stdin, prints its best times (s) and its compute passes' jitter.
+#: The worker (argv: its core, the compute passes): pins itself, warms up, waits for "go" on
+#: stdin, then prints its figures: the best compute pass (ns per element of the chain), the
+#: best copy (GB/s read + written), the best gather (ns per random read), and the jitter of
+#: its compute passes. Each figure is scaled here, where the sizes are.
 _WORKER = r"""
 import json, os, sys, time
 import numpy as np
@@ -37,10 +38,11 @@ scratch = np.empty_like(small)
 big = np.ones(1 << 23)
 copy = np.empty_like(big)
 table = np.arange(1 << 22, dtype=np.float32)
-picks = np.random.default_rng(1).integers(0, table.size, int(sys.argv[2]))
+picks = np.random.default_rng(1).integers(0, table.size, 1 << 18)
 gathered = np.empty(picks.size, np.float32)
+CHAIN = 40
 def compute():
-    for _ in range(40):
+    for _ in range(CHAIN):
         np.multiply(small, 1.0001, out=scratch)
         np.sqrt(scratch, out=scratch)
         np.add(scratch, small, out=scratch)
@@ -55,18 +57,18 @@ def timed(fn, reps):
     return np.array(times)
 timed(compute, 2); timed(stream, 2); timed(gather, 2)
 sys.stdin.readline()
-passes = timed(compute, int(sys.argv[3]))
+passes = timed(compute, int(sys.argv[2]))
 median = np.median(passes)
-print(json.dumps({"compute": passes.min(), "stream": timed(stream, 8).min(),
-                  "gather": timed(gather, 15).min(),
+print(json.dumps({"compute_ns": passes.min() / (CHAIN * small.size) * 1e9,
+                  "copy_gbs": (big.nbytes + copy.nbytes) / timed(stream, 8).min() / 1e9,
+                  "gather_ns": timed(gather, 15).min() / picks.size * 1e9,
                   "jitter": float(np.mean(np.abs(passes - median)) / median)}))
 """
 
 
 def _run_workers(cores: list[int]) -> list[dict[str, float]]:
     """Start one worker per core, release them together, and collect their figures."""
-    workers = [subprocess.Popen([sys.executable, "-c", _WORKER, str(core), str(GATHERED),
-                                 str(PASSES)],
+    workers = [subprocess.Popen([sys.executable, "-c", _WORKER, str(core), str(PASSES)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
                for core in cores]
     try:
@@ -91,29 +93,15 @@ def measure_host_speed() -> dict[str, float | int | str]:
         together = _run_workers(cores)
     except (OSError, ValueError, subprocess.SubprocessError) as exc:
         return {"not_measured": f"{type(exc).__name__}: {exc}"}
-    elements = 40 * (1 << 15)
-    copied_bytes = 2 * 8 * (1 << 23)  # read + write
-
-    def compute_ns(times: dict[str, float]) -> float:
-        return times["compute"] / elements * 1e9
-
-    def stream_gbs(times: dict[str, float]) -> float:
-        return copied_bytes / times["stream"] / 1e9
-
-    def gather_ns(times: dict[str, float]) -> float:
-        return times["gather"] / GATHERED * 1e9
-
-    compute_all = sum(compute_ns(t) for t in together) / len(together)
-    stream_all = sum(stream_gbs(t) for t in together) / len(together)
-    gather_all = sum(gather_ns(t) for t in together) / len(together)
+    every = {key: sum(t[key] for t in together) / len(together) for key in alone}
     return {"cores": len(cores),
-            "compute_ns_one_core": round(compute_ns(alone), 4),
-            "compute_ns_all_cores": round(compute_all, 4),
+            "compute_ns_one_core": round(alone["compute_ns"], 4),
+            "compute_ns_all_cores": round(every["compute_ns"], 4),
             "compute_jitter": round(alone["jitter"], 4),
-            "copy_gbs_one_core": round(stream_gbs(alone), 3),
-            "copy_gbs_all_cores": round(stream_all, 3),
-            "gather_ns_one_core": round(gather_ns(alone), 3),
-            "gather_ns_all_cores": round(gather_all, 3),
-            "all_cores_slowdown": round(max(compute_all / compute_ns(alone),
-                                            stream_gbs(alone) / stream_all,
-                                            gather_all / gather_ns(alone)), 3)}
+            "copy_gbs_one_core": round(alone["copy_gbs"], 3),
+            "copy_gbs_all_cores": round(every["copy_gbs"], 3),
+            "gather_ns_one_core": round(alone["gather_ns"], 3),
+            "gather_ns_all_cores": round(every["gather_ns"], 3),
+            "all_cores_slowdown": round(max(every["compute_ns"] / alone["compute_ns"],
+                                            alone["copy_gbs"] / every["copy_gbs"],
+                                            every["gather_ns"] / alone["gather_ns"]), 3)}
