@@ -18,9 +18,11 @@ import math
 from pathlib import Path
 from typing import Any
 
+from benchmarks.governed.tracer_tuned.limits import goal_limits as tracer_limits
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.governed.tracer_tuned.tables import scene_table
 from benchmarks.governed.tracer_tuned.tables import seed_table as tracer_seed_table
+from benchmarks.governed.volume_tuned.limits import goal_limits as volume_limits
 from benchmarks.governed.volume_tuned.report import policy_table, study_table, unseen_table
 from benchmarks.harness.results import results_root
 from benchmarks.renderers.compositing_forms import forms_table
@@ -84,6 +86,22 @@ def goal_rows(goals: dict[str, Any]) -> list[str]:
     return rows
 
 
+def limit_lines(figures: dict[str, Any]) -> list[str]:
+    """What limits each goal not met, one bullet per goal, computed from the result's own
+    figures by its benchmark (``bench tracer-tuned`` and ``bench volume-tuned``; recognised by
+    their figures), so that results saved before the benchmark stamped them get them too."""
+    if figures.get("paper"):
+        limits = tracer_limits(figures)
+    elif figures.get("test_volume_controllers"):
+        limits = volume_limits(figures)
+    else:
+        return []
+    if not limits:
+        return []
+    return ["", "What limits each goal not met, from the same run's figures:", "",
+            *(f"- {name}: {line}." for name, line in limits.items())]
+
+
 def file_section(path: Path, figures: dict[str, Any], root: Path) -> list[str]:
     """A result file's heading, its run line and its goals table (or why there is none)."""
     run = figures.get("run") or {}
@@ -96,7 +114,8 @@ def file_section(path: Path, figures: dict[str, Any], root: Path) -> list[str]:
     goals = figures.get("goals")
     if isinstance(goals, dict) and goals:
         met = sum(g.get("met") is True for g in goals.values())
-        lines += ["", f"{met} of {len(goals)} goals met.", "", *goal_rows(goals)]
+        lines += ["", f"{met} of {len(goals)} goals met.", "", *goal_rows(goals),
+                  *limit_lines(figures)]
     else:
         lines += ["", "No goals block (diagnostic figures only)."]
     lines.append("")

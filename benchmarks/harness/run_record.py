@@ -168,3 +168,11 @@ def mark_goals(goals: dict, run: dict) -> dict:
             goal["why_not"] = (f"other processes used {run['others_share']:.0%} of the CPUs "
                                f"during the run (limit {QUIET_LIMIT:.0%})")
     return goals
+
+
+def mark_limits(goals: dict, limits: dict[str, str]) -> dict:
+    """Each goal not met with ``"limited_by"``: the line its benchmark's ``goal_limits`` gives
+    from the run's own figures (what limits it, printed beside the goal)."""
+    for name, line in limits.items():
+        goals[name]["limited_by"] = line
+    return goals

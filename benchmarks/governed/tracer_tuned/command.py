@@ -29,13 +29,14 @@ from autotune_app.animation import (
 )
 from autotune_app.report import emit
 from benchmarks.governed.tracer_tuned.goals import goals
+from benchmarks.governed.tracer_tuned.limits import goal_limits
 from benchmarks.governed.tracer_tuned.measured_settings import best_setting_by_measurement
 from benchmarks.governed.tracer_tuned.oracle import oracle_path
 from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, mark_limits, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -371,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                "sets": sets_record(args.set, scenes), "paper": results, "cost_step": step,
                "probe_policy_default": DEFAULT_PROBE_POLICY, "changing_load": load,
                "goals": goals(results, step, load)}
+    mark_limits(figures["goals"], goal_limits(figures))
     emit(stamp(figures, run), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     if args.save:

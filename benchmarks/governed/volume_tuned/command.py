@@ -13,10 +13,11 @@ from typing import Any
 
 from autotune_app import options as opt
 from autotune_app.report import emit
+from benchmarks.governed.volume_tuned.limits import goal_limits
 from benchmarks.governed.volume_tuned.report import diagnostics, goals, plot, probe_and_form
 from benchmarks.governed.volume_tuned.run_constants import MARK
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, mark_limits, stamp
 from common.atomic_files import check_output_dir, output_dir
 from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["model_error_probe_and_form"] = probe_and_form(figures)
     figures["goals"] = goals(figures)
     figures["diagnostics"] = diagnostics(figures)
+    mark_limits(figures["goals"], goal_limits(figures))
     stamp(figures, run)
     if args.plots:
         with output_dir(args.plots, args.force) as d:

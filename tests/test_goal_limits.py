@@ -1,0 +1,128 @@
+"""Each goal a tuned benchmark did not meet gets one line of what limits it, from the same
+run's figures: the oracle and noise floor beside the product, the policies run beside it, the
+baseline that beat it (issue 48's "goals met or not, with what limits each")."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.governed.tracer_tuned.limits import goal_limits as tracer_limits
+from benchmarks.governed.volume_tuned.limits import goal_limits as volume_limits
+from benchmarks.harness.run_record import mark_limits
+from benchmarks.performance_pages import limit_lines
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _path(mean: float, model_feedback: float, over: int, ssim: float, reversals: int = 0,
+          **extra: float) -> dict:
+    return {"frames": 60, "mean_abs_error_top_on_target": mean,
+            "p95_abs_error_top_on_target": 3 * mean, "mean_model_feedback_error": model_feedback,
+            "mean_model_error": 4 * model_feedback, "frames_over_budget": over,
+            "quality_reversals": reversals, "image_quality": {"mean_ssim": ssim},
+            "mean_tuner_ms": 1.0, "mean_frame_ms": 50.0, "mean_probe_ms": 0.5,
+            "probed_frames": 9, "error_first_frame": 0.2, **extra}
+
+
+def _tracer(always_model_feedback: float) -> dict:
+    """One scene's orbit: the product 6 % off, fixed as good-looking with fewer frames over
+    budget, PI better-looking but overshooting more."""
+    controllers = {
+        "feedforward": {"orbit": _path(0.06, 0.05, 4, 0.9500, reversals=6)},
+        "feedforward-always": {"orbit": _path(0.05, always_model_feedback, 4, 0.9500, 5)},
+        "feedforward-never": {"orbit": _path(0.09, 0.08, 9, 0.9500, 2)},
+        "fixed": {"orbit": _path(0.20, 0.0, 2, 0.9502)},
+        "pi": {"orbit": _path(0.10, 0.0, 30, 0.9600)},
+    }
+    goals = {"s_orbit_mean_error": {"met": False}, "s_orbit_p95_error": {"met": True},
+             "s_orbit_model_feedback_vs_noise": {"met": False},
+             "s_orbit_not_dominated": {"met": False},
+             "s_orbit_quality_reversals_per_60_frames": {"met": False},
+             "s_first_frame_of_scene": {"met": False}, "s_tuner_share": {"met": True},
+             "load_recovery_after_starts_frames": {"met": False}}
+    load = {"phase": {"frames_to_within_5pct_after_load_starts": 7,
+                      "frames_to_within_5pct_after_load_stops": 3,
+                      "median_error_under_load": 0.09},
+            "frame": {"frames_to_within_5pct_after_load_starts": 3,
+                      "frames_to_within_5pct_after_load_stops": 9}}
+    return {"paper": [{"scene": "s", "controllers": controllers,
+                       "oracle": {"orbit": {"mean_abs_error_vs_target": 0.025,
+                                            "p95_abs_error_vs_target": 0.07,
+                                            "quality_reversals_per_60_frames": 2.0}},
+                       "noise_floor": {"mean_off_median": 0.015, "p95_off_median": 0.04}}],
+            "goals": goals, "changing_load": load}
+
+
+def test_every_goal_not_met_and_only_those_get_a_line():
+    figures = _tracer(0.045)
+    limits = tracer_limits(figures)
+    assert set(limits) == {name for name, g in figures["goals"].items() if g["met"] is False}
+    assert "2.5% mean / 7.0% p95" in limits["s_orbit_mean_error"]  # the oracle's
+    assert "1.5% mean" in limits["s_orbit_mean_error"]  # the noise floor
+    assert "make 2 reversals per 60 frames; the product 6" in limits[
+        "s_orbit_quality_reversals_per_60_frames"]
+    assert "20.0% off" in limits["s_first_frame_of_scene"]
+
+
+def test_the_dominance_line_names_only_the_baseline_that_beat_the_product():
+    line = tracer_limits(_tracer(0.045))["s_orbit_not_dominated"]
+    assert line.startswith("beaten by fixed, mean SSIM 0.95020")
+    assert "pi" not in line  # better-looking, but with more frames over budget
+    assert "fourth decimal" in line
+
+
+def test_the_pricing_line_tells_a_probe_every_frame_helping_from_not():
+    same = tracer_limits(_tracer(0.045))["s_orbit_model_feedback_vs_noise"]
+    better = tracer_limits(_tracer(0.01))["s_orbit_model_feedback_vs_noise"]
+    assert "about as well, within the noise floor" in same
+    assert "prices better: the misses come between probes" in better
+
+
+def test_the_load_line_says_when_frame_feedback_trades_one_edge_for_the_other():
+    figures = _tracer(0.045)
+    assert "costs it the other" in tracer_limits(figures)["load_recovery_after_starts_frames"]
+    figures["changing_load"]["frame"]["frames_to_within_5pct_after_load_stops"] = 3
+    assert "costs it the other" not in tracer_limits(figures)[
+        "load_recovery_after_starts_frames"]
+
+
+def test_a_result_of_an_older_protocol_gets_no_line_rather_than_an_error():
+    figures = copy.deepcopy(_tracer(0.045))
+    for path in figures["paper"][0]["controllers"]["feedforward"].values():
+        del path["mean_abs_error_top_on_target"]
+    assert "s_orbit_mean_error" not in tracer_limits(figures)
+
+
+def test_marked_goals_carry_their_line_and_the_page_lists_them():
+    figures = _tracer(0.045)
+    mark_limits(figures["goals"], tracer_limits(figures))
+    assert "limited_by" in figures["goals"]["s_orbit_mean_error"]
+    assert "limited_by" not in figures["goals"]["s_orbit_p95_error"]
+    lines = limit_lines(figures)
+    assert lines[1].startswith("What limits each goal not met")
+    assert sum(line.startswith("- ") for line in lines) == 6
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "results").glob("*/volume_tuned_*.json")) +
+                         sorted((ROOT / "results").glob("*/tracer_tuned*.json")),
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_results_of_the_current_protocol_get_a_line_per_goal_not_met(path):
+    figures = json.loads(path.read_text())
+    limits = (tracer_limits if path.name.startswith("tracer") else volume_limits)(figures)
+    unmet = {name for name, g in figures["goals"].items() if g.get("met") is False}
+    assert set(limits) <= unmet
+    if "test_volume_controllers" in figures or "changing_load" in figures:  # current protocol
+        assert set(limits) == unmet, sorted(unmet - set(limits))
+
+
+def test_the_volume_model_line_sets_the_carried_over_model_beside_the_repeat_scatter():
+    figures = json.loads(next((ROOT / "results").glob("*/volume_tuned_512_*.json")).read_text())
+    figures["goals"]["model_error_balanced"]["met"] = False
+    line = volume_limits(figures)["model_error_balanced"]
+    repeat = figures["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
+    assert line.startswith("carried over: tooth ")
+    assert f"{repeat['spread_mean']:.1%} mean" in line
