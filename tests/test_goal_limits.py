@@ -126,3 +126,15 @@ def test_the_volume_model_line_sets_the_carried_over_model_beside_the_repeat_sca
     repeat = figures["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
     assert line.startswith("carried over: tooth ")
     assert f"{repeat['spread_mean']:.1%} mean" in line
+
+
+def test_the_volume_baselines_line_tells_a_loss_on_ssim_alone():
+    runs = {"feedforward": {"mean_error": 0.05, "mean_ssim": 0.99900, "over_5pct": 4},
+            "fixed": {"mean_error": 0.10, "mean_ssim": 0.99905, "over_5pct": 30},
+            "pi": {"mean_error": 0.04, "mean_ssim": 0.99800, "over_5pct": 2}}
+    figures = {"goals": {"beats_baselines": {"met": False, "lost_to": ["v: fixed", "v: pi"]}},
+               "test_volume_controllers": {"v": runs}}
+    line = volume_limits(figures)["beats_baselines"]
+    fixed, pi = line.split("; ")
+    assert fixed.startswith("v: fixed 10.0% mean error") and "SSIM alone, by 0.00005" in fixed
+    assert pi.startswith("v: pi 4.0% mean error") and "SSIM alone" not in pi

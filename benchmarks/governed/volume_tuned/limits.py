@@ -92,10 +92,13 @@ def _baselines(goal: dict, contest: dict[str, dict[str, dict]]) -> str:
         runs = contest.get(volume) or {}
         ff, rival = runs.get("feedforward"), runs.get(name)
         if ff and rival:
+            margin = rival["mean_ssim"] - ff["mean_ssim"]
             parts.append(f"{volume}: {name} {_pct(rival['mean_error'])} mean error at SSIM "
-                         f"{rival['mean_ssim']:.4f}, {rival['over_5pct']} frames over 5 %, "
+                         f"{rival['mean_ssim']:.5f}, {rival['over_5pct']} frames over 5 %, "
                          f"against feed-forward's {_pct(ff['mean_error'])} at "
-                         f"{ff['mean_ssim']:.4f}, {ff['over_5pct']} over")
+                         f"{ff['mean_ssim']:.5f}, {ff['over_5pct']} over"
+                         + (f" (lost on SSIM alone, by {margin:.5f})"
+                            if ff["mean_error"] < rival["mean_error"] else ""))
     return "; ".join(parts)
 
 
