@@ -42,7 +42,9 @@ names, the value measured, the limit, and whether the run could decide the goal 
 other processes took more than 10 % of the CPUs decides none). Hosts that share a machine name
 can differ twofold in speed and severalfold in the scatter of repeated frames, so each run line
 gives the host's speed and jitter on a fixed workload (runs from before they were recorded say
-so): compare frame-relative figures only between hosts of like speed and jitter. How each
+so): compare frame-relative figures only between hosts of like speed and jitter. Under the
+tuned benchmarks' goals, each goal not met has a line of what limits it, computed from the same
+run's figures (the oracle, the noise floor, the variants run beside the product). How each
 figure is measured is in the benchmark's `--help` and in [design-notes.md](design-notes.md).
 """
 
