@@ -12,6 +12,7 @@ import pytest
 
 from benchmarks.governed.tracer_tuned.limits import goal_limits as tracer_limits
 from benchmarks.governed.volume_tuned.limits import goal_limits as volume_limits
+from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import mark_limits
 from benchmarks.performance_pages import limit_lines
 
@@ -61,11 +62,11 @@ def test_every_goal_not_met_and_only_those_get_a_line():
     figures = _tracer(0.045)
     limits = tracer_limits(figures)
     assert set(limits) == {name for name, g in figures["goals"].items() if g["met"] is False}
-    assert "2.5% mean / 7.0% p95" in limits["s_orbit_mean_error"]  # the oracle's
-    assert "1.5% mean" in limits["s_orbit_mean_error"]  # the noise floor
+    assert "2.5 % mean / 7.0 % p95" in limits["s_orbit_mean_error"]  # the oracle's
+    assert "1.5 % mean" in limits["s_orbit_mean_error"]  # the noise floor
     assert "make 2 reversals per 60 frames; the product 6" in limits[
         "s_orbit_quality_reversals_per_60_frames"]
-    assert "20.0% off" in limits["s_first_frame_of_scene"]
+    assert "20.0 % off" in limits["s_first_frame_of_scene"]
 
 
 def test_the_dominance_line_names_only_the_baseline_that_beat_the_product():
@@ -125,7 +126,7 @@ def test_the_volume_model_line_sets_the_carried_over_model_beside_the_repeat_sca
     line = volume_limits(figures)["model_error_balanced"]
     repeat = figures["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
     assert line.startswith("carried over: tooth ")
-    assert f"{repeat['spread_mean']:.1%} mean" in line
+    assert f"{percent(repeat['spread_mean'])} mean" in line
 
 
 def test_the_volume_baselines_line_tells_a_loss_on_ssim_alone():
@@ -136,5 +137,5 @@ def test_the_volume_baselines_line_tells_a_loss_on_ssim_alone():
                "test_volume_controllers": {"v": runs}}
     line = volume_limits(figures)["beats_baselines"]
     fixed, pi = line.split("; ")
-    assert fixed.startswith("v: fixed 10.0% mean error") and "SSIM alone, by 0.00005" in fixed
-    assert pi.startswith("v: pi 4.0% mean error") and "SSIM alone" not in pi
+    assert fixed.startswith("v: fixed 10.0 % mean error") and "SSIM alone, by 0.00005" in fixed
+    assert pi.startswith("v: pi 4.0 % mean error") and "SSIM alone" not in pi

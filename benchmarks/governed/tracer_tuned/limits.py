@@ -5,10 +5,12 @@ policies and feedback run beside it, the baseline that beat it. The issue asks f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.governed.tracer_tuned.goals import BASELINES, LOAD_FEEDBACK, PRODUCT
 from benchmarks.governed.tracer_tuned.oracle import ORACLE_EVERY
+from benchmarks.harness.page_cells import percent
 
 #: the product's variants run on the same paths: each probe policy, and frame feedback
 POLICIES = {"feedforward-always": "a probe every frame", "feedforward-never": "no probe after "
@@ -64,12 +66,10 @@ def _limit(name: str, goal: dict, figures: dict, by_scene: dict[str, dict]) -> s
     return None
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
 
-
-def _variants(r: dict, path: str, key: str, form=_pct) -> str:
-    """``key`` of the same path under each other probe policy and feedback, as "a: x, b: y"."""
+def _variants(r: dict, path: str, key: str, form: Callable[[float], str] = percent) -> str:
+    """``key`` of the same path under each other probe policy and feedback, as "label value"
+    pairs joined by semicolons."""
     found = [f"{label} {form(r['controllers'][v][path][key])}" for v, label in POLICIES.items()
              if v in r["controllers"] and r["controllers"][v][path].get(key) is not None]
     return "; ".join(found)
@@ -83,20 +83,20 @@ def _tracking(r: dict, path: str) -> str:
             ff["mean_abs_error_top_on_target"] > (oracle.get("mean_abs_error_vs_target") or 0)):
         gap = ", above the noise floor: the gap to the oracle is the pricing"
     return (f"the oracle, which knows each sampled view's median cost from re-renders, is "
-            f"{_pct(oracle.get('mean_abs_error_vs_target'))} mean / "
-            f"{_pct(oracle.get('p95_abs_error_vs_target'))} p95 off on this path, against the "
-            f"product's {_pct(ff['mean_abs_error_top_on_target'])} / "
-            f"{_pct(ff['p95_abs_error_top_on_target'])}; one view at fixed knobs strays "
-            f"{_pct(floor['mean_off_median'])} mean / {_pct(floor['p95_off_median'])} p95 from "
-            f"its median; the product's model + feedback misprices frames by "
-            f"{_pct(ff['mean_model_feedback_error'])}" + gap)
+            f"{percent(oracle.get('mean_abs_error_vs_target'))} mean / "
+            f"{percent(oracle.get('p95_abs_error_vs_target'))} p95 off on this path, against the "
+            f"product's {percent(ff['mean_abs_error_top_on_target'])} / "
+            f"{percent(ff['p95_abs_error_top_on_target'])}; one view at fixed knobs strays "
+            f"{percent(floor['mean_off_median'])} mean / {percent(floor['p95_off_median'])} "
+            f"p95 from its median; the product's model + feedback misprices frames by "
+            f"{percent(ff['mean_model_feedback_error'])}" + gap)
 
 
 def _pricing(r: dict, path: str) -> str:
     ff = r["controllers"][PRODUCT][path]
-    line = (f"model + feedback {_pct(ff['mean_model_feedback_error'])} off the frames, the model "
-            f"alone {_pct(ff['mean_model_error'])}, against a noise floor of "
-            f"{_pct(r['noise_floor']['mean_off_median'])}")
+    line = (f"model + feedback {percent(ff['mean_model_feedback_error'])} off the frames, the "
+            f"model alone {percent(ff['mean_model_error'])}, against a noise floor of "
+            f"{percent(r['noise_floor']['mean_off_median'])}")
     always = r["controllers"].get("feedforward-always", {}).get(path, {})
     if always.get("mean_model_feedback_error") is None or ff["mean_model_feedback_error"] is None:
         return line
@@ -137,7 +137,7 @@ def _reversals(r: dict, path: str) -> str:
 
 def _first_frame(r: dict, path: str, key: str, which: str) -> str:
     ff = r["controllers"][PRODUCT][path]
-    return (f"{which} is priced before any of its frames is measured: {_pct(ff[key])} off; "
+    return (f"{which} is priced before any of its frames is measured: {percent(ff[key])} off; "
             f"the same frame under the other policies: {_variants(r, path, key)}")
 
 
@@ -159,7 +159,7 @@ def _over_budget(goal: dict) -> str:
 
 def _cost_step(step: dict) -> str:
     return (f"the model came within 5 % after {step.get('frames_to_model_within_5pct')} frames; "
-            f"{_pct(step.get('median_error_from_5_frames_after'))} median error from 5 frames "
+            f"{percent(step.get('median_error_from_5_frames_after'))} median error from 5 frames "
             "after the step")
 
 
@@ -171,7 +171,7 @@ def _load(edge: str, load: dict) -> str:
     line = (f"the per-phase corrections were back within 5 % {product.get(here)} frames after "
             f"the load {past[edge]} ({product.get(there)} after it {past[other]}); frame "
             f"feedback, run beside them, {frame.get(here)} ({frame.get(there)}); "
-            f"{_pct(product.get('median_error_under_load'))} median error under load")
+            f"{percent(product.get('median_error_under_load'))} median error under load")
     known = all(d.get(k) is not None for d in (product, frame) for k in (here, there))
     if known and frame[here] < product[here] and frame[there] > product[there]:
         line += ": frame feedback's quicker take on this edge costs it the other"

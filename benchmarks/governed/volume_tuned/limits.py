@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.harness.page_cells import percent
+
 #: the goals' partitions, by the name their goals and figures use
 PARTITIONS = ("balanced", "subdomains_3to1", "content_on_half_the_ranks")
 
@@ -39,22 +41,19 @@ def _limit(name: str, goal: dict, figures: dict) -> str | None:
     return None
 
 
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{value:.1%}"
-
 
 def _model(partition: str, f: dict) -> str:
     """The carried-over model per test volume, beside the same partition on the validation
     volumes, a model calibrated on the test volume's own views, and a rank's render repeated."""
     errors = f["model_error"]
-    test = ", ".join(f"{volume} {_pct(parts[partition]['rank_render_error']['mean'])}"
+    test = ", ".join(f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
                      for volume, parts in errors["test"].items() if partition in parts)
     line = f"carried over: {test}"
     validation = (((f.get("diagnostics") or {}).get("hemocell_study_side_by_side_validation")
                    or {}).get("value") or {}).get(partition)
     if validation:
-        line += f"; the same partition on the validation volumes {_pct(validation['mean'])}"
-    own = [f"{volume} {_pct(parts[partition]['rank_render_error']['mean'])}"
+        line += f"; the same partition on the validation volumes {percent(validation['mean'])}"
+    own = [f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
            for volume, parts in ((errors.get("self_calibrated") or {}).get("test") or {}).items()
            if partition in parts]
     if own:
@@ -63,8 +62,8 @@ def _model(partition: str, f: dict) -> str:
         "rank_render_repeat")
     if repeat:
         line += (f"; a rank's render of the same view at the same knobs, repeated, strays "
-                 f"{_pct(repeat['spread_mean'])} mean / {_pct(repeat['spread_p95'])} p95 on this "
-                 "host, a scatter no per-rank model can go under")
+                 f"{percent(repeat['spread_mean'])} mean / {percent(repeat['spread_p95'])} p95 "
+                 "on this host, a scatter no per-rank model can go under")
     return line
 
 
@@ -73,12 +72,13 @@ def _governed(f: dict) -> str:
     summary, oracle = run["summary"], run.get("oracle") or {}
     floor = f.get("noise_floor") or {}
     return (f"on {run['volume']} the oracle, which knows each sampled view's median cost from "
-            f"re-renders, is {_pct(oracle.get('mean_error'))} mean / "
-            f"{_pct(oracle.get('p95_error'))} p95 off, against feed-forward's "
-            f"{_pct(summary['mean_error'])} / {_pct(summary['p95_error'])}; its model + feedback "
-            f"misprices frames by {_pct(summary.get('model_plus_feedback_error'))}; one view at "
-            f"fixed knobs strays {_pct(floor.get('mean_off_median'))} mean / "
-            f"{_pct(floor.get('p95_off_median'))} p95 from its median"
+            f"re-renders, is {percent(oracle.get('mean_error'))} mean / "
+            f"{percent(oracle.get('p95_error'))} p95 off, against feed-forward's "
+            f"{percent(summary['mean_error'])} / {percent(summary['p95_error'])}; its model + "
+            f"feedback misprices frames by {percent(summary.get('model_plus_feedback_error'))}; "
+            f"one view at "
+            f"fixed knobs strays {percent(floor.get('mean_off_median'))} mean / "
+            f"{percent(floor.get('p95_off_median'))} p95 from its median"
             + ("" if summary.get("frames_a_rank_was_descheduled") is None else
                f"; a rank was descheduled on {summary['frames_a_rank_was_descheduled']} of "
                f"{summary['frames']} frames"))
@@ -93,9 +93,9 @@ def _baselines(goal: dict, contest: dict[str, dict[str, dict]]) -> str:
         ff, rival = runs.get("feedforward"), runs.get(name)
         if ff and rival:
             margin = rival["mean_ssim"] - ff["mean_ssim"]
-            parts.append(f"{volume}: {name} {_pct(rival['mean_error'])} mean error at SSIM "
+            parts.append(f"{volume}: {name} {percent(rival['mean_error'])} mean error at SSIM "
                          f"{rival['mean_ssim']:.5f}, {rival['over_5pct']} frames over 5 %, "
-                         f"against feed-forward's {_pct(ff['mean_error'])} at "
+                         f"against feed-forward's {percent(ff['mean_error'])} at "
                          f"{ff['mean_ssim']:.5f}, {ff['over_5pct']} over"
                          + (f" (lost on SSIM alone, by {margin:.5f})"
                             if ff["mean_error"] < rival["mean_error"] else ""))
