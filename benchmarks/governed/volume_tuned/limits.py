@@ -76,8 +76,7 @@ def _governed(f: dict) -> str:
             f"{percent(oracle.get('p95_error'))} p95 off, against feed-forward's "
             f"{percent(summary['mean_error'])} / {percent(summary['p95_error'])}; its model + "
             f"feedback misprices frames by {percent(summary.get('model_plus_feedback_error'))}; "
-            f"one view at "
-            f"fixed knobs strays {percent(floor.get('mean_off_median'))} mean / "
+            f"one view at fixed knobs strays {percent(floor.get('mean_off_median'))} mean / "
             f"{percent(floor.get('p95_off_median'))} p95 from its median"
             + ("" if summary.get("frames_a_rank_was_descheduled") is None else
                f"; a rank was descheduled on {summary['frames_a_rank_was_descheduled']} of "
