@@ -27,6 +27,7 @@ from benchmarks.governed.volume_tuned.report import policy_table, study_table, u
 from benchmarks.harness.results import results_root
 from benchmarks.renderers.compositing_forms import forms_table
 from benchmarks.studies.cluster_prediction.goals import seed_table as cluster_seed_table
+from benchmarks.studies.cluster_prediction.limits import goal_limits as cluster_limits
 from benchmarks.studies.kernel_models.tables import seed_table as kernel_seed_table
 from benchmarks.studies.pipeline_mapping import printed_table
 from benchmarks.tuner.embed import case_table
@@ -43,8 +44,9 @@ other processes took more than 10 % of the CPUs decides none). Hosts that share 
 can differ twofold in speed and severalfold in the scatter of repeated frames, so each run line
 gives the host's speed and jitter on a fixed workload (runs from before they were recorded say
 so): compare frame-relative figures only between hosts of like speed and jitter. Under the
-tuned benchmarks' goals, each goal not met has a line of what limits it, computed from the same
-run's figures (the oracle, the noise floor, the variants run beside the product). How each
+goals of the tuned benchmarks and of the cluster model, each goal not met has a line of what
+limits it, computed from the same run's figures (the oracle, the noise floor, the variants and
+models run beside the product). How each
 figure is measured is in the benchmark's `--help` and in [design-notes.md](design-notes.md).
 """
 
@@ -90,12 +92,15 @@ def goal_rows(goals: dict[str, Any]) -> list[str]:
 
 def limit_lines(figures: dict[str, Any]) -> list[str]:
     """What limits each goal not met, one bullet per goal, computed from the result's own
-    figures by its benchmark (``bench tracer-tuned`` and ``bench volume-tuned``; recognised by
-    their figures), so that results saved before the benchmark stamped them get them too."""
+    figures by its benchmark (``bench tracer-tuned``, ``bench volume-tuned`` and ``bench
+    cluster-prediction``; recognised by their figures), so that results saved before the
+    benchmark stamped them get them too."""
     if figures.get("paper"):
         limits = tracer_limits(figures)
     elif figures.get("test_volume_controllers"):
         limits = volume_limits(figures)
+    elif figures.get("upgrade") and figures.get("faster_network"):
+        limits = cluster_limits(figures)
     else:
         return []
     if not limits:

@@ -15,6 +15,7 @@ from benchmarks.governed.volume_tuned.limits import goal_limits as volume_limits
 from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import mark_limits
 from benchmarks.performance_pages import limit_lines
+from benchmarks.studies.cluster_prediction.limits import goal_limits as cluster_limits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,3 +140,27 @@ def test_the_volume_baselines_line_tells_a_loss_on_ssim_alone():
     fixed, pi = line.split("; ")
     assert fixed.startswith("v: fixed 10.0 % mean error") and "SSIM alone, by 0.00005" in fixed
     assert pi.startswith("v: pi 4.0 % mean error") and "SSIM alone" not in pi
+
+
+def test_the_cluster_line_scores_the_other_models_on_the_same_runs():
+    scores = {"nn_term": {"r2": 0.75, "n": 6, "mean_rel_error": 0.29,
+                          "mean_signed_rel_error": -0.25},
+              "nn_analytic": {"r2": 0.865, "n": 6, "mean_rel_error": 0.12,
+                              "mean_signed_rel_error": -0.05},
+              "analytic_term": {"r2": 0.978, "n": 6}}
+    network = {"nn_term_swapped": {"r2": 0.99, "n": 6}, "nn_analytic_swapped": {"r2": 0.98},
+               "analytic_term": {"r2": 0.978}}
+    figures = {"upgrade": {"scores": {"one_rank_per_core": scores}},
+               "faster_network": {"scores": {"faster_node": {"one_rank_per_core": network}}},
+               "emulation_vs_real": {"scores": {"one_rank_per_core": {
+                   "histogram": {"mean_rel_error": 0.024}}}},
+               "goals": {"upgrade_r2": {"met": False}, "faster_network_r2": {"met": True}}}
+    limits = cluster_limits(figures)
+    assert set(limits) == {"upgrade_r2"}
+    line = limits["upgrade_r2"]
+    assert line.startswith("on the same 6 real runs, R² of the MLP on E[max over ranks] + term "
+                           "0.865; E[max over ranks] + term, no training 0.978")
+    assert "29.0 % off on average, -25.0 % signed" in line and "2.4 % off the real runs" in line
+    assert cluster_limits({**figures, "model_form": {"model": "nn_analytic"}})[
+        "upgrade_r2"].startswith("on the same 6 real runs, R² of the study's MLP + compositing "
+                                 "term 0.750")

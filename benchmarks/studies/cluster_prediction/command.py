@@ -22,7 +22,7 @@ from typing import Any
 from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.harness.results import machine_folder, save_result
-from benchmarks.harness.run_record import RunRecord, cpu_model, stamp
+from benchmarks.harness.run_record import RunRecord, cpu_model, mark_limits, stamp
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     STALL_CV,
     emulate,
@@ -32,6 +32,7 @@ from benchmarks.studies.cluster_prediction.emulation_runs import (
 )
 from benchmarks.studies.cluster_prediction.experiments import experiments
 from benchmarks.studies.cluster_prediction.goals import diagnostics, goals
+from benchmarks.studies.cluster_prediction.limits import goal_limits
 from benchmarks.studies.cluster_prediction.mpi_runs import (
     NODE_PHASE,
     calibrate_term,
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = got.figures
     figures["goals"] = goals(figures, quick=args.quick)
     figures["diagnostics"] = diagnostics(figures, quick=args.quick)
+    mark_limits(figures["goals"], goal_limits(figures))
     figures["data"] = data_note
     stamp(figures, run)
     figures["config"] = {**cfg, "cores": cores, "node_run_phase": NODE_PHASE}
