@@ -103,9 +103,12 @@ def _baselines(goal: dict, contest: dict[str, dict[str, dict]]) -> str:
 
 def _cost(f: dict) -> str:
     cost = f["controller_cost"]
-    frame_ms = cost["search_ms"] / cost["search_share_of_frame"]
+    parts = ("probe", "search", "bookkeeping")
     line = (f"probe {cost['probe_ms']:.2f} ms, search {cost['search_ms']:.2f} ms and "
-            f"bookkeeping {cost['bookkeeping_ms']:.2f} ms a frame, of a {frame_ms:.1f} ms frame")
+            f"bookkeeping {cost['bookkeeping_ms']:.2f} ms a frame")
+    if cost["mean_share_of_frame"] > 0:  # the frame the shares are of
+        frame_ms = sum(cost[f"{p}_ms"] for p in parts) / cost["mean_share_of_frame"]
+        line += f", of a {frame_ms:.1f} ms frame"
     if f.get("full_quality_first_view_ms"):
         line += (f"; this host rendered the full-quality first view in "
                  f"{f['full_quality_first_view_ms']:.0f} ms, and a faster host's shorter frames "
