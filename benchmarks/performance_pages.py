@@ -46,8 +46,8 @@ gives the host's speed and jitter on a fixed workload (runs from before they wer
 so): compare frame-relative figures only between hosts of like speed and jitter. Under the
 goals of the tuned benchmarks and of the cluster model, each goal not met has a line of what
 limits it, computed from the same run's figures (the oracle, the noise floor, the variants and
-models run beside the product). How each
-figure is measured is in the benchmark's `--help` and in [design-notes.md](design-notes.md).
+models run beside the product). How each figure is measured is in the benchmark's `--help` and
+in [design-notes.md](design-notes.md).
 """
 
 

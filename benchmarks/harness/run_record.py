@@ -18,7 +18,7 @@ import platform
 import resource
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -168,6 +168,23 @@ def mark_goals(goals: dict, run: dict) -> dict:
             goal["why_not"] = (f"other processes used {run['others_share']:.0%} of the CPUs "
                                f"during the run (limit {QUIET_LIMIT:.0%})")
     return goals
+
+
+def unmet_goal_lines(goals: dict | None, line_of: Callable[[str, dict], str | None]
+                     ) -> dict[str, str]:
+    """``line_of(name, goal)`` for each goal not met, keyed by name: a benchmark's
+    ``goal_limits``. A goal it has no line for (None, or a figure that a result saved under an
+    older protocol lacks: KeyError) is left out."""
+    out = {}
+    for name, goal in (goals or {}).items():
+        if goal.get("met") is False:
+            try:
+                line = line_of(name, goal)
+            except KeyError:
+                line = None
+            if line:
+                out[name] = line
+    return out
 
 
 def mark_limits(goals: dict, limits: dict[str, str]) -> dict:

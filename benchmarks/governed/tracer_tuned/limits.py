@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.governed.tracer_tuned.goals import BASELINES, LOAD_FEEDBACK, PRODUCT
+from benchmarks.governed.tracer_tuned.goals import LOAD_FEEDBACK, PRODUCT
 from benchmarks.governed.tracer_tuned.oracle import ORACLE_EVERY
 from benchmarks.harness.page_cells import percent
+from benchmarks.harness.run_record import unmet_goal_lines
 
 #: the product's variants run on the same paths: each probe policy, and frame feedback
 POLICIES = {"feedforward-always": "a probe every frame", "feedforward-never": "no probe after "
@@ -21,16 +22,8 @@ def goal_limits(figures: dict[str, Any]) -> dict[str, str]:
     """One line per goal not met, keyed by the goal's name (goals with nothing in the run
     that bears on them are left out)."""
     by_scene = {r["scene"]: r for r in figures.get("paper") or []}
-    out = {}
-    for name, goal in (figures.get("goals") or {}).items():
-        if goal.get("met") is False:
-            try:
-                line = _limit(name, goal, figures, by_scene)
-            except KeyError:  # a result saved under an older protocol lacks a figure
-                line = None
-            if line:
-                out[name] = line
-    return out
+    return unmet_goal_lines(figures.get("goals"),
+                            lambda name, goal: _limit(name, goal, figures, by_scene))
 
 
 def _limit(name: str, goal: dict, figures: dict, by_scene: dict[str, dict]) -> str | None:
@@ -58,7 +51,7 @@ def _limit(name: str, goal: dict, figures: dict, by_scene: dict[str, dict]) -> s
     if kind == "model_feedback_vs_noise":
         return _pricing(r, path)
     if kind == "not_dominated":
-        return _dominance(r, path)
+        return _dominance(r, path, goal.get("dominated_by") or [])
     if kind == "quality_reversals_per_60_frames":
         return _reversals(r, path)
     if kind == "first_frame_after_turn":
@@ -111,12 +104,11 @@ def _pricing(r: dict, path: str) -> str:
     return line
 
 
-def _dominance(r: dict, path: str) -> str:
+def _dominance(r: dict, path: str, beaten_by: list[str]) -> str:
+    """The baselines the goal found dominating the product (``dominated_by``), each beside it."""
     ff = r["controllers"][PRODUCT][path]
     ssim, over = ff["image_quality"]["mean_ssim"], ff["frames_over_budget"]
-    beaten = {c: r["controllers"][c][path] for c in BASELINES if c in r["controllers"]}
-    beaten = {c: p for c, p in beaten.items()
-              if p["image_quality"]["mean_ssim"] > ssim and p["frames_over_budget"] <= over}
+    beaten = {c: r["controllers"][c][path] for c in beaten_by}
     margin = max((p["image_quality"]["mean_ssim"] - ssim for p in beaten.values()), default=0)
     return "beaten by " + "; ".join(
         f"{c}, mean SSIM {p['image_quality']['mean_ssim']:.5f} against the product's "

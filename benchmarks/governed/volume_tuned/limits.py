@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.harness.page_cells import percent
+from benchmarks.harness.run_record import unmet_goal_lines
 
 #: the goals' partitions, by the name their goals and figures use
 PARTITIONS = ("balanced", "subdomains_3to1", "content_on_half_the_ranks")
@@ -16,16 +17,8 @@ PARTITIONS = ("balanced", "subdomains_3to1", "content_on_half_the_ranks")
 
 def goal_limits(figures: dict[str, Any]) -> dict[str, str]:
     """One line per goal not met, keyed by the goal's name."""
-    out = {}
-    for name, goal in (figures.get("goals") or {}).items():
-        if goal.get("met") is False:
-            try:
-                line = _limit(name, goal, figures)
-            except KeyError:  # a result saved under an older protocol lacks a figure
-                line = None
-            if line:
-                out[name] = line
-    return out
+    return unmet_goal_lines(figures.get("goals"),
+                            lambda name, goal: _limit(name, goal, figures))
 
 
 def _limit(name: str, goal: dict, figures: dict) -> str | None:
@@ -39,7 +32,6 @@ def _limit(name: str, goal: dict, figures: dict) -> str | None:
     if name == "controller_cost":
         return _cost(figures)
     return None
-
 
 
 def _model(partition: str, f: dict) -> str:

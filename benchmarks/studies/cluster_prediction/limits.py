@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.harness.page_cells import percent
+from benchmarks.harness.run_record import unmet_goal_lines
 from benchmarks.studies.cluster_prediction.goals import MODELS, experiment_scores, shipped
 
 #: the goal's name -> its experiment
@@ -16,14 +17,8 @@ GOALS = {f"{name}_r2": name for name in MODELS}
 
 def goal_limits(figures: dict[str, Any]) -> dict[str, str]:
     """One line per goal not met, keyed by the goal's name."""
-    out = {}
-    for name, goal in (figures.get("goals") or {}).items():
-        if goal.get("met") is False and name in GOALS:
-            try:
-                out[name] = _experiment(GOALS[name], figures)
-            except KeyError:  # a result saved under an older protocol lacks a figure
-                continue
-    return out
+    return unmet_goal_lines(figures.get("goals"), lambda name, _goal: (
+        _experiment(GOALS[name], figures) if name in GOALS else None))
 
 
 def _experiment(name: str, figures: dict) -> str:
