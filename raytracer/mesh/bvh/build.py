@@ -182,7 +182,7 @@ def _build_top(box, ids, root_i, root_f, leaf_size, task_max, tree, threads):
     n_tasks = 0
     stack = _stack(root_i, root_f)
     sp = 1
-    n_nodes = 1
+    n_nodes = np.int64(1)  # not the literal 1: that would compile _step a second time
     while sp > 0:
         sp -= 1
         item = _pop(stack, sp, item_f)
