@@ -71,6 +71,7 @@ from raytracer.mesh.scene import Scene, load_scene
 from raytracer.mesh.tracer import RenderSettings, Tracer, kernel_source
 
 SCENES = ("dragon", "sibenik")
+QUICK_SCENES = SCENES[:1]  # --quick: dragon only, the scene the memory and build figures use
 AO_RAYS = 8
 AO_RADIUS = 0.1  # fraction of the scene diagonal
 RAY_KINDS = ("primary", "shadow", "ao")
@@ -368,7 +369,7 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     """The goals block, computed from the figures: per runtime and scene, each ray kind."""
     out: dict[str, Any] = {}
     for runtime, per_runtime in figures["runtimes"].items():
-        for name in SCENES:
+        for name in (n for n in SCENES if n in per_runtime):
             per_core = per_runtime[name].get("one_thread")
             if per_core is None:
                 continue
@@ -404,7 +405,8 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line of ``autotune bench throughput``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="640x360 instead of 1280x720")
+    parser.add_argument("--quick", action="store_true",
+                        help="dragon alone, at 640x360 instead of 1280x720")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
     parser.add_argument("--device", default=None,
                         help="one OpenCL device (gpu, cpu, P:D, intel-cpu, pocl, name); "
@@ -412,15 +414,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best of)")
     parser.add_argument("--save", action="store_true",
                         help="also write results/<machine>/throughput_<runtimes>.json")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.quick and args.save:  # a quick run lacks sibenik: it must not replace a full one
+        parser.error("--save keeps full runs only: run it without --quick")
+    return args
 
 
-def runtime_figures(info: Any, configs: list[tuple[str, int | None]], width: int, height: int,
-                    repeats: int, bar: tqdm) -> dict[str, Any]:
-    """Every scene on one runtime's device (``info``), one worker process per configuration
-    (label, compute units), and the dragon worker's memory."""
+def runtime_figures(info: Any, configs: list[tuple[str, int | None]], scenes: tuple[str, ...],
+                    width: int, height: int, repeats: int, bar: tqdm) -> dict[str, Any]:
+    """Each of ``scenes`` on one runtime's device (``info``), one worker process per
+    configuration (label, compute units), and the dragon worker's memory."""
     per_runtime: dict[str, Any] = {"device": info.describe()}
-    for name in SCENES:
+    for name in scenes:
         scene_fig: dict[str, Any] = {}
         for label, threads in configs:
             bar.set_postfix_str(f"{info.runtime} {name}: {label}")
@@ -484,11 +489,12 @@ def main(argv: list[str] | None = None) -> int:
     configs = {info.runtime: ([("one_thread", 1), ("all_cores", None)] if info.kind == "CPU"
                               else [("device", None)]) for info in devices}
     figures: dict[str, Any] = {"runtimes": {}}
-    steps = len(SCENES) * sum(len(c) for c in configs.values()) + 2
+    scenes = QUICK_SCENES if args.quick else SCENES
+    steps = len(scenes) * sum(len(c) for c in configs.values()) + 2
     with measured_run() as run, tqdm(total=steps, file=sys.stderr, desc="throughput") as bar:
         for info in devices:
             figures["runtimes"][info.runtime] = runtime_figures(
-                info, configs[info.runtime], width, height, repeats, bar)
+                info, configs[info.runtime], scenes, width, height, repeats, bar)
         bar.set_postfix_str("BVH build")
         figures["build_dragon"] = bench_build(load_scene("dragon").triangles(),
                                               5 if args.quick else 10)
