@@ -39,6 +39,7 @@ def _model(partition: str, f: dict) -> str:
     volumes, a model calibrated on the test volume's own views, and a rank's render repeated."""
     errors = f["model_error"]
     test = ", ".join(f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
+                     f"{_learning(parts[partition])}"
                      for volume, parts in errors["test"].items() if partition in parts)
     line = f"carried over: {test}"
     validation = (((f.get("diagnostics") or {}).get("hemocell_study_side_by_side_validation")
@@ -57,6 +58,16 @@ def _model(partition: str, f: dict) -> str:
                  f"{percent(repeat['spread_mean'])} mean / {percent(repeat['spread_p95'])} p95 "
                  "on this host, a scatter no per-rank model can go under")
     return line
+
+
+def _learning(figures: dict) -> str:
+    """`` (its first N frames A, the M after B)``: the error while each rank's correction
+    learns a new volume, and after; empty for a run from before it was measured."""
+    split = figures.get("rank_render_error_while_learning")
+    if not split or split.get("after") is None:
+        return ""
+    return (f" (its first {split['frames']} frames {percent(split['first'])}, the "
+            f"{figures['frames'] - split['frames']} after {percent(split['after'])})")
 
 
 def _governed(f: dict) -> str:

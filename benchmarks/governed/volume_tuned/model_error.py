@@ -26,6 +26,11 @@ from raytracer.volume.distributed import DistributedRenderer, load_everywhere, s
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.volume_data import Volume
 
+#: Frames after which :func:`while_learning` splits a path: the ranks' correction counts as
+#: many frames of prior (models.rank_correction.PRIOR_FRAMES), so by then the volume's frames
+#: hold half its weight or more
+LEARNING_SPLIT = 4
+
 
 def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
                    ) -> dict[str, Any] | None:
@@ -36,7 +41,9 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     each frame's busiest rank alone, the one that sets the frame (``busiest_rank_render_error``:
     a rank left a sliver of the samples is a small time, far off in relative terms). With
     ``repeat`` every frame is rendered once more after the pass, outside the tuner
-    (``rank_render_repeat``: how far the measurement alone strays, per rank)."""
+    (``rank_render_repeat``: how far the measurement alone strays, per rank). The per-rank
+    error of the first frames and of those after is beside it
+    (``rank_render_error_while_learning``, :func:`while_learning`)."""
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
     counted = None  # rank 0: the frame model with its render models fitted on the counts
@@ -45,6 +52,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
                                       render=counted_render_models(tuned.pricing_samples))
         counted_correction = RankCorrection(counted.ranks)
     rank_err, counted_err, frame_err, share, busiest_err = [], [], [], [], []
+    by_frame = []  # each frame's mean per-rank error, in path order
     chosen, first = [], []  # rank 0: each frame's settings and per-rank render seconds
     for cam in cameras:
         settings = None
@@ -61,6 +69,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         first.append(measured)
         errs = np.abs(per_rank - measured) / measured
         rank_err.extend(errs)
+        by_frame.append(float(np.mean(errs)))
         counts = np.array([[r.samples * r.group_ratio, r.skipped, r.rays] for r in rec.ranks])
         pixels = rec.render_width * rec.render_height
         probed = tuned.model.workload
@@ -86,6 +95,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
             "rank_render_error": {"mean": float(np.mean(rank_err)),
                                   "p95": float(np.percentile(rank_err, 95)),
                                   "max": float(np.max(rank_err))},
+            "rank_render_error_while_learning": while_learning(by_frame),
             "busiest_rank_render_error": {"mean": float(np.mean(busiest_err)),
                                           "p95": float(np.percentile(busiest_err, 95))},
             "rank_render_error_counted": {"mean": float(np.mean(counted_err)),
@@ -93,6 +103,15 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
             "frame_error": {"mean": float(np.mean(frame_err)),
                             "p95": float(np.percentile(frame_err, 95))},
             "busiest_rank_sample_share": float(np.mean(share))}
+
+
+def while_learning(by_frame: list[float]) -> dict[str, Any]:
+    """The per-rank error of the path's first :data:`LEARNING_SPLIT` frames, while each rank's
+    correction is learning the volume, and of the frames after them: how much of a carried-over
+    model's error a new volume's first frames carry."""
+    first, rest = by_frame[:LEARNING_SPLIT], by_frame[LEARNING_SPLIT:]
+    return {"frames": LEARNING_SPLIT, "first": float(np.mean(first)),
+            "after": float(np.mean(rest)) if rest else None}
 
 
 def render_again(tuned: Any, cameras: list, chosen: list, first: list) -> dict | None:
