@@ -124,7 +124,7 @@ def test_committed_results_of_the_current_protocol_get_a_line_per_goal_not_met(p
 
 
 def test_the_volume_model_line_sets_the_carried_over_model_beside_the_repeat_scatter():
-    figures = json.loads(next((ROOT / "results").glob("*/volume_tuned_512_*.json")).read_text())
+    figures = json.loads(min((ROOT / "results").glob("*/volume_tuned_512_*.json")).read_text())
     figures["goals"]["model_error_balanced"]["met"] = False
     line = volume_limits(figures)["model_error_balanced"]
     repeat = figures["model_error"]["validation"]["imbalanced_orbit"]["rank_render_repeat"]
@@ -133,14 +133,16 @@ def test_the_volume_model_line_sets_the_carried_over_model_beside_the_repeat_sca
 
 
 def test_the_volume_model_line_splits_a_test_volumes_first_frames_from_the_rest():
-    figures = json.loads(next((ROOT / "results").glob("*/volume_tuned_512_*.json")).read_text())
+    figures = json.loads(min((ROOT / "results").glob("*/volume_tuned_512_*.json")).read_text())
     figures["goals"]["model_error_balanced"]["met"] = False
     tooth = figures["model_error"]["test"]["tooth"]["balanced"]
     tooth["rank_render_error_while_learning"] = while_learning(
         [0.3, 0.2, 0.1, 0.1] + [0.05] * (tooth["frames"] - 4))
+    figures["model_error"]["test"]["headsq"]["balanced"].pop(
+        "rank_render_error_while_learning", None)  # as in a run from before the split
     line = volume_limits(figures)["model_error_balanced"]
     assert f"(its first 4 frames 17.5 %, the {tooth['frames'] - 4} after 5.0 %)" in line
-    assert line.count("its first") == 1  # headsq's run had no split: nothing made up for it
+    assert line.count("its first") == 1  # nothing made up for headsq
 
 
 def test_the_volume_baselines_line_tells_a_loss_on_ssim_alone():
