@@ -19,7 +19,7 @@ from governed.volume.model_fit import (
 from governed.volume.tuned_volume import TunedVolumeRenderer
 from governed.volume.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
 from governed.volume.workload_probe import nearest_threshold
-from models.rank_correction import RankCorrection
+from models.rank_correction import PRIOR_FRAMES, RankCorrection
 from models.volume_cost import shared_finish
 from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
@@ -27,9 +27,8 @@ from raytracer.volume.partition import kd_partition
 from raytracer.volume.volume_data import Volume
 
 #: Frames after which :func:`while_learning` splits a path: the ranks' correction counts as
-#: many frames of prior (models.rank_correction.PRIOR_FRAMES), so by then the volume's frames
-#: hold half its weight or more
-LEARNING_SPLIT = 4
+#: many frames of prior, so by then the volume's own frames hold half its weight
+LEARNING_SPLIT = int(PRIOR_FRAMES)
 
 
 def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
