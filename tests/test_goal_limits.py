@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.governed.tracer_tuned.goals import dominance_goal
+from benchmarks.governed.tracer_tuned.goals import dominance_goal, over_budget_goal
 from benchmarks.governed.tracer_tuned.limits import goal_limits as tracer_limits
 from benchmarks.governed.volume_tuned.limits import goal_limits as volume_limits
 from benchmarks.governed.volume_tuned.model_error import while_learning
@@ -77,6 +77,16 @@ def test_the_dominance_line_names_only_the_baseline_that_beat_the_product():
     assert line.startswith("beaten by fixed, mean SSIM 0.95020")
     assert "pi" not in line  # better-looking, but with more frames over budget
     assert "fourth decimal" in line
+
+
+def test_the_over_budget_line_names_the_baselines_the_goal_failed_against():
+    figures = _tracer(0.045)
+    figures["goals"].update(over_budget_goal(figures["paper"]))
+    goal = figures["goals"]["frames_over_budget_vs_baselines_as_good"]
+    assert goal["met"] is False
+    line = tracer_limits(figures)["frames_over_budget_vs_baselines_as_good"]
+    assert line == ("the product 4 frames over budget, more than half of fixed 2 at an equal or "
+                    "higher mean SSIM")  # pi, with 30, is not one
 
 
 def test_the_pricing_line_tells_a_probe_every_frame_helping_from_not():

@@ -118,13 +118,20 @@ def over_budget_goal(results: list[dict]) -> dict:
     if ff is None:
         return {}
     rivals = {c: t for c in BASELINES if (t := totals(c)) is not None and t[0] >= ff[0]}
-    met = all(ff[1] <= GOALS["over_budget_ratio"] * t[1] for t in rivals.values())
+    value = {PRODUCT: {"mean_ssim": ff[0], "frames_over_budget": ff[1]},
+             **{c: {"mean_ssim": s, "frames_over_budget": o} for c, (s, o) in rivals.items()}}
     return {"frames_over_budget_vs_baselines_as_good": {
-        "value": {PRODUCT: {"mean_ssim": ff[0], "frames_over_budget": ff[1]},
-                  **{c: {"mean_ssim": s, "frames_over_budget": o}
-                     for c, (s, o) in rivals.items()}},
+        "value": value,
         "goal": "<= 0.5 x the frames over budget of every baseline with a mean SSIM as high",
-        "met": met, "what": "summed over every scene and path"}}
+        "met": not over_budget_failures(value), "what": "summed over every scene and path"}}
+
+
+def over_budget_failures(value: dict[str, dict]) -> list[str]:
+    """The baselines in the over-budget goal's ``value`` (the product and each baseline as
+    good-looking) whose frames over budget the product's exceed ``over_budget_ratio`` times."""
+    product = value[PRODUCT]["frames_over_budget"]
+    return [c for c, v in value.items()
+            if c != PRODUCT and product > GOALS["over_budget_ratio"] * v["frames_over_budget"]]
 
 
 def recovery_goal(value: int | None, goal: str, what: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.governed.tracer_tuned.goals import LOAD_FEEDBACK, PRODUCT
+from benchmarks.governed.tracer_tuned.goals import LOAD_FEEDBACK, PRODUCT, over_budget_failures
 from benchmarks.governed.tracer_tuned.oracle import ORACLE_EVERY
 from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import unmet_goal_lines
@@ -57,7 +57,6 @@ def _limit(name: str, goal: dict, figures: dict, by_scene: dict[str, dict]) -> s
     if kind == "first_frame_after_turn":
         return _first_frame(r, path, "error_first_frame_after_turn", "the view after the turn")
     return None
-
 
 
 def _variants(r: dict, path: str, key: str, form: Callable[[float], str] = percent) -> str:
@@ -141,12 +140,10 @@ def _tuner_share(r: dict) -> str:
 
 
 def _over_budget(goal: dict) -> str:
-    value = goal.get("value") or {}
-    ff = value.get(PRODUCT, {})
-    worse = [f"{c} {v['frames_over_budget']}" for c, v in value.items()
-             if c != PRODUCT and ff.get("frames_over_budget", 0) > 0.5 * v["frames_over_budget"]]
-    return (f"the product {ff.get('frames_over_budget')} frames over budget, more than half "
-            f"of {', '.join(worse)} at an equal or higher mean SSIM")
+    value = goal["value"]
+    worse = [f"{c} {value[c]['frames_over_budget']}" for c in over_budget_failures(value)]
+    return (f"the product {value[PRODUCT]['frames_over_budget']} frames over budget, more "
+            f"than half of {', '.join(worse)} at an equal or higher mean SSIM")
 
 
 def _cost_step(step: dict) -> str:
