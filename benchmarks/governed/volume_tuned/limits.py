@@ -38,19 +38,14 @@ def _model(partition: str, f: dict) -> str:
     """The carried-over model per test volume, beside the same partition on the validation
     volumes, a model calibrated on the test volume's own views, and a rank's render repeated."""
     errors = f["model_error"]
-    test = ", ".join(f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
-                     f"{_learning(parts[partition])}"
-                     for volume, parts in errors["test"].items() if partition in parts)
-    line = f"carried over: {test}"
+    line = f"carried over: {_per_volume(errors['test'], partition, with_split=True)}"
     validation = (((f.get("diagnostics") or {}).get("hemocell_study_side_by_side_validation")
                    or {}).get("value") or {}).get(partition)
     if validation:
         line += f"; the same partition on the validation volumes {percent(validation['mean'])}"
-    own = [f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
-           for volume, parts in ((errors.get("self_calibrated") or {}).get("test") or {}).items()
-           if partition in parts]
+    own = _per_volume((errors.get("self_calibrated") or {}).get("test") or {}, partition)
     if own:
-        line += f"; calibrated on each test volume's own views: {', '.join(own)}"
+        line += f"; calibrated on each test volume's own views: {own}"
     repeat = ((errors.get("validation") or {}).get("imbalanced_orbit") or {}).get(
         "rank_render_repeat")
     if repeat:
@@ -58,6 +53,14 @@ def _model(partition: str, f: dict) -> str:
                  f"{percent(repeat['spread_mean'])} mean / {percent(repeat['spread_p95'])} p95 "
                  "on this host, a scatter no per-rank model can go under")
     return line
+
+
+def _per_volume(volumes: dict[str, dict], partition: str, with_split: bool = False) -> str:
+    """"volume X %" for each volume evaluated on ``partition``, joined by commas; with
+    ``with_split``, each followed by its first frames' and later frames' errors."""
+    return ", ".join(f"{volume} {percent(parts[partition]['rank_render_error']['mean'])}"
+                     + (_learning(parts[partition]) if with_split else "")
+                     for volume, parts in volumes.items() if partition in parts)
 
 
 def _learning(figures: dict) -> str:
