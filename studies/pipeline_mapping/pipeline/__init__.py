@@ -19,6 +19,12 @@ from studies.pipeline_mapping.model import Mapping
 from studies.pipeline_mapping.pipeline.spec import run_spec
 from studies.pipeline_mapping.pipeline.work import ONE_THREAD_ENV, Work
 
+#: Seconds a run may take beyond its own to start and set up: busy work has nothing to set up;
+#: real work may compile numba's BVH builder and the OpenCL kernels from empty caches (on a
+#: fresh install, or after a change to them: about 100 s on a slow 2-core machine)
+SETUP_S = 60.0
+REAL_WORK_SETUP_S = 600.0
+
 
 class PipelineRunError(RuntimeError):
     """The MPI job failed; the message carries its last output lines."""
@@ -32,13 +38,15 @@ def run_pipeline(mapping: Mapping, seconds: float, cores: list[int] | None = Non
     per-window iteration times, and per input edge the messages received, consumed and left
     over. ``share`` lets nodes share cores (see
     :func:`studies.pipeline_mapping.pipeline.spec.node_cores`); the modules named in ``work`` do
-    that real work, each on one thread."""
+    that real work, each on one thread. ``timeout`` defaults to ``seconds`` plus the set-up
+    allowance (:data:`SETUP_S`, or :data:`REAL_WORK_SETUP_S` with real work)."""
     spec = run_spec(mapping, seconds, cores, share, work)
     with tempfile.TemporaryDirectory(prefix="autotune-pipeline-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(spec))
         done = launch(["studies.pipeline_mapping.pipeline.worker", str(spec_path), str(out_path)],
-                      len(spec["instances"]), timeout=timeout or seconds + 60,
+                      len(spec["instances"]),
+                      timeout=timeout or seconds + (REAL_WORK_SETUP_S if work else SETUP_S),
                       env=ONE_THREAD_ENV)
         if done.returncode or not out_path.exists():
             tail = "\n".join(f"{done.stdout}\n{done.stderr}".strip().splitlines()[-5:])

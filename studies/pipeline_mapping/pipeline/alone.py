@@ -17,10 +17,6 @@ from studies.pipeline_mapping.pipeline import run_pipeline
 from studies.pipeline_mapping.pipeline.work import Work
 
 AloneFigures = tuple[float, float]  # T_exec ms, LD
-#: Seconds a module alone may take to set up before its timed run: it is the first run of its
-#: kind, which on a fresh install compiles numba's BVH builder and the OpenCL kernels from
-#: empty caches (about 100 s on a slow 2-core machine; the runs after it load them)
-COLD_SETUP_S = 600.0
 
 
 def alone_mapping(name: str) -> Mapping:
@@ -39,10 +35,8 @@ def alone_figures(measured: dict[str, Any]) -> AloneFigures:
 
 
 def measure_alone(work: Work, seconds: float) -> AloneFigures:
-    """Run ``work`` alone on this machine's first core for ``seconds``; its (T_exec, LD). The
-    first run of its kind: its set-up may compile from empty caches (:data:`COLD_SETUP_S`)."""
-    got = run_pipeline(alone_mapping(work.kind), seconds, work={work.kind: work},
-                       timeout=seconds + COLD_SETUP_S)
+    """Run ``work`` alone on this machine's first core for ``seconds``; its (T_exec, LD)."""
+    got = run_pipeline(alone_mapping(work.kind), seconds, work={work.kind: work})
     return alone_figures(got[work.kind])
 
 
