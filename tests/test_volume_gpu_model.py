@@ -115,8 +115,8 @@ OLD_ROWS = [[0.0024537784342792686, 0.0010820249443532085, 0.0023079708704154918
 # samples, and the upscale's seconds per pixel. The fit's five coefficients are not compared:
 # these frames' compositing work takes two values only (a rank-2 design), so the coefficients
 # are not determined and the solver lands on other ones on another CPU (40 % apart on a Zen
-# 3); the fitted seconds are determined, to the solver's tolerance
-OLD_COMPOSITING = (0.0014532959283550353, 0.0012487987863385396)
+# 3); the fitted seconds are determined, the robust fit being run to convergence
+OLD_COMPOSITING = (0.0014532520520631534, 0.001248819871593153)
 OLD_FINISH = 3e-09
 # sections_of(...)["render"] of WORK under each sharing
 WORK = np.array([[1e-3, 5e-3, 2e-3], [4e-3, 1e-3, 2e-3]])
