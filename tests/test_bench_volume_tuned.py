@@ -183,3 +183,21 @@ def test_the_study_side_by_side_gives_the_busiest_ranks_error_beside_every_ranks
     old = study_side_by_side({"a": {"balanced": _scenario(0.2, None)}})["balanced"]
     assert old["busiest_rank_mean"] is None
     assert "| 20.0 % / 40.0 % | — |" in study_table({"balanced": old})[4]
+
+
+def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():
+    from benchmarks.governed.volume_tuned.command import protocol_ranks, result_name
+    from governed.volume.volume_sets import CALIBRATION_VOLUMES
+
+    def name(**changed):
+        args = {"size": 256, "ranks": protocol_ranks(), "quick": False,
+                "calibrate_on": ",".join(CALIBRATION_VOLUMES), **changed}
+        return result_name(SimpleNamespace(**args), "intel-cpu")
+
+    assert name() == "volume_tuned_256_intel-cpu.json"
+    assert name(ranks=protocol_ranks() + 2) == \
+        f"volume_tuned_256_{protocol_ranks() + 2}ranks_intel-cpu.json"
+    assert name(size=128, quick=True) == "volume_tuned_128_quick_intel-cpu.json"
+    assert name(calibrate_on="bonsai,field:96") == \
+        "volume_tuned_256_on-bonsai+field-96_intel-cpu.json"
+    assert len({name(), name(ranks=1), name(quick=True), name(calibrate_on="bonsai")}) == 4

@@ -23,6 +23,11 @@ from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
 
 
+def protocol_ranks() -> int:
+    """The protocol's rank count: one per core, at least two."""
+    return max(2, os.cpu_count() or 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table or JSON (``--json``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -30,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="24-frame orbit, fewer frames, 128² unless --size is given")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
-    parser.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
+    parser.add_argument("--ranks", type=int, default=protocol_ranks(),
                         help="MPI ranks (default: one per core)")
     parser.add_argument("--size", type=int, default=None,
                         help="image width and height (default 256, quick 128)")
@@ -39,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the governed one)")
     opt.add_plots(parser)
     parser.add_argument("--save", action="store_true",
-                        help="also write results/<machine>/volume_tuned_<size>_<runtime>.json")
+                        help="also write results/<machine>/volume_tuned_<size>_<runtime>.json "
+                             "(with _<K>ranks, _quick or _on-<volumes> before <runtime> where "
+                             "the run differs from the protocol)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.size is None:
@@ -83,8 +90,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         emit(brief(figures), False, "Governed distributed volume renderer")
     if args.save:
-        save_result(f"volume_tuned_{args.size}_{figures['runtime']}.json", figures)
+        save_result(result_name(args, figures["runtime"]), figures)
     return 0
+
+
+def result_name(args: argparse.Namespace, runtime: str) -> str:
+    """The saved file's name: size and runtime, and whatever the run changed from the
+    protocol (one rank per core, the full run, the shipped calibration volumes), so that a
+    variant never replaces the protocol's result of the same size."""
+    parts = [f"volume_tuned_{args.size}"]
+    if args.ranks != protocol_ranks():
+        parts.append(f"{args.ranks}ranks")
+    if args.quick:
+        parts.append("quick")
+    if args.calibrate_on != ",".join(CALIBRATION_VOLUMES):
+        parts.append("on-" + args.calibrate_on.replace(",", "+").replace(":", "-"))
+    return "_".join([*parts, runtime]) + ".json"
 
 
 def brief(figures: dict[str, Any]) -> dict[str, Any]:
