@@ -4,6 +4,7 @@ timed frames."""
 
 from __future__ import annotations
 
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -201,3 +202,17 @@ def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():
     assert name(calibrate_on="bonsai,field:96") == \
         "volume_tuned_256_on-bonsai+field-96_intel-cpu.json"
     assert len({name(), name(ranks=1), name(quick=True), name(calibrate_on="bonsai")}) == 4
+
+
+def test_a_run_off_the_protocol_says_how_its_goals_decide_nothing():
+    from benchmarks.governed.volume_tuned.command import off_protocol, protocol_ranks
+    from governed.volume.volume_sets import CALIBRATION_VOLUMES
+
+    shipped = ",".join(CALIBRATION_VOLUMES)
+    args = SimpleNamespace(size=256, ranks=protocol_ranks(), quick=False, calibrate_on=shipped)
+    assert off_protocol(args) == {}
+    args = SimpleNamespace(size=256, ranks=protocol_ranks() + 2, quick=True,
+                           calibrate_on="bonsai")
+    assert list(off_protocol(args).values()) == [
+        f"{protocol_ranks() + 2} ranks on {os.cpu_count()} cores", "a --quick run",
+        f"calibrated on bonsai, not {shipped}"]

@@ -38,3 +38,18 @@ def test_a_changed_source_file_marks_the_commit_dirty(checkout):
     clean = run_record.checkout_commit()
     (checkout / "code.py").write_text("1\n")
     assert run_record.checkout_commit() == clean + "-dirty"
+
+
+def test_a_goal_decides_only_in_a_quiet_run_of_its_protocol():
+    def marked(quiet: bool, off: str | None) -> dict:
+        goals = {"g": {"value": 0.1, "met": True}}
+        return run_record.mark_goals(goals, {"quiet": quiet, "others_share": 0.3}, off)["g"]
+
+    assert marked(True, None)["decides"] is True and "why_not" not in marked(True, None)
+    assert marked(True, "4 ranks on 2 cores") == {
+        "value": 0.1, "met": True, "decides": False,
+        "why_not": "not the goals' protocol: 4 ranks on 2 cores"}
+    both = marked(False, "a --quick run")
+    assert both["decides"] is False
+    assert both["why_not"].startswith("other processes used 30% of the CPUs")
+    assert both["why_not"].endswith("; not the goals' protocol: a --quick run")

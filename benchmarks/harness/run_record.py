@@ -129,11 +129,12 @@ def measured_run() -> Iterator[RunRecord]:
     yield RunRecord()
 
 
-def stamp(figures: dict, run: RunRecord) -> dict:
-    """``figures`` with the ``"run"`` block of ``run`` and its goals marked (:func:`mark_goals`)."""
+def stamp(figures: dict, run: RunRecord, off_protocol: str | None = None) -> dict:
+    """``figures`` with the ``"run"`` block of ``run`` and its goals marked (:func:`mark_goals`;
+    ``off_protocol`` says how the run differs from the one its goals are set for)."""
     figures["run"] = run.figures()
     if isinstance(figures.get("goals"), dict):
-        mark_goals(figures["goals"], figures["run"])
+        mark_goals(figures["goals"], figures["run"], off_protocol)
     return figures
 
 
@@ -160,13 +161,19 @@ def error_goal(value: float, absolute: float, oracle: float | None, what: str) -
                    f"which is above {absolute:.0%}")
 
 
-def mark_goals(goals: dict, run: dict) -> dict:
-    """Each goal with ``"decides"``: False (and why) when the run was not quiet."""
+def mark_goals(goals: dict, run: dict, off_protocol: str | None = None) -> dict:
+    """Each goal with ``"decides"``: False (and why) when the run was not quiet, or was not the
+    run its goals are set for (``off_protocol``: how it differs, e.g. more ranks than cores)."""
+    why = []
+    if not run["quiet"]:
+        why.append(f"other processes used {run['others_share']:.0%} of the CPUs during the "
+                   f"run (limit {QUIET_LIMIT:.0%})")
+    if off_protocol:
+        why.append(f"not the goals' protocol: {off_protocol}")
     for goal in goals.values():
-        goal["decides"] = bool(run["quiet"])
-        if not run["quiet"]:
-            goal["why_not"] = (f"other processes used {run['others_share']:.0%} of the CPUs "
-                               f"during the run (limit {QUIET_LIMIT:.0%})")
+        goal["decides"] = not why
+        if why:
+            goal["why_not"] = "; ".join(why)
     return goals
 
 

@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["goals"] = goals(figures)
     figures["diagnostics"] = diagnostics(figures)
     mark_limits(figures["goals"], goal_limits(figures))
-    stamp(figures, run)
+    stamp(figures, run, "; ".join(off_protocol(args).values()) or None)
     if args.plots:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
@@ -94,18 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def off_protocol(args: argparse.Namespace) -> dict[str, str]:
+    """What the run changed from the protocol its goals are set for (one rank per core, the
+    full run, the shipped calibration volumes): the saved name's part for each, and why."""
+    shipped = ",".join(CALIBRATION_VOLUMES)
+    out = {}
+    if args.ranks != protocol_ranks():
+        out[f"{args.ranks}ranks"] = f"{args.ranks} ranks on {os.cpu_count()} cores"
+    if args.quick:
+        out["quick"] = "a --quick run"
+    if args.calibrate_on != shipped:
+        name = "on-" + args.calibrate_on.replace(",", "+").replace(":", "-")
+        out[name] = f"calibrated on {args.calibrate_on}, not {shipped}"
+    return out
+
+
 def result_name(args: argparse.Namespace, runtime: str) -> str:
     """The saved file's name: size and runtime, and whatever the run changed from the
-    protocol (one rank per core, the full run, the shipped calibration volumes), so that a
-    variant never replaces the protocol's result of the same size."""
-    parts = [f"volume_tuned_{args.size}"]
-    if args.ranks != protocol_ranks():
-        parts.append(f"{args.ranks}ranks")
-    if args.quick:
-        parts.append("quick")
-    if args.calibrate_on != ",".join(CALIBRATION_VOLUMES):
-        parts.append("on-" + args.calibrate_on.replace(",", "+").replace(":", "-"))
-    return "_".join([*parts, runtime]) + ".json"
+    protocol, so that a variant never replaces the protocol's result of the same size."""
+    return "_".join([f"volume_tuned_{args.size}", *off_protocol(args), runtime]) + ".json"
 
 
 def brief(figures: dict[str, Any]) -> dict[str, Any]:
