@@ -206,6 +206,7 @@ def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():
 
 def test_a_run_off_the_protocol_says_how_its_goals_decide_nothing():
     from benchmarks.governed.volume_tuned.command import off_protocol, protocol_ranks
+    from benchmarks.harness.run_record import quick_run
     from governed.volume.volume_sets import CALIBRATION_VOLUMES
 
     shipped = ",".join(CALIBRATION_VOLUMES)
@@ -214,5 +215,5 @@ def test_a_run_off_the_protocol_says_how_its_goals_decide_nothing():
     args = SimpleNamespace(size=256, ranks=protocol_ranks() + 2, quick=True,
                            calibrate_on="bonsai")
     assert list(off_protocol(args).values()) == [
-        f"{protocol_ranks() + 2} ranks on {os.cpu_count()} cores", "a --quick run",
+        f"{protocol_ranks() + 2} ranks on {os.cpu_count()} cores", quick_run(True),
         f"calibrated on bonsai, not {shipped}"]

@@ -67,6 +67,7 @@ from benchmarks.harness.run_record import (
     checkout_commit,
     cpu_model,
     mark_goals,
+    quick_run,
 )
 from common.atomic_files import check_output_dir, save_png, write_json, write_text
 from governed.mesh.calibration_fit import calibrate, fit_report
@@ -430,7 +431,7 @@ def run_check(args: argparse.Namespace) -> dict:
     check.results["goals"] = goals(check.results, info.kind == "GPU")
     check.save()
     if info.kind == "GPU":  # a run whose CPUs other processes shared decides no goal
-        mark_goals(check.results["goals"], check.results["run"])
+        mark_goals(check.results["goals"], check.results["run"], quick_run(args.quick))
         check.save()
     return check.results
 

@@ -161,6 +161,11 @@ def error_goal(value: float, absolute: float, oracle: float | None, what: str) -
                    f"which is above {absolute:.0%}")
 
 
+def quick_run(quick: bool) -> str | None:
+    """How a ``--quick`` run differs from the run its benchmark's goals are set for."""
+    return "a --quick run, not the full one" if quick else None
+
+
 def mark_goals(goals: dict, run: dict, off_protocol: str | None = None) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet, or was not the
     run its goals are set for (``off_protocol``: how it differs, e.g. more ranks than cores)."""

@@ -50,7 +50,7 @@ from tqdm import tqdm
 from autotune_app import options as opt
 from autotune_app.report import emit, pyplot
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp
 from benchmarks.renderers.compositing_forms import communication_ratio_forms
 from common.atomic_files import check_output_dir, output_dir, save_figure
 from raytracer.mpi.faults import install_excepthook
@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["algorithms_1024"] = algos
     figures["communication_ratio_forms"] = communication_ratio_forms(algos)
     figures["goals"] = goals(figures)
-    stamp(figures, run)
+    stamp(figures, run, quick_run(args.quick))
     figures["notes"] = {
         "oversubscribed": f"{os.cpu_count()} cores: runs above {os.cpu_count()} ranks share "
         "cores (MPICH told to yield while waiting)",

@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune_app.report import emit
 from benchmarks.harness.results import CHECKOUT, save_result
-from benchmarks.harness.run_record import RunRecord, at_most, stamp
+from benchmarks.harness.run_record import RunRecord, at_most, quick_run, stamp
 from common.cache_folder import cache_dir
 
 COMMAND = ("render", "--scene", "bunny", "--json")
@@ -117,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                       "second_with_its_caches": timed_run(env)}
     result = {"what": __doc__.split("\n\n")[0], "command": f"autotune {' '.join(COMMAND)}",
               **result, "goals": goals(first, judged=not args.quick)}
-    emit(stamp(result, run), args.json, title="The first render after installing")
+    emit(stamp(result, run, quick_run(args.quick)), args.json,
+         title="The first render after installing")
     if args.save:
         save_result("first_render_quick.json" if args.quick else "first_render.json", result)
     return 0

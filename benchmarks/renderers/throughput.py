@@ -60,7 +60,7 @@ from tqdm import tqdm
 from autotune_app.report import emit, plain
 from benchmarks.harness.checkout_tools import load_tool
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import cpu_model, mark_goals, measured_run
+from benchmarks.harness.run_record import cpu_model, mark_goals, measured_run, quick_run
 from benchmarks.renderers.throughput_rays import ao_rays, hit_frames, primary_rays, shadow_rays
 from raytracer.device.choice import one_device_per_runtime
 from raytracer.device.launches import DEFAULTS
@@ -504,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["pocl_kernel_calls"] = kernel_call_figures()
         bar.update(1)
     figures["run"] = run.figures()
-    figures["goals"] = mark_goals(goals(figures), figures["run"])
+    figures["goals"] = mark_goals(goals(figures), figures["run"], quick_run(args.quick))
     figures["notes"] = notes(cores)
     figures["machine"] = machine(cores, args.quick, repeats)
     title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"

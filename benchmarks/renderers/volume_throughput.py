@@ -47,7 +47,7 @@ from tqdm import tqdm
 from autotune_app import options as opt
 from autotune_app.report import emit, plain, pyplot
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp
 from benchmarks.harness.vtk_volume import volume_property
 from benchmarks.renderers import compositing as comp
 from common.atomic_files import check_output_dir, output_dir, save_figure, save_png
@@ -545,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
                     plot_images(Path(images) / runtime, raycast, runtime, folder)
                 if "scaling" in figures:
                     plot_scaling(figures, folder / "volume_scaling.png")
-    emit(stamp(figures, run), args.json,
+    emit(stamp(figures, run, quick_run(args.quick)), args.json,
          "Volume renderer: ours vs VTK, compositing, strong scaling")
     if args.save:
         runtimes = "+".join(figures.get("raycast", {}))

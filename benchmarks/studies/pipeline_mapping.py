@@ -39,7 +39,7 @@ from typing import Any
 
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp
 from studies.pipeline_mapping.model import (
     Connection,
     Mapping,
@@ -378,8 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": os.getloadavg()[0],
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "python": platform.python_version()}
-    emit(stamp(figures, run), args.json, "Mapping model (Jubertie, Melin) vs real pipeline "
-                                         "runs")
+    emit(stamp(figures, run, quick_run(args.quick)), args.json,
+         "Mapping model (Jubertie, Melin) vs real pipeline runs")
     if args.save:
         save_result("pipeline_mapping_quick.json" if args.quick else "pipeline_mapping.json",
                     figures)

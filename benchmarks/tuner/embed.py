@@ -45,7 +45,7 @@ from autotune import AutotuneWarning, BoolKnob, FloatKnob, KnobSpace, LearnedPre
 from autotune_app.report import emit
 from benchmarks.harness.page_cells import percent
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, at_most, stamp
+from benchmarks.harness.run_record import RunRecord, at_most, quick_run, stamp
 from benchmarks.harness.tracking import frames_to_within
 from benchmarks.harness.vtk_volume import volume_property
 from raytracer import Camera, RenderSettings, Tracer, load_scene
@@ -385,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     result = {"what": __doc__.split("\n\n")[0], "settle_frames": SETTLE,
               "steady_frames": STEADY, "vtk_skipped": skipped, "cases": cases,
               "goals": goals(cases)}
-    emit(stamp(result, run), args.json, title="The learned predictor in loops not written here")
+    emit(stamp(result, run, quick_run(args.quick)), args.json,
+         title="The learned predictor in loops not written here")
     if args.save:
         save_result("embed_quick.json" if args.quick else "embed.json", result)
     return 0

@@ -36,7 +36,7 @@ from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, mark_limits, stamp
+from benchmarks.harness.run_record import RunRecord, mark_limits, quick_run, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
                "probe_policy_default": DEFAULT_PROBE_POLICY, "changing_load": load,
                "goals": goals(results, step, load)}
     mark_limits(figures["goals"], goal_limits(figures))
-    emit(stamp(figures, run), args.json,
+    emit(stamp(figures, run, quick_run(args.quick)), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     if args.save:
         suffix = "_test" if args.set == "test" else ""

@@ -17,7 +17,7 @@ from benchmarks.governed.volume_tuned.limits import goal_limits
 from benchmarks.governed.volume_tuned.report import diagnostics, goals, plot, probe_and_form
 from benchmarks.governed.volume_tuned.run_constants import MARK
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, mark_limits, stamp
+from benchmarks.harness.run_record import RunRecord, mark_limits, quick_run, stamp
 from common.atomic_files import check_output_dir, output_dir
 from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
@@ -102,7 +102,7 @@ def off_protocol(args: argparse.Namespace) -> dict[str, str]:
     if args.ranks != protocol_ranks():
         out[f"{args.ranks}ranks"] = f"{args.ranks} ranks on {os.cpu_count()} cores"
     if args.quick:
-        out["quick"] = "a --quick run"
+        out["quick"] = quick_run(True)
     if args.calibrate_on != shipped:
         name = "on-" + args.calibrate_on.replace(",", "+").replace(":", "-")
         out[name] = f"calibrated on {args.calibrate_on}, not {shipped}"

@@ -22,7 +22,7 @@ from typing import Any
 from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.harness.results import machine_folder, save_result
-from benchmarks.harness.run_record import RunRecord, cpu_model, mark_limits, stamp
+from benchmarks.harness.run_record import RunRecord, cpu_model, mark_limits, quick_run, stamp
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     STALL_CV,
     emulate,
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["diagnostics"] = diagnostics(figures, quick=args.quick)
     mark_limits(figures["goals"], goal_limits(figures))
     figures["data"] = data_note
-    stamp(figures, run)
+    stamp(figures, run, quick_run(args.quick))
     figures["config"] = {**cfg, "cores": cores, "node_run_phase": NODE_PHASE}
     figures["notes"] = notes(cfg, cores, load_before, got)
     figures["machine"] = {"cpu": cpu_model(), "cores": os.cpu_count(),

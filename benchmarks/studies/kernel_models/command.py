@@ -60,7 +60,7 @@ from typing import Any
 from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp
 from benchmarks.studies.kernel_models.launches import FULL, QUICK
 from benchmarks.studies.kernel_models.plots import write_plots
 from benchmarks.studies.kernel_models.predictions import DEVICE_SPLIT_DEVICES, default_split
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.part in ("all", "seed003"):
         figures = kernel_part(args, p)
     tables = own_work_parts(args, figures)
-    stamp(figures, run)
+    stamp(figures, run, quick_run(args.quick))
     if args.save:
         save_result(result_name(args.part, args.quick, figures), figures)
     if args.json:
