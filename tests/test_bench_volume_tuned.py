@@ -187,33 +187,18 @@ def test_the_study_side_by_side_gives_the_busiest_ranks_error_beside_every_ranks
 
 
 def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():
-    from benchmarks.governed.volume_tuned.command import protocol_ranks, result_name
-    from governed.volume.volume_sets import CALIBRATION_VOLUMES
+    from benchmarks.governed.volume_tuned.command import PROTOCOL_OPTIONS, parser, result_name
+    from benchmarks.harness.run_record import changed_options
 
-    def name(**changed):
-        args = {"size": 256, "ranks": protocol_ranks(), "quick": False,
-                "calibrate_on": ",".join(CALIBRATION_VOLUMES), **changed}
-        return result_name(SimpleNamespace(**args), "intel-cpu")
+    def changed(*argv: str) -> dict[str, str]:
+        options = parser()
+        return changed_options(options, options.parse_args(list(argv)), PROTOCOL_OPTIONS)
 
-    assert name() == "volume_tuned_256_intel-cpu.json"
-    assert name(ranks=protocol_ranks() + 2) == \
-        f"volume_tuned_256_{protocol_ranks() + 2}ranks_intel-cpu.json"
-    assert name(size=128, quick=True) == "volume_tuned_128_quick_intel-cpu.json"
-    assert name(calibrate_on="bonsai,field:96") == \
-        "volume_tuned_256_on-bonsai+field-96_intel-cpu.json"
-    assert len({name(), name(ranks=1), name(quick=True), name(calibrate_on="bonsai")}) == 4
-
-
-def test_a_run_off_the_protocol_says_how_its_goals_decide_nothing():
-    from benchmarks.governed.volume_tuned.command import off_protocol, protocol_ranks
-    from benchmarks.harness.run_record import quick_run
-    from governed.volume.volume_sets import CALIBRATION_VOLUMES
-
-    shipped = ",".join(CALIBRATION_VOLUMES)
-    args = SimpleNamespace(size=256, ranks=protocol_ranks(), quick=False, calibrate_on=shipped)
-    assert off_protocol(args) == {}
-    args = SimpleNamespace(size=256, ranks=protocol_ranks() + 2, quick=True,
-                           calibrate_on="bonsai")
-    assert list(off_protocol(args).values()) == [
-        f"{protocol_ranks() + 2} ranks on {os.cpu_count()} cores", quick_run(True),
-        f"calibrated on bonsai, not {shipped}"]
+    assert changed("--size", "512", "--save", "--json") == {}
+    assert result_name({}, 512, "intel-cpu") == "volume_tuned_512_intel-cpu.json"
+    ranks = str((os.cpu_count() or 2) + 2)
+    off = changed("--ranks", ranks, "--quick", "--calibrate-on", "bonsai,field:96")
+    assert off == {f"ranks-{ranks}": f"--ranks {ranks}", "quick": "--quick",
+                   "calibrate_on-bonsai+field-96": "--calibrate-on bonsai,field:96"}
+    assert result_name(off, 128, "intel-cpu") == \
+        f"volume_tuned_128_ranks-{ranks}_quick_calibrate_on-bonsai+field-96_intel-cpu.json"

@@ -53,3 +53,20 @@ def test_a_goal_decides_only_in_a_quiet_run_of_its_protocol():
     assert both["decides"] is False
     assert both["why_not"].startswith("other processes used 30% of the CPUs")
     assert both["why_not"].endswith("; not the goals' protocol: a --quick run")
+
+
+def test_options_set_away_from_their_defaults_name_the_run_and_say_how():
+    import argparse
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--scene", action="append")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--target-ms", type=float)
+    p.add_argument("--json", action="store_true")
+    names = ("scene", "quick", "target_ms")
+    assert run_record.changed_options(p, p.parse_args(["--json"]), names) == {}
+    args = p.parse_args(["--target-ms", "12.5", "--scene", "dragon", "--scene", "my mesh/a.obj",
+                         "--quick"])
+    assert run_record.changed_options(p, args, names) == {
+        "scene-dragon+my-mesh-a.obj": "--scene dragon,my mesh/a.obj", "quick": "--quick",
+        "target_ms-12.5": "--target-ms 12.5"}

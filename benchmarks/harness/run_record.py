@@ -13,12 +13,14 @@ but not a speed or a steadiness, and shows a host that changed during the run.
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
+import re
 import resource
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -163,7 +165,27 @@ def error_goal(value: float, absolute: float, oracle: float | None, what: str) -
 
 def quick_run(quick: bool) -> str | None:
     """How a ``--quick`` run differs from the run its benchmark's goals are set for."""
-    return "a --quick run, not the full one" if quick else None
+    return "--quick" if quick else None
+
+
+def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                    names: Sequence[str]) -> dict[str, str]:
+    """The options of ``names`` that ``args`` holds away from ``parser``'s defaults, in order:
+    ``{part of the saved file's name: the option as given}``. A run with any is not its goals'
+    protocol: it saves under a name of its own (``_``-joined parts) and decides no goal."""
+    out = {}
+    for name in names:
+        value = getattr(args, name)
+        if value == parser.get_default(name):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if value is True:
+            out[name] = flag
+            continue
+        text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+        out[f"{name}-" + re.sub(r"[^A-Za-z0-9.+-]", "-", text.replace(",", "+"))] = \
+            f"{flag} {text}"
+    return out
 
 
 def mark_goals(goals: dict, run: dict, off_protocol: str | None = None) -> dict:

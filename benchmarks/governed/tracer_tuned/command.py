@@ -36,7 +36,7 @@ from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, mark_limits, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, changed_options, mark_limits, stamp
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -303,6 +303,12 @@ def load_runs(scene_name: str, tracer: Tracer, cameras: list[Camera], width: int
     return runs
 
 
+#: the options a protocol run leaves at their defaults (the set's scenes, every controller, the
+#: full run's path and size, every part); --set chooses between the two protocols
+PROTOCOL_OPTIONS = ("scene", "controller", "quick", "frames", "width", "height", "target_ms",
+                    "no_step", "no_load", "no_oracle", "probe_pixels")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the experiment on the set's scenes; print a table or JSON (``--json``)."""
     parser = argparse.ArgumentParser(prog="autotune bench tracer-tuned", description=__doc__,
@@ -331,8 +337,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-frame", action="store_true", help="include per-frame logs")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--save", action="store_true", help="also write results/<machine>/"
-                        "tracer_tuned[_test]_<runtime>.json")
+                        "tracer_tuned[_test]_<runtime>.json (with the options set away from "
+                        "their defaults before <runtime>: such a run decides no goal)")
     args = parser.parse_args(argv)
+    changed = changed_options(parser, args, PROTOCOL_OPTIONS)
     scenes = args.scene or list(evaluation_scenes(args.set, args.quick))
     refused = refusal(scenes, args.set)
     if refused:
@@ -373,10 +381,10 @@ def main(argv: list[str] | None = None) -> int:
                "probe_policy_default": DEFAULT_PROBE_POLICY, "changing_load": load,
                "goals": goals(results, step, load)}
     mark_limits(figures["goals"], goal_limits(figures))
-    emit(stamp(figures, run, quick_run(args.quick)), args.json,
+    emit(stamp(figures, run, ", ".join(changed.values()) or None), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     if args.save:
-        suffix = "_test" if args.set == "test" else ""
-        save_result(f"tracer_tuned{suffix}_{runtime}.json", figures)
+        stem = "tracer_tuned_test" if args.set == "test" else "tracer_tuned"
+        save_result("_".join([stem, *changed, runtime]) + ".json", figures)
     return 0
 

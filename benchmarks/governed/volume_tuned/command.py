@@ -17,38 +17,41 @@ from benchmarks.governed.volume_tuned.limits import goal_limits
 from benchmarks.governed.volume_tuned.report import diagnostics, goals, plot, probe_and_form
 from benchmarks.governed.volume_tuned.run_constants import MARK
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, mark_limits, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, changed_options, mark_limits, stamp
 from common.atomic_files import check_output_dir, output_dir
 from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
 
 
-def protocol_ranks() -> int:
-    """The protocol's rank count: one per core, at least two."""
-    return max(2, os.cpu_count() or 2)
+def parser() -> argparse.ArgumentParser:
+    """The benchmark's options; the protocol is every option of :data:`PROTOCOL_OPTIONS` at
+    its default."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="24-frame orbit, fewer frames, 128² unless --size is given")
+    p.add_argument("--json", action="store_true", help="print JSON on stdout")
+    p.add_argument("--ranks", type=int, default=max(2, os.cpu_count() or 2),
+                   help="MPI ranks (default: one per core)")
+    p.add_argument("--size", type=int, default=None,
+                   help="image width and height (default 256, quick 128)")
+    p.add_argument("--calibrate-on", default=",".join(CALIBRATION_VOLUMES),
+                   help=f"volumes calibrated on (the first must be {GOVERNED_VOLUME}, "
+                        "the governed one)")
+    opt.add_plots(p)
+    p.add_argument("--save", action="store_true",
+                   help="also write results/<machine>/volume_tuned_<size>_<runtime>.json "
+                        "(with the options set away from their defaults before <runtime>: "
+                        "such a run decides no goal)")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; print a table or JSON (``--json``)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="24-frame orbit, fewer frames, 128² unless --size is given")
-    parser.add_argument("--json", action="store_true", help="print JSON on stdout")
-    parser.add_argument("--ranks", type=int, default=protocol_ranks(),
-                        help="MPI ranks (default: one per core)")
-    parser.add_argument("--size", type=int, default=None,
-                        help="image width and height (default 256, quick 128)")
-    parser.add_argument("--calibrate-on", default=",".join(CALIBRATION_VOLUMES),
-                        help=f"volumes calibrated on (the first must be {GOVERNED_VOLUME}, "
-                             "the governed one)")
-    opt.add_plots(parser)
-    parser.add_argument("--save", action="store_true",
-                        help="also write results/<machine>/volume_tuned_<size>_<runtime>.json "
-                             "(with _<K>ranks, _quick or _on-<volumes> before <runtime> where "
-                             "the run differs from the protocol)")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    options = parser()
+    args = options.parse_args(argv)
+    changed = changed_options(options, args, PROTOCOL_OPTIONS)
     if args.size is None:
         args.size = 128 if args.quick else 256
     if args.worker:
@@ -59,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         check_output_dir(args.plots, args.force)
     run = RunRecord()
     if args.calibrate_on.split(",")[0] != GOVERNED_VOLUME:
-        parser.error(f"--calibrate-on must start with {GOVERNED_VOLUME}, the governed "
-                     f"volume; got {args.calibrate_on!r}")
+        options.error(f"--calibrate-on must start with {GOVERNED_VOLUME}, the governed "
+                      f"volume; got {args.calibrate_on!r}")
     cmd = ["benchmarks.governed.volume_tuned", "--worker", "--size", str(args.size),
            "--calibrate-on", args.calibrate_on] + (["--quick"] if args.quick else [])
     done = launch(cmd, args.ranks, timeout=3600)
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["goals"] = goals(figures)
     figures["diagnostics"] = diagnostics(figures)
     mark_limits(figures["goals"], goal_limits(figures))
-    stamp(figures, run, "; ".join(off_protocol(args).values()) or None)
+    stamp(figures, run, ", ".join(changed.values()) or None)
     if args.plots:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
@@ -90,29 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     else:
         emit(brief(figures), False, "Governed distributed volume renderer")
     if args.save:
-        save_result(result_name(args, figures["runtime"]), figures)
+        save_result(result_name(changed, args.size, figures["runtime"]), figures)
     return 0
 
 
-def off_protocol(args: argparse.Namespace) -> dict[str, str]:
-    """What the run changed from the protocol its goals are set for (one rank per core, the
-    full run, the shipped calibration volumes): the saved name's part for each, and why."""
-    shipped = ",".join(CALIBRATION_VOLUMES)
-    out = {}
-    if args.ranks != protocol_ranks():
-        out[f"{args.ranks}ranks"] = f"{args.ranks} ranks on {os.cpu_count()} cores"
-    if args.quick:
-        out["quick"] = quick_run(True)
-    if args.calibrate_on != shipped:
-        name = "on-" + args.calibrate_on.replace(",", "+").replace(":", "-")
-        out[name] = f"calibrated on {args.calibrate_on}, not {shipped}"
-    return out
+#: the options a protocol run leaves at their defaults (one rank per core, the full run, the
+#: shipped calibration volumes); --size is the protocol's own choice, in every saved name
+PROTOCOL_OPTIONS = ("ranks", "quick", "calibrate_on")
 
 
-def result_name(args: argparse.Namespace, runtime: str) -> str:
-    """The saved file's name: size and runtime, and whatever the run changed from the
-    protocol, so that a variant never replaces the protocol's result of the same size."""
-    return "_".join([f"volume_tuned_{args.size}", *off_protocol(args), runtime]) + ".json"
+def result_name(changed: dict[str, str], size: int, runtime: str) -> str:
+    """The saved file's name: size, whatever the run changed from the protocol (so that a
+    variant never replaces the protocol's result of the same size), runtime."""
+    return "_".join([f"volume_tuned_{size}", *changed, runtime]) + ".json"
 
 
 def brief(figures: dict[str, Any]) -> dict[str, Any]:
