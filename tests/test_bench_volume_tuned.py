@@ -187,18 +187,18 @@ def test_the_study_side_by_side_gives_the_busiest_ranks_error_beside_every_ranks
 
 
 def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():
-    from benchmarks.governed.volume_tuned.command import PROTOCOL_OPTIONS, parser, result_name
-    from benchmarks.harness.run_record import changed_options
+    from benchmarks.governed.volume_tuned.command import PROTOCOL_OPTIONS, parser
+    from benchmarks.harness.run_record import changed_options, variant_name
 
     def changed(*argv: str) -> dict[str, str]:
         options = parser()
         return changed_options(options, options.parse_args(list(argv)), PROTOCOL_OPTIONS)
 
     assert changed("--size", "512", "--save", "--json") == {}
-    assert result_name({}, 512, "intel-cpu") == "volume_tuned_512_intel-cpu.json"
+    assert variant_name("volume_tuned_512", {}, "intel-cpu") == "volume_tuned_512_intel-cpu.json"
     ranks = str((os.cpu_count() or 2) + 2)
     off = changed("--ranks", ranks, "--quick", "--calibrate-on", "bonsai,field:96")
     assert off == {f"ranks-{ranks}": f"--ranks {ranks}", "quick": "--quick",
                    "calibrate_on-bonsai+field-96": "--calibrate-on bonsai,field:96"}
-    assert result_name(off, 128, "intel-cpu") == \
+    assert variant_name("volume_tuned_128", off, "intel-cpu") == \
         f"volume_tuned_128_ranks-{ranks}_quick_calibrate_on-bonsai+field-96_intel-cpu.json"

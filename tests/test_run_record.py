@@ -41,18 +41,18 @@ def test_a_changed_source_file_marks_the_commit_dirty(checkout):
 
 
 def test_a_goal_decides_only_in_a_quiet_run_of_its_protocol():
-    def marked(quiet: bool, off: str | None) -> dict:
+    def marked(quiet: bool, off: dict[str, str]) -> dict:
         goals = {"g": {"value": 0.1, "met": True}}
         return run_record.mark_goals(goals, {"quiet": quiet, "others_share": 0.3}, off)["g"]
 
-    assert marked(True, None)["decides"] is True and "why_not" not in marked(True, None)
-    assert marked(True, "4 ranks on 2 cores") == {
+    assert marked(True, {})["decides"] is True and "why_not" not in marked(True, {})
+    assert marked(True, {"ranks-4": "4 ranks on 2 cores"}) == {
         "value": 0.1, "met": True, "decides": False,
         "why_not": "not the goals' protocol: 4 ranks on 2 cores"}
-    both = marked(False, "a --quick run")
+    both = marked(False, run_record.quick_run(True))
     assert both["decides"] is False
     assert both["why_not"].startswith("other processes used 30% of the CPUs")
-    assert both["why_not"].endswith("; not the goals' protocol: a --quick run")
+    assert both["why_not"].endswith("; not the goals' protocol: --quick")
 
 
 def test_options_set_away_from_their_defaults_name_the_run_and_say_how():

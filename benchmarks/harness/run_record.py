@@ -20,7 +20,7 @@ import re
 import resource
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -131,12 +131,12 @@ def measured_run() -> Iterator[RunRecord]:
     yield RunRecord()
 
 
-def stamp(figures: dict, run: RunRecord, off_protocol: str | None = None) -> dict:
+def stamp(figures: dict, run: RunRecord, changed: Mapping[str, str] | None = None) -> dict:
     """``figures`` with the ``"run"`` block of ``run`` and its goals marked (:func:`mark_goals`;
-    ``off_protocol`` says how the run differs from the one its goals are set for)."""
+    ``changed``: how the run differs from the one its goals are set for)."""
     figures["run"] = run.figures()
     if isinstance(figures.get("goals"), dict):
-        mark_goals(figures["goals"], figures["run"], off_protocol)
+        mark_goals(figures["goals"], figures["run"], changed)
     return figures
 
 
@@ -163,9 +163,10 @@ def error_goal(value: float, absolute: float, oracle: float | None, what: str) -
                    f"which is above {absolute:.0%}")
 
 
-def quick_run(quick: bool) -> str | None:
-    """How a ``--quick`` run differs from the run its benchmark's goals are set for."""
-    return "--quick" if quick else None
+def quick_run(quick: bool) -> dict[str, str]:
+    """How a ``--quick`` run differs from the run its benchmark's goals are set for, in the
+    shape of :func:`changed_options`."""
+    return {"quick": "--quick"} if quick else {}
 
 
 def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
@@ -188,15 +189,22 @@ def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return out
 
 
-def mark_goals(goals: dict, run: dict, off_protocol: str | None = None) -> dict:
+def variant_name(stem: str, changed: Mapping[str, str], runtime: str) -> str:
+    """A saved result's file name: ``stem``, the parts of what the run changed from its
+    protocol (:func:`changed_options`), the runtime; a variant never takes the protocol's."""
+    return "_".join([stem, *changed, runtime]) + ".json"
+
+
+def mark_goals(goals: dict, run: dict, changed: Mapping[str, str] | None = None) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet, or was not the
-    run its goals are set for (``off_protocol``: how it differs, e.g. more ranks than cores)."""
+    run its goals are set for (``changed``: the options it set away from the protocol's, as
+    :func:`changed_options` gives them)."""
     why = []
     if not run["quiet"]:
         why.append(f"other processes used {run['others_share']:.0%} of the CPUs during the "
                    f"run (limit {QUIET_LIMIT:.0%})")
-    if off_protocol:
-        why.append(f"not the goals' protocol: {off_protocol}")
+    if changed:
+        why.append("not the goals' protocol: " + ", ".join(changed.values()))
     for goal in goals.values():
         goal["decides"] = not why
         if why:

@@ -36,7 +36,13 @@ from benchmarks.governed.tracer_tuned.plots import quality_plot
 from benchmarks.harness.cpu_load import CpuLoad
 from benchmarks.harness.noise_floor import WARMUP_FRAMES, frame_spread
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, changed_options, mark_limits, stamp
+from benchmarks.harness.run_record import (
+    RunRecord,
+    changed_options,
+    mark_limits,
+    stamp,
+    variant_name,
+)
 from benchmarks.harness.tracking import frames_to_within
 from common.atomic_files import check_output_dir, output_dir
 from governed.mesh.scene_sets import evaluation_scenes, refusal, sets_record
@@ -381,10 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                "probe_policy_default": DEFAULT_PROBE_POLICY, "changing_load": load,
                "goals": goals(results, step, load)}
     mark_limits(figures["goals"], goal_limits(figures))
-    emit(stamp(figures, run, ", ".join(changed.values()) or None), args.json,
+    emit(stamp(figures, run, changed), args.json,
          title="Ganestam & Doggett's experiment: tracking a target frame time")
     if args.save:
         stem = "tracer_tuned_test" if args.set == "test" else "tracer_tuned"
-        save_result("_".join([stem, *changed, runtime]) + ".json", figures)
+        save_result(variant_name(stem, changed, runtime), figures)
     return 0
 

@@ -17,10 +17,20 @@ from benchmarks.governed.volume_tuned.limits import goal_limits
 from benchmarks.governed.volume_tuned.report import diagnostics, goals, plot, probe_and_form
 from benchmarks.governed.volume_tuned.run_constants import MARK
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, changed_options, mark_limits, stamp
+from benchmarks.harness.run_record import (
+    RunRecord,
+    changed_options,
+    mark_limits,
+    stamp,
+    variant_name,
+)
 from common.atomic_files import check_output_dir, output_dir
 from governed.volume.volume_sets import CALIBRATION_VOLUMES, GOVERNED_VOLUME
 from raytracer.mpi.launch import launch
+
+#: the options a protocol run leaves at their defaults (one rank per core, the full run, the
+#: shipped calibration volumes); --size is the protocol's own choice, in every saved name
+PROTOCOL_OPTIONS = ("ranks", "quick", "calibrate_on")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -84,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["goals"] = goals(figures)
     figures["diagnostics"] = diagnostics(figures)
     mark_limits(figures["goals"], goal_limits(figures))
-    stamp(figures, run, ", ".join(changed.values()) or None)
+    stamp(figures, run, changed)
     if args.plots:
         with output_dir(args.plots, args.force) as d:
             plot(figures, d / "volume_tuned.png")
@@ -93,19 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         emit(brief(figures), False, "Governed distributed volume renderer")
     if args.save:
-        save_result(result_name(changed, args.size, figures["runtime"]), figures)
+        save_result(variant_name(f"volume_tuned_{args.size}", changed, figures["runtime"]),
+                    figures)
     return 0
-
-
-#: the options a protocol run leaves at their defaults (one rank per core, the full run, the
-#: shipped calibration volumes); --size is the protocol's own choice, in every saved name
-PROTOCOL_OPTIONS = ("ranks", "quick", "calibrate_on")
-
-
-def result_name(changed: dict[str, str], size: int, runtime: str) -> str:
-    """The saved file's name: size, whatever the run changed from the protocol (so that a
-    variant never replaces the protocol's result of the same size), runtime."""
-    return "_".join([f"volume_tuned_{size}", *changed, runtime]) + ".json"
 
 
 def brief(figures: dict[str, Any]) -> dict[str, Any]:
