@@ -151,6 +151,9 @@ class VolumeModel:
         self.group_fit = GroupRatioFit(model.ranks)
         # each rank's correction learned from the frames of the current volume
         self.correction = RankCorrection(model.ranks)
+        # each rank's factor for the current volume's voxel layout (ClusterFrameModel.
+        # cells_factor): 1 but for a float-cell volume priced by byte-cell render models
+        self.cells = np.ones(model.ranks)
         self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
         self._geometry_cache: _CandidateGeometry | None = None
         # the workload, geometry and group ratios the candidates were last priced with (until
@@ -207,7 +210,7 @@ class VolumeModel:
         return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed,
                                     w.slice_crossing, w.jump_counts(g.threshold, g.pixels),
-                                    w.plane_crossing)
+                                    w.plane_crossing) * self.cells[:, None]
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
@@ -223,7 +226,7 @@ class VolumeModel:
             return self.model.candidate_render_work(
                 w.length, w.span, w.jumps, w.rays, priced[2], self.streamed, w.slice_crossing,
                 g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j],
-                w.plane_crossing)
+                w.plane_crossing) * self.cells
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
                                   self.height)
         return self._uncorrected_work(g)[:, 0]
@@ -264,7 +267,7 @@ class VolumeModel:
         return self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
                                                  self.streamed, w.slice_crossing, g.threshold,
                                                  g.scale_of, g.pixels, g.pixels_per_step,
-                                                 self.correction.factor, after,
+                                                 self.correction.factor * self.cells, after,
                                                  w.plane_crossing)
 
 

@@ -9,7 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.governed.volume_tuned.run_constants import CONTENT_ON_HALF, SUBDOMAINS_3TO1
+from benchmarks.governed.volume_tuned.run_constants import (
+    CONTENT_ON_HALF,
+    FLOAT_CELL_PAIRS,
+    SUBDOMAINS_3TO1,
+)
 from governed.volume.knobs import settings_of, volume_knob_space
 from governed.volume.model_fit import (
     counted_render_models,
@@ -76,7 +80,7 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
                                    np.array([pixels]))  # the caster does not count them
         work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
                                  tuned.model.streamed, probed.slice_crossing, jumps,
-                                 probed.plane_crossing)
+                                 probed.plane_crossing) * tuned.model.cells[:, None]
         from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
                                     counted.threads, counted.core_groups)[:, 0]
         if counted_correction.learning:
@@ -221,7 +225,8 @@ def model_errors(vol: Any, tf: Any, also: list[str], size: int, views: list,
     for t, balance in ((tuned, False), (tuned_bal, True)):
         t.calibrate(views, frames=calib_frames,
                     also=[(DistributedRenderer(v, f, balance=balance),
-                           volume_calibration_views(v.radius, len(views))) for v, f in others])
+                           volume_calibration_views(v.radius, len(views))) for v, f in others],
+                    float_cell_pairs=FLOAT_CELL_PAIRS)
     validation: dict[str, Any] = {
         "imbalanced_orbit": evaluate_model(tuned, evaluation, seed=1, repeat=True),
         "balanced_orbit": evaluate_model(tuned_bal, evaluation, seed=1),
