@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from autotune_app.options import MIN_CALIBRATION_FRAMES
-from governed.volume.knobs import BEST, QualityLosses, volume_knob_space
+from governed.volume.knobs import BEST, QualityLosses, one_setting, volume_knob_space
 from governed.volume.model_fit import (
     DEFAULT_CORE_CACHE,
     VolumeModel,
@@ -266,6 +266,9 @@ def test_float_cell_pairs_price_a_float_cell_volume_swapped_in(bonsai):
     priced = tuned.model.uncorrected_rank_work(settings)
     tuned.model.cells = np.ones(1)
     np.testing.assert_allclose(priced, tuned.model.uncorrected_rank_work(settings) * factor)
+    tuned.model.cells = np.array([factor])
+    np.testing.assert_allclose(tuned.model.sections(one_setting(settings))["work_per_rank"][:, 0],
+                               priced)
     twin = home.twin(in_float_cells(vol))
     assert twin.partition == home.partition and twin.volume.byte_levels is None
     counts = [r.render_frame(views[0], 48, 48, settings).record.ranks[0].samples

@@ -234,12 +234,16 @@ class VolumeModel:
     def sections(self, knobs: Mapping[str, np.ndarray], spent: float | None = None
                  ) -> dict[str, np.ndarray]:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate; the
-        frame's measured part is ``spent`` where given, else :attr:`spent`."""
+        frame's measured part is ``spent`` where given, else :attr:`spent`. Per rank beside
+        them: the render as it finishes (``render_per_rank``) and its work before the rank's
+        correction (``work_per_rank``)."""
         g = self._geometry(knobs, keep=False)
-        work = self._uncorrected_work(g) * self.correction.factor[:, None]
+        uncorrected = self._uncorrected_work(g)
+        work = uncorrected * self.correction.factor[:, None]
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
+        out["work_per_rank"] = uncorrected
         out["finish"] = self._finish(g)[g.scale_of]
         out["frame"] = out["render"] + self._after_render(g, compositing, spent)[g.scale_of]
         return out

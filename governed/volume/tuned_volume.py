@@ -166,7 +166,7 @@ class TunedVolumeFrame:
             return {}
         return {k: float(np.asarray(v).ravel()[0]) for k, v in
                 self.pricing.sections(one_setting(self.settings), self.spent).items()
-                if k != "render_per_rank"}
+                if not k.endswith("_per_rank")}
 
 
 class TunedVolumeRenderer(SharedFrames):

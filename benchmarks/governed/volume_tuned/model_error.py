@@ -46,15 +46,22 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     ``repeat`` every frame is rendered once more after the pass, outside the tuner
     (``rank_render_repeat``: how far the measurement alone strays, per rank). The per-rank
     error of the first frames and of those after is beside it
-    (``rank_render_error_while_learning``, :func:`while_learning`)."""
+    (``rank_render_error_while_learning``, :func:`while_learning`). Where the volume is priced
+    with the float cells' factor, the same frames are also priced without it, corrected by
+    the same rule (``rank_render_error_without_cells_factor``: the factor's share of the
+    error, on frames the host slowed alike)."""
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
     counted = None  # rank 0: the frame model with its render models fitted on the counts
+    factored = False  # rank 0: whether the volume's voxel layout has a factor
     if tuned.rank == 0:
         counted = dataclasses.replace(tuned.model.model,
                                       render=counted_render_models(tuned.pricing_samples))
         counted_correction = RankCorrection(counted.ranks)
+        factored = bool(np.any(tuned.model.cells != 1.0))
+        plain_correction = RankCorrection(counted.ranks)
     rank_err, counted_err, frame_err, share, busiest_err = [], [], [], [], []
+    plain_err = []  # rank 0: the per-rank errors without the float cells' factor
     by_frame = []  # each frame's mean per-rank error, in path order
     chosen, first = [], []  # rank 0: each frame's settings and per-rank render seconds
     for cam in cameras:
@@ -86,6 +93,13 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         if counted_correction.learning:
             counted_correction.observe([work_seconds(r) for r in rec.ranks], work[:, 0])
         counted_err.extend(np.abs(from_counts - measured) / measured)
+        if factored:
+            plain = sec["work_per_rank"][:, 0] / tuned.model.cells
+            from_plain = shared_finish(plain[:, None] * plain_correction.factor[:, None],
+                                       counted.cores, counted.threads, counted.core_groups)
+            if plain_correction.learning:
+                plain_correction.observe([work_seconds(r) for r in rec.ranks], plain)
+            plain_err.extend(np.abs(from_plain[:, 0] - measured) / measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
@@ -105,7 +119,10 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
                                           "p95": float(np.percentile(counted_err, 95))},
             "frame_error": {"mean": float(np.mean(frame_err)),
                             "p95": float(np.percentile(frame_err, 95))},
-            "busiest_rank_sample_share": float(np.mean(share))}
+            "busiest_rank_sample_share": float(np.mean(share)),
+            **({"rank_render_error_without_cells_factor": {
+                "mean": float(np.mean(plain_err)), "p95": float(np.percentile(plain_err, 95)),
+                "factor": tuned.model.cells.tolist()}} if factored else {})}
 
 
 def while_learning(by_frame: list[float]) -> dict[str, Any]:
