@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from autotune_app.options import MIN_CALIBRATION_FRAMES
+from governed.volume.control_settings import FEEDBACK_GAIN
 from governed.volume.knobs import BEST, QualityLosses, one_setting, volume_knob_space
 from governed.volume.model_fit import (
     DEFAULT_CORE_CACHE,
@@ -17,7 +18,7 @@ from governed.volume.model_fit import (
     counted_render_models,
     volume_calibration_views,
 )
-from governed.volume.tuned_volume import FEEDBACK_GAIN, WARMUP_FRAMES, TunedVolumeRenderer
+from governed.volume.tuned_volume import WARMUP_FRAMES, TunedVolumeRenderer
 from governed.volume.workload_probe import BlockGrid, WorkloadProbe, brick_boxes, probe_workload
 from models.volume_cost import (
     ClusterFrameModel,

@@ -7,7 +7,7 @@ squares on frames from views and volumes that the governed path does not use
 the per-frame workload probe. A rank's render work is fitted in the clock its record names
 (:func:`work_seconds`: CPU seconds on a CPU device, kernel seconds on a GPU). Ranks that share
 a machine's cores on a CPU device are modelled as sharing them (:func:`shared_cores`); on a GPU
-they share nothing (models.volume_cost.shares_cores).
+they share nothing (models.core_sharing.shares_cores).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 from governed.volume.knobs import one_setting
 from governed.volume.workload_probe import RankWorkload, nearest_threshold
+from models.core_sharing import shares_cores
 from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit, roughness_at
 from models.volume_cost import (
@@ -30,7 +31,6 @@ from models.volume_cost import (
     StageWork,
     VolumeModelError,
     fit_compositing,
-    shares_cores,
     streamed_share,
 )
 from raytracer.camera import Camera
@@ -412,7 +412,7 @@ def fit_volume_model(samples: Sequence[CalibrationSample], ranks: int, width: in
                      ) -> tuple[ClusterFrameModel, float]:
     """Per-rank render models (seconds of work: :func:`work_seconds`), the joint compositing
     model and the upscale cost; ``sharing``: how the ranks share the machine's cores (none by
-    default) and their device kind (off on a GPU: models.volume_cost.shares_cores).
+    default) and their device kind (off on a GPU: models.core_sharing.shares_cores).
 
     One model per rank: a single model fitted on all ranks' rows priced random knobs on the
     validation volumes a little better (2 ranks at 256², four runs: 12.8-15.7 % against

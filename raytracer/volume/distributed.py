@@ -352,7 +352,7 @@ class DistributedRenderer:
         self.local: LocalRenderer = local
         #: this rank's OpenCL device kind: the clock its render work is measured in
         #: (:func:`work_clock`) and whether ranks share CPU cores in the model
-        #: (models.volume_cost.shares_cores)
+        #: (models.core_sharing.shares_cores)
         self.device_kind = device_kind_of(local)
         self._frame = 0
 

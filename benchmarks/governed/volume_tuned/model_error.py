@@ -23,8 +23,9 @@ from governed.volume.model_fit import (
 from governed.volume.tuned_volume import TunedVolumeRenderer
 from governed.volume.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
 from governed.volume.workload_probe import nearest_threshold
+from models.core_sharing import shared_finish
 from models.rank_correction import PRIOR_FRAMES, RankCorrection
-from models.volume_cost import shared_finish
+from models.volume_cost import ClusterFrameModel
 from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
@@ -52,16 +53,13 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     error, on frames the host slowed alike)."""
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
-    counted = None  # rank 0: the frame model with its render models fitted on the counts
-    factored = False  # rank 0: whether the volume's voxel layout has a factor
+    counted = plain = None  # rank 0: the counts' pricing, and the factor-less where priced
     if tuned.rank == 0:
-        counted = dataclasses.replace(tuned.model.model,
-                                      render=counted_render_models(tuned.pricing_samples))
-        counted_correction = RankCorrection(counted.ranks)
-        factored = bool(np.any(tuned.model.cells != 1.0))
-        plain_correction = RankCorrection(counted.ranks)
-    rank_err, counted_err, frame_err, share, busiest_err = [], [], [], [], []
-    plain_err = []  # rank 0: the per-rank errors without the float cells' factor
+        counted = CorrectedPricing(dataclasses.replace(
+            tuned.model.model, render=counted_render_models(tuned.pricing_samples)))
+        if np.any(tuned.model.cells != 1.0):
+            plain = CorrectedPricing(tuned.model.model)
+    rank_err, frame_err, share, busiest_err = [], [], [], []
     by_frame = []  # each frame's mean per-rank error, in path order
     chosen, first = [], []  # rank 0: each frame's settings and per-rank render seconds
     for cam in cameras:
@@ -85,21 +83,12 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         probed = tuned.model.workload
         jumps = probed.jump_counts(nearest_threshold(probed.thresholds, [settings.ert_threshold]),
                                    np.array([pixels]))  # the caster does not count them
-        work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
-                                 tuned.model.streamed, probed.slice_crossing, jumps,
-                                 probed.plane_crossing) * tuned.model.cells[:, None]
-        from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
-                                    counted.threads, counted.core_groups)[:, 0]
-        if counted_correction.learning:
-            counted_correction.observe([work_seconds(r) for r in rec.ranks], work[:, 0])
-        counted_err.extend(np.abs(from_counts - measured) / measured)
-        if factored:
-            plain = sec["work_per_rank"][:, 0] / tuned.model.cells
-            from_plain = shared_finish(plain[:, None] * plain_correction.factor[:, None],
-                                       counted.cores, counted.threads, counted.core_groups)
-            if plain_correction.learning:
-                plain_correction.observe([work_seconds(r) for r in rec.ranks], plain)
-            plain_err.extend(np.abs(from_plain[:, 0] - measured) / measured)
+        work = counted.model.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
+                                       tuned.model.streamed, probed.slice_crossing, jumps,
+                                       probed.plane_crossing)[:, 0] * tuned.model.cells
+        counted.take(work, rec, measured)
+        if plain is not None:
+            plain.take(sec["work_per_rank"][:, 0] / tuned.model.cells, rec, measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
@@ -115,14 +104,37 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
             "rank_render_error_while_learning": while_learning(by_frame),
             "busiest_rank_render_error": {"mean": float(np.mean(busiest_err)),
                                           "p95": float(np.percentile(busiest_err, 95))},
-            "rank_render_error_counted": {"mean": float(np.mean(counted_err)),
-                                          "p95": float(np.percentile(counted_err, 95))},
+            "rank_render_error_counted": counted.summary(),
             "frame_error": {"mean": float(np.mean(frame_err)),
                             "p95": float(np.percentile(frame_err, 95))},
             "busiest_rank_sample_share": float(np.mean(share)),
             **({"rank_render_error_without_cells_factor": {
-                "mean": float(np.mean(plain_err)), "p95": float(np.percentile(plain_err, 95)),
-                "factor": tuned.model.cells.tolist()}} if factored else {})}
+                **plain.summary(), "factor": tuned.model.cells.tolist()}} if plain else {})}
+
+
+class CorrectedPricing:
+    """Each rank's render work priced another way for the same frames (the caster's counts,
+    or without the float cells' factor), corrected per rank by the tuner's rule from its own
+    errors on the frames before; the per-rank errors it makes."""
+
+    def __init__(self, model: ClusterFrameModel) -> None:
+        self.model = model
+        self.correction = RankCorrection(model.ranks)
+        self.errors: list[float] = []
+
+    def take(self, work: np.ndarray, record: Any, measured: np.ndarray) -> None:
+        """One frame: (ranks,) uncorrected work seconds, its record, each rank's measured
+        render seconds."""
+        m = self.model
+        finish = shared_finish(work[:, None] * self.correction.factor[:, None], m.cores,
+                               m.threads, m.core_groups)[:, 0]
+        if self.correction.learning:
+            self.correction.observe([work_seconds(r) for r in record.ranks], work)
+        self.errors.extend(np.abs(finish - measured) / measured)
+
+    def summary(self) -> dict[str, float]:
+        return {"mean": float(np.mean(self.errors)),
+                "p95": float(np.percentile(self.errors, 95))}
 
 
 def while_learning(by_frame: list[float]) -> dict[str, Any]:
