@@ -41,17 +41,6 @@ least squares from measured section timings:
   two forms are one model: telling them apart needs stages whose partner counts differ);
 * the gather to rank 0: ``α_g + β_g·bytes``.
 
-A brick the caster reads from float cells (any volume but an 8-bit one: 8 voxels a trilinear
-sample, against 2 words of byte cells) costs each rank a factor more than the byte cells the
-render models were fitted on: ``float_cells_factor``, measured on this device by rendering
-calibration frames both ways (:func:`paired_factor`; chosen on the validation volumes, 2 ranks,
-Zen 5, models fitted on bonsai and ironprot: the float one, field:96, per-rank error 17.9 ->
-9.5 % at 256² and 20.7 -> 7.4 % at 512² before each rank's correction, 11.1 -> 9.1 and 9.4 ->
-6.5 % with it; the paired frames' ratio 1.12-1.28 there; the other validation volumes are
-byte cells and not priced by it). Fitting the float frames into the render models instead, as
-extra per-sample costs, priced field:96 worse: frames taken minutes apart differ by more than
-the variant does on this host, where a pair taken back to back does not.
-
 Sections that run concurrently on all ranks are aggregated with ``max`` over ranks, sequential
 ones are summed: rank 0's frame = max_i render_i + Σ_stages max_i stage_i + gather. Everything
 here is numbers in, numbers out.
@@ -238,21 +227,6 @@ class RenderModel:
         return cls(*values, fit_error=err)
 
 
-def paired_factor(byte_seconds: ArrayLike, float_seconds: ArrayLike) -> NDArray:
-    """(ranks,) each rank's float-cell over byte-cell render work, from (frames, ranks) seconds
-    of the same frames rendered both ways back to back: the median ratio, so that a frame the
-    host stalled on one side does not move it."""
-    b = np.asarray(byte_seconds, np.float64)
-    f = np.asarray(float_seconds, np.float64)
-    if b.ndim != 2 or b.shape != f.shape or len(b) == 0:
-        raise VolumeModelError(f"expected (frames, ranks) seconds both ways, got {b.shape} "
-                               f"and {f.shape}")
-    if not (np.all(np.isfinite(b)) and np.all(np.isfinite(f)) and np.all(b > 0)
-            and np.all(f > 0)):
-        raise VolumeModelError("paired render seconds must be finite and > 0")
-    return np.exp(np.median(np.log(f / b), axis=0))
-
-
 @dataclass(frozen=True)
 class StageModel:
     """One compositing stage: ``α·partners/max_partners + β·bytes + γ·blended_pixels`` seconds."""
@@ -344,16 +318,8 @@ class ClusterFrameModel:
     threads: float = 1.0  # threads each rank's renderer runs
     core_groups: tuple[int, ...] = ()  # each rank's group of pinned cores (shared_finish)
     device_kind: str = "CPU"  # "CPU", "GPU", ...: DeviceInfo.kind of the ranks' devices
-    # per rank: its render work on a float-cell brick over that on byte cells, which the render
-    # models were fitted on (paired_factor); () where it was not measured
-    float_cells_factor: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
-        factor = self.float_cells_factor
-        if factor and (len(factor) != self.ranks
-                       or not all(math.isfinite(f) and f > 0 for f in factor)):
-            raise VolumeModelError(f"float_cells_factor must be one finite number > 0 per rank "
-                                   f"({self.ranks}), got {list(factor)}")
         if not shares_cores(self.device_kind):
             object.__setattr__(self, "cores", math.inf)
             object.__setattr__(self, "threads", 1.0)
@@ -362,14 +328,6 @@ class ClusterFrameModel:
     @property
     def ranks(self) -> int:
         return len(self.render)
-
-    def cells_factor(self, float_cells: bool) -> NDArray:
-        """(ranks,) what each rank's render work is multiplied by for a volume the caster reads
-        from float cells (``float_cells``) or not: 1 for byte cells, or where the factor was
-        not measured."""
-        if float_cells and self.float_cells_factor:
-            return np.array(self.float_cells_factor, np.float64)
-        return np.ones(self.ranks)
 
     def rank_work(self, samples: ArrayLike, skipped: ArrayLike, rays: ArrayLike,
                   pixels: ArrayLike, streamed: ArrayLike = 0.0, slice_crossing: float = 0.0,
@@ -525,8 +483,7 @@ class ClusterFrameModel:
                 "gather": asdict(self.gather), "meta": self.meta,
                 "cores": None if math.isinf(self.cores) else self.cores,
                 "threads": self.threads, "core_groups": list(self.core_groups),
-                "device_kind": self.device_kind,
-                "float_cells_factor": list(self.float_cells_factor)}
+                "device_kind": self.device_kind}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "<volume model>") -> ClusterFrameModel:
@@ -535,8 +492,7 @@ class ClusterFrameModel:
                        GatherModel(**d["gather"]), dict(d.get("meta", {})),
                        float(d.get("cores") or math.inf), float(d.get("threads", 1.0)),
                        tuple(int(g) for g in d.get("core_groups", ())),
-                       str(d.get("device_kind", "CPU")),  # models before it: CPU
-                       tuple(float(f) for f in d.get("float_cells_factor", ())))
+                       str(d.get("device_kind", "CPU")))  # models before it: CPU
         except (KeyError, TypeError) as exc:
             raise VolumeModelError(f"{where}: not a volume model ({exc})") from None
 

@@ -13,7 +13,6 @@ import pytest
 from benchmarks.governed.volume_tuned.model_error import render_again
 from benchmarks.governed.volume_tuned.report import (
     beats_baselines,
-    cells_factor_effect,
     study_side_by_side,
     study_table,
 )
@@ -185,17 +184,6 @@ def test_the_study_side_by_side_gives_the_busiest_ranks_error_beside_every_ranks
     old = study_side_by_side({"a": {"balanced": _scenario(0.2, None)}})["balanced"]
     assert old["busiest_rank_mean"] is None
     assert "| 20.0 % / 40.0 % | — |" in study_table({"balanced": old})[4]
-
-
-def test_the_float_cells_factor_is_shown_with_and_without_on_each_float_volumes_frames():
-    """Only the volumes priced with the factor have a row; results from before it none."""
-    plain = {"mean": 0.2, "p95": 0.3, "factor": [1.2, 1.1]}
-    errors = {"validation": {"neghip": {"balanced": _scenario(0.05, None)},
-                             "field:96": {"balanced": {**_scenario(0.1, None),
-                                          "rank_render_error_without_cells_factor": plain}}},
-              "test": {"headsq": {"balanced": _scenario(0.3, None)}}}
-    rows = cells_factor_effect({"model_error": errors})["value"]
-    assert rows == {"field:96 balanced": {"with": 0.1, "without": 0.2, "factor": [1.2, 1.1]}}
 
 
 def test_a_run_off_the_protocol_is_saved_under_a_name_that_says_so():

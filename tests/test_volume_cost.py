@@ -1,7 +1,5 @@
 """The per-rank volume model: fits recover known coefficients, sections aggregate by max / sum."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -12,7 +10,6 @@ from models.volume_cost import (
     StageModel,
     StageWork,
     VolumeModelError,
-    paired_factor,
 )
 
 
@@ -61,33 +58,6 @@ def test_round_trip_and_bad_dict():
     assert again == model
     with pytest.raises(VolumeModelError, match="bad.json"):
         ClusterFrameModel.from_dict({"render": []}, where="bad.json")
-    paired = dataclasses.replace(model, float_cells_factor=(1.2, 1.1))
-    assert ClusterFrameModel.from_dict(paired.to_dict()) == paired
-    old = model.to_dict()
-    del old["float_cells_factor"]  # a model saved before the factor: not measured
-    assert ClusterFrameModel.from_dict(old).float_cells_factor == ()
-
-
-def test_float_cells_factor_prices_float_volumes_only_where_measured():
-    model = ClusterFrameModel((RenderModel(1e-9, 0, 0, 0, 0),) * 2, StageModel(0, 1e-9, 0),
-                              GatherModel(0, 0), float_cells_factor=(1.25, 1.1))
-    np.testing.assert_array_equal(model.cells_factor(True), [1.25, 1.1])
-    np.testing.assert_array_equal(model.cells_factor(False), [1.0, 1.0])
-    unmeasured = dataclasses.replace(model, float_cells_factor=())
-    np.testing.assert_array_equal(unmeasured.cells_factor(True), [1.0, 1.0])
-    for bad in ((1.2,), (1.2, 0.0), (1.2, float("nan"))):
-        with pytest.raises(VolumeModelError, match="float_cells_factor"):
-            dataclasses.replace(model, float_cells_factor=bad)
-
-
-def test_paired_factor_is_each_ranks_median_ratio():
-    byte = np.array([[1.0, 2.0], [2.0, 2.0], [1.0, 4.0], [3.0, 1.0], [1.0, 1.0]])
-    ratio = np.array([[1.2, 1.1], [1.25, 1.1], [1.2, 1.15], [5.0, 1.1], [1.1, 0.2]])
-    np.testing.assert_allclose(paired_factor(byte, byte * ratio), [1.2, 1.1])
-    with pytest.raises(VolumeModelError, match="both ways"):
-        paired_factor(byte, byte[:3])
-    with pytest.raises(VolumeModelError, match="> 0"):
-        paired_factor(byte, byte * 0)
 
 
 def test_joint_compositing_fit_recovers_stage_and_gather_terms():

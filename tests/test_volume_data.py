@@ -12,7 +12,6 @@ import pytest
 from raytracer.volume import (
     Volume,
     VolumeError,
-    in_float_cells,
     load_volume,
     marschner_lobb_value,
     parse_raw_name,
@@ -257,13 +256,3 @@ def test_byte_levels_times_value_scale_is_normalized_bit_for_bit(values, is_byte
         assert levels.dtype == np.uint8
         np.testing.assert_array_equal(levels.astype(np.float32) * vol.value_scale,
                                       vol.normalized)
-
-
-def test_float_cells_twin_has_the_same_normalized_values_and_no_byte_levels():
-    vol = load_volume("neghip")
-    assert vol.byte_levels is not None
-    wide = in_float_cells(vol)
-    assert wide.byte_levels is None and wide.dims == vol.dims and wide.spacing == vol.spacing
-    np.testing.assert_allclose(wide.normalized, vol.normalized, rtol=0, atol=1e-6)
-    with pytest.raises(VolumeError, match="already read from float cells"):
-        in_float_cells(wide)

@@ -10,7 +10,7 @@ import pytest
 
 from autotune_app.options import MIN_CALIBRATION_FRAMES
 from governed.volume.control_settings import FEEDBACK_GAIN
-from governed.volume.knobs import BEST, QualityLosses, one_setting, volume_knob_space
+from governed.volume.knobs import BEST, QualityLosses, volume_knob_space
 from governed.volume.model_fit import (
     DEFAULT_CORE_CACHE,
     VolumeModel,
@@ -29,7 +29,6 @@ from models.volume_cost import (
     VolumeModelError,
 )
 from raytracer.camera import Camera
-from raytracer.mpi.faults import AgreedError
 from raytracer.mpi.launch import launch
 from raytracer.volume.distributed import (
     DistributedRenderer,
@@ -39,7 +38,6 @@ from raytracer.volume.distributed import (
 )
 from raytracer.volume.partition import kd_partition
 from raytracer.volume.raycaster import Raycaster
-from raytracer.volume.volume_data import in_float_cells
 
 
 @pytest.fixture(scope="module")
@@ -245,47 +243,6 @@ def test_each_calibrated_volume_is_priced_by_its_own_render_models(bonsai):
     assert tuned.pricing_samples == tuned.calibration_samples
     tuned.swap_renderer(home)
     assert tuned.model.model.render == own
-
-
-def test_float_cell_pairs_price_a_float_cell_volume_swapped_in(bonsai):
-    """Calibrated on byte-cell volumes with float-cell pairs, each rank gets the float cells'
-    factor: it prices a float-cell volume swapped in, not a byte-cell one, and not where a
-    calibrated volume is in float cells itself (its render models are then partly fitted on
-    them). The twin renders the byte-cell frames' own samples."""
-    vol, tf = bonsai
-    home = DistributedRenderer(vol, tf)
-    tuned = TunedVolumeRenderer(home, 48, 48, 0.05)
-    views = volume_calibration_views(vol.radius, 3)
-    tuned.calibrate(views, frames=MIN_CALIBRATION_FRAMES, float_cell_pairs=3)
-    (factor,) = tuned.joint_model.float_cells_factor
-    assert 0.5 < factor < 3.0
-    np.testing.assert_array_equal(tuned.model.cells, [1.0])  # bonsai: byte cells
-    settings = BEST
-    tuned.swap_renderer(DistributedRenderer(*load_everywhere("marschner-lobb:24")))
-    np.testing.assert_array_equal(tuned.model.cells, [factor])
-    tuned.model.workload, _ = tuned._probe(views[0])
-    priced = tuned.model.uncorrected_rank_work(settings)
-    tuned.model.cells = np.ones(1)
-    np.testing.assert_allclose(priced, tuned.model.uncorrected_rank_work(settings) * factor)
-    tuned.model.cells = np.array([factor])
-    np.testing.assert_allclose(tuned.model.sections(one_setting(settings))["work_per_rank"][:, 0],
-                               priced)
-    twin = home.twin(in_float_cells(vol))
-    assert twin.partition == home.partition and twin.volume.byte_levels is None
-    counts = [r.render_frame(views[0], 48, 48, settings).record.ranks[0].samples
-              for r in (home, twin)]
-    assert counts[0] == counts[1] > 0
-    mixed = TunedVolumeRenderer(DistributedRenderer(vol, tf), 48, 48, 0.05)
-    ml = DistributedRenderer(*load_everywhere("marschner-lobb:24"))
-    mixed.calibrate(views, frames=MIN_CALIBRATION_FRAMES, float_cell_pairs=3,
-                    also=[(ml, volume_calibration_views(ml.volume.radius, 3))])
-    assert mixed.joint_model.float_cells_factor == ()
-
-
-def test_given_bricks_must_split_the_volume(bonsai):
-    vol, tf = bonsai
-    with pytest.raises(AgreedError, match=r"bricks over \(24, 24, 24\) do not split bonsai"):
-        DistributedRenderer(vol, tf, partition=kd_partition((24, 24, 24), 1))
 
 
 def test_a_swapped_in_volume_is_ranked_by_its_own_quality_losses(bonsai):

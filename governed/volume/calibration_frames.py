@@ -2,9 +2,7 @@
 
 Rank 0 draws each frame's knobs (:func:`random_settings`) and probes its view; every rank
 renders it through the shared-frame protocol (:func:`calibration_samples`). The samples are
-what :func:`governed.volume.model_fit.fit_volume_model` fits the frame model on. Beside them,
-:func:`float_cell_pairs` renders frames of a byte-cell volume both ways, as read now and from
-float cells, which prices the caster's other variant (models.volume_cost.paired_factor).
+what :func:`governed.volume.model_fit.fit_volume_model` fits the frame model on.
 """
 
 from __future__ import annotations
@@ -15,11 +13,10 @@ import numpy as np
 
 from governed.volume.frame_sharing import SharedFrames
 from governed.volume.knobs import BEST, settings_of, volume_knob_space
-from governed.volume.model_fit import CalibrationSample, work_seconds
+from governed.volume.model_fit import CalibrationSample
 from governed.volume.workload_probe import RankWorkload
 from raytracer.camera import Camera
-from raytracer.volume.distributed import DistributedRenderer, FrameSettings
-from raytracer.volume.volume_data import in_float_cells
+from raytracer.volume.distributed import FrameSettings
 
 #: the probe of a view: its workload and the seconds probing it took
 ViewProbe = Callable[[Camera], tuple[RankWorkload, float]]
@@ -54,30 +51,3 @@ def calibration_samples(frames: SharedFrames, probe: ViewProbe, views: Sequence[
         if frames.rank == 0 and i > 0:
             samples.append(CalibrationSample(workload, chosen, res.record, streamed))
     return samples
-
-
-def float_cell_pairs(renderer: DistributedRenderer, views: Sequence[Camera],
-                     settings: Sequence[FrameSettings], width: int, height: int,
-                     warmup: Sequence[FrameSettings] = ()
-                     ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Render each of ``settings`` (the same on every rank) on ``views`` in turn twice, back to
-    back: on ``renderer`` (a byte-cell volume) and on its twin over the same bricks in float
-    cells (:func:`~raytracer.volume.volume_data.in_float_cells`), which goes first alternating
-    (collective). The twin first renders ``warmup``, untimed. Rank 0 gets each rank's render
-    work seconds both ways, (frames, ranks) each; None on the other ranks. Back to back, so
-    the host's slower and faster spells fall on both sides of a pair alike."""
-    twin = renderer.twin(in_float_cells(renderer.volume))
-    twin.prepare_steps(sorted({s.step for s in (*settings, *warmup)}))
-    for s in warmup:
-        twin.render_frame(views[0], width, height, s)
-    byte, floats = [], []
-    for i, s in enumerate(settings):
-        view = views[i % len(views)]
-        order = (renderer, twin) if i % 2 == 0 else (twin, renderer)
-        records = {id(r): r.render_frame(view, width, height, s).record for r in order}
-        if renderer.rank == 0:
-            byte.append([work_seconds(t) for t in records[id(renderer)].ranks])
-            floats.append([work_seconds(t) for t in records[id(twin)].ranks])
-    if renderer.rank != 0:
-        return None
-    return np.array(byte), np.array(floats)

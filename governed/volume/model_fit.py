@@ -151,9 +151,6 @@ class VolumeModel:
         self.group_fit = GroupRatioFit(model.ranks)
         # each rank's correction learned from the frames of the current volume
         self.correction = RankCorrection(model.ranks)
-        # each rank's factor for the current volume's voxel layout (ClusterFrameModel.
-        # cells_factor): 1 but for a float-cell volume priced by byte-cell render models
-        self.cells = np.ones(model.ranks)
         self._geometry_key: tuple | None = None  # (knobs mapping, width, height) priced last
         self._geometry_cache: _CandidateGeometry | None = None
         # the workload, geometry and group ratios the candidates were last priced with (until
@@ -210,7 +207,7 @@ class VolumeModel:
         return self.model.rank_work(samples, w.skipped(g.threshold, g.pixels_per_step),
                                     w.ray_counts(g.pixels), g.pixels, self.streamed,
                                     w.slice_crossing, w.jump_counts(g.threshold, g.pixels),
-                                    w.plane_crossing) * self.cells[:, None]
+                                    w.plane_crossing)
 
     def uncorrected_rank_work(self, settings: FrameSettings) -> np.ndarray:
         """(ranks,) each rank's render work seconds at ``settings`` for the current workload,
@@ -226,7 +223,7 @@ class VolumeModel:
             return self.model.candidate_render_work(
                 w.length, w.span, w.jumps, w.rays, priced[2], self.streamed, w.slice_crossing,
                 g.threshold[j], g.scale_of[j], g.pixels[j], g.pixels_per_step[j],
-                w.plane_crossing) * self.cells
+                w.plane_crossing)
         g = _CandidateGeometry.of(one_setting(settings), self.thresholds, self.width,
                                   self.height)
         return self._uncorrected_work(g)[:, 0]
@@ -234,16 +231,12 @@ class VolumeModel:
     def sections(self, knobs: Mapping[str, np.ndarray], spent: float | None = None
                  ) -> dict[str, np.ndarray]:
         """Seconds per section (render, stages, gather, finish, frame) of each candidate; the
-        frame's measured part is ``spent`` where given, else :attr:`spent`. Per rank beside
-        them: the render as it finishes (``render_per_rank``) and its work before the rank's
-        correction (``work_per_rank``)."""
+        frame's measured part is ``spent`` where given, else :attr:`spent`."""
         g = self._geometry(knobs, keep=False)
-        uncorrected = self._uncorrected_work(g)
-        work = uncorrected * self.correction.factor[:, None]
+        work = self._uncorrected_work(g) * self.correction.factor[:, None]
         compositing = self.model.compositing_sections(self.stages, self.gather_bytes,
                                                       g.scales)
         out = self.model.sections_of(work, {k: v[g.scale_of] for k, v in compositing.items()})
-        out["work_per_rank"] = uncorrected
         out["finish"] = self._finish(g)[g.scale_of]
         out["frame"] = out["render"] + self._after_render(g, compositing, spent)[g.scale_of]
         return out
@@ -271,7 +264,7 @@ class VolumeModel:
         return self.model.slowest_render_on_grid(w.length, w.span, w.jumps, w.rays, ratio,
                                                  self.streamed, w.slice_crossing, g.threshold,
                                                  g.scale_of, g.pixels, g.pixels_per_step,
-                                                 self.correction.factor * self.cells, after,
+                                                 self.correction.factor, after,
                                                  w.plane_crossing)
 
 

@@ -35,11 +35,7 @@ from autotune import FrameLoop, FramePrice, PartDrift, RunningOverhead
 from common.collector import freeze_set_up
 from governed.probe_policy import DEFAULT_PROBE_POLICY
 from governed.volume import measured_baselines
-from governed.volume.calibration_frames import (
-    calibration_samples,
-    float_cell_pairs,
-    random_settings,
-)
+from governed.volume.calibration_frames import calibration_samples, random_settings
 from governed.volume.control_settings import (
     DRIFT_GAIN,
     DRIFTING,
@@ -80,7 +76,7 @@ from governed.volume.workload_probe import (
 from models.core_sharing import shares_cores
 from models.rank_correction import RankCorrection
 from models.simd_groups import GroupRatioFit
-from models.volume_cost import ClusterFrameModel, paired_factor
+from models.volume_cost import ClusterFrameModel
 from raytracer.camera import Camera
 from raytracer.volume.distributed import (
     DistributedFrameRecord,
@@ -124,7 +120,7 @@ class TunedVolumeFrame:
             return {}
         return {k: float(np.asarray(v).ravel()[0]) for k, v in
                 self.pricing.sections(one_setting(self.settings), self.spent).items()
-                if not k.endswith("_per_rank")}
+                if k != "render_per_rank"}
 
 
 class TunedVolumeRenderer(SharedFrames):
@@ -221,10 +217,6 @@ class TunedVolumeRenderer(SharedFrames):
         self.model.correction = self.fit.correction
         self.model.model = (dataclasses.replace(self.joint_model, render=self.fit.render)
                             if self.fit.render else self.joint_model)
-        # measured only where every calibrated volume, whose render models these are, is
-        # in byte cells
-        self.model.cells = self.model.model.cells_factor(
-            self.renderer.volume.byte_levels is None)
 
     @property
     def probe_policy(self) -> str:
@@ -306,28 +298,19 @@ class TunedVolumeRenderer(SharedFrames):
     # ------------------------------------------------------------------- calibration
 
     def calibrate(self, cameras: Sequence[Camera], frames: int = 16, seed: int = 11,
-                  also: Sequence[tuple[DistributedRenderer, Sequence[Camera]]] = (),
-                  float_cell_pairs: int = 0) -> None:
+                  also: Sequence[tuple[DistributedRenderer, Sequence[Camera]]] = ()) -> None:
         """Render ``frames`` calibration frames (random knobs on ``cameras``) of this volume
         and as many of each renderer in ``also`` (other volumes on the same ranks: their
         working sets tell the model what the cache is worth), fit the model, then measure the
         quality losses of each knob on the first camera of this volume. Each calibrated
         volume gets render models of its own; a volume swapped in later is priced by the
-        models fitted on all of them. Where every calibrated volume is 8-bit (byte cells),
-        ``float_cell_pairs`` of each one's frames are also rendered from float cells, which
-        prices a float-cell volume swapped in later (models.volume_cost.paired_factor; knobs
-        drawn apart from the calibration frames', which stay as they were)."""
+        models fitted on all of them."""
         rng = np.random.default_rng(seed)
         self._calibrated = False
         samples: list[CalibrationSample] = []
         fits: list[RendererFit] = []
         home = self.renderer
-        calibrated = ((home, cameras), *also)
-        pairs = float_cell_pairs if all(r.volume.byte_levels is not None
-                                        for r, _ in calibrated) else 0
-        paired: list[tuple[np.ndarray, np.ndarray] | None] = []
-        pair_rng = np.random.default_rng([seed, 1])
-        for renderer, views in calibrated:
+        for renderer, views in ((home, cameras), *also):
             if renderer is not self.renderer:  # the home volume's grid is already built
                 self.swap_renderer(renderer)
             else:
@@ -340,43 +323,24 @@ class TunedVolumeRenderer(SharedFrames):
             for sample in self.fit.samples:
                 self.group_fit.observe(*group_observation(sample.workload, sample.record))
             samples += self.fit.samples
-            if pairs:
-                paired.append(self._float_cell_pairs(views, pair_rng, pairs))
         if self.renderer is not home:
             self.swap_renderer(home)
         if self.rank == 0:
-            factor = paired_factor(*(np.concatenate(side) for side in zip(*paired, strict=True))
-                                   ) if paired else ()
-            self._fit_model(samples, fits, own_render_models=bool(also),
-                            float_cells_factor=tuple(map(float, factor)))
+            self._fit_model(samples, fits, own_render_models=bool(also))
         self._losses[self.renderer] = self.measure_losses(cameras[0])
         if self.rank == 0:
             self._configure_loop()
         self._calibrated = True
         freeze_set_up()  # every rank: no collection of the set-up's objects in a frame
 
-    def _float_cell_pairs(self, views: Sequence[Camera], rng: np.random.Generator,
-                          count: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Each rank's render work of ``count`` frames at random knobs on ``views``, rendered
-        from the current renderer's byte cells and from float cells back to back
-        (:func:`~governed.volume.calibration_frames.float_cell_pairs`; collective, rank 0's).
-        """
-        drawn = random_settings(rng, count + 1)[1:] if self.rank == 0 else None
-        drawn = self.comm.bcast(drawn, root=0)
-        cheapest = [settings_of(volume_knob_space().lowest())] * WARMUP_FRAMES
-        return float_cell_pairs(self.renderer, views, drawn, self.width, self.height, cheapest)
-
     def _fit_model(self, samples: list[CalibrationSample], fits: list[RendererFit],
-                   own_render_models: bool, float_cells_factor: tuple[float, ...] = ()
-                   ) -> None:
-        """Rank 0: the frame model fitted on every calibration frame (with each rank's
-        ``float_cells_factor`` where measured), each calibrated renderer's render models
-        (fitted on its own frames where ``own_render_models``, else the joint ones), and the
-        model that prices the current renderer with them."""
+                   own_render_models: bool) -> None:
+        """Rank 0: the frame model fitted on every calibration frame, each calibrated
+        renderer's render models (fitted on its own frames where ``own_render_models``, else
+        the joint ones), and the model that prices the current renderer with them."""
         self.calibration_samples = samples
-        joint, finish = fit_volume_model(samples, self.renderer.size, self.width, self.height,
-                                         self.thresholds, self.sharing)
-        self.joint_model = dataclasses.replace(joint, float_cells_factor=float_cells_factor)
+        self.joint_model, finish = fit_volume_model(samples, self.renderer.size, self.width,
+                                                    self.height, self.thresholds, self.sharing)
         for fit in fits:
             fit.render = fit_render_models(fit.samples, self.renderer.size,
                                            self.thresholds) if own_render_models else \

@@ -13,9 +13,7 @@ voxel type (16-bit integers and floats, read as float cells). Validation and tes
 the calibration holds byte cells only: bonsai (the governed volume) and ironprot (68³: a working
 set that fits a core's cache, where bonsai's does not). Calibrating float cells too (the
 Marschner-Lobb signal, or bonsai and ironprot widened to 16-bit voxels, with render models per
-variant) did not price the float validation volume better (docs/tried-and-not-kept.md); a
-float-cell volume is priced at a factor measured on pairs of their frames rendered both ways
-(models.volume_cost.paired_factor).
+variant) did not price the float validation volume better (docs/tried-and-not-kept.md).
 Validation: two 8-bit scans and a float blob field. Test: an 8-bit scan and a 16-bit CT (float
 cells), neither seen by any choice.
 """

@@ -14,7 +14,6 @@ _EXPORTS = {
     "VolumeError": "errors",
     "Volume": "volume_data",
     "load_volume": "volume_data",
-    "in_float_cells": "volume_data",
     "shipped_volumes": "volume_data",
     "known_names": "volume_data",
     "parse_raw_name": "volume_formats",

@@ -36,7 +36,7 @@ from raytracer.mpi.pinning import share_node
 from raytracer.mpi.watchdog import watchdog
 from raytracer.volume import compositing
 from raytracer.volume.empty_space import cost_grid
-from raytracer.volume.partition import Partition, kd_partition
+from raytracer.volume.partition import kd_partition
 from raytracer.volume.transfer_function import resolve_transfer_function
 from raytracer.volume.upscale import upscale
 from raytracer.volume.volume_data import load_volume
@@ -291,8 +291,7 @@ class DistributedRenderer:
     ``local`` overrides the local renderer (default: the OpenCL ``Raycaster`` of this rank's
     brick); ``balance`` splits bricks by the empty-space cost grid instead of cell counts;
     ``shares`` (one weight per rank) gives each rank that share of them instead of an equal
-    one (:func:`~raytracer.volume.partition.kd_partition`); ``partition`` gives the bricks
-    instead (the same on every rank, over the volume's dims). With ``share_cores`` (default)
+    one (:func:`~raytracer.volume.partition.kd_partition`). With ``share_cores`` (default)
     the ranks on one machine split its cores (:func:`~raytracer.mpi.pinning.share_node`):
     each OpenCL device gets its share of threads and, where the launcher left the ranks
     unpinned, each rank's calling thread and the threads it starts later are pinned to their
@@ -313,7 +312,6 @@ class DistributedRenderer:
         timeout: float | None = DEFAULT_TIMEOUT,
         local: LocalRenderer | None = None,
         share_cores: bool = True,
-        partition: Partition | None = None,
     ) -> None:
         self.comm = world() if comm is None else comm
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
@@ -321,21 +319,15 @@ class DistributedRenderer:
             lambda: compositing.schedule(algorithm, self.size, 1, k), "compositing", self.comm
         )
         self.algorithm, self.k, self.timeout = algorithm, k, timeout
-        self.volume, self.tf, self.device = volume, tf, device
+        self.volume, self.tf = volume, tf
 
-        def split() -> Partition:
-            if partition is not None:
-                if partition.dims != volume.dims or len(partition.bricks) != self.size:
-                    raise ValueError(f"{len(partition.bricks)} bricks over {partition.dims} do "
-                                     f"not split {volume.name} ({volume.dims}) into "
-                                     f"{self.size}")
-                return partition
+        def partition() -> Any:
             cost = None
             if balance:
                 cost = cost_grid(volume.normalized, tf.lut()[:, 3])
             return kd_partition(volume.dims, self.size, volume.spacing, cost=cost, shares=shares)
 
-        self.partition = guarded(split, f"cannot split {volume.name} into {self.size} bricks",
+        self.partition = guarded(partition, f"cannot split {volume.name} into {self.size} bricks",
                                  self.comm)  # fmt: skip
         self.brick = self.partition.bricks[self.rank]
         # the ranks on this machine split its cores (each pinned to its share, its OpenCL
@@ -355,13 +347,6 @@ class DistributedRenderer:
         #: (models.core_sharing.shares_cores)
         self.device_kind = device_kind_of(local)
         self._frame = 0
-
-    def twin(self, volume: Any) -> DistributedRenderer:
-        """A renderer of ``volume`` (same dims, on every rank) over these very bricks, ranks,
-        device and compositing: what this one's frames are set against when only the data
-        differ (collective)."""
-        return DistributedRenderer(volume, self.tf, self.comm, self.algorithm, self.device,
-                                   k=self.k, timeout=self.timeout, partition=self.partition)
 
     def prepare_steps(self, steps: Iterable[float]) -> None:
         """Set up this rank's renderer for these sample steps now, untimed (colour tables

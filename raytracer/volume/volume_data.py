@@ -117,18 +117,6 @@ class Volume:
         return levels if np.array_equal(levels, offset) else None
 
 
-def in_float_cells(volume: Volume) -> Volume:
-    """``volume`` with its values spread over a 16-bit range (x 257 above the minimum): the
-    same normalized values, so the same image and samples, but no byte levels, so the ray
-    caster reads it from float cells. What the calibration sets a byte-cell frame against to
-    price the float-cell variant on this device."""
-    if volume.byte_levels is None:
-        raise VolumeError(f"{volume.source or volume.name}: already read from float cells")
-    lo = np.float32(volume.value_range[0])
-    data = (volume.data - lo) * np.float32(257.0) + lo
-    return Volume(data, volume.spacing, f"{volume.name}:float-cells",
-                  f"{volume.source or volume.name}, widened to 16 bits")
-
 def _index() -> dict:
     path = VOLUMES_DIR / "volumes.json"
     try:

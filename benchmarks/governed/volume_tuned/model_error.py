@@ -9,11 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.governed.volume_tuned.run_constants import (
-    CONTENT_ON_HALF,
-    FLOAT_CELL_PAIRS,
-    SUBDOMAINS_3TO1,
-)
+from benchmarks.governed.volume_tuned.run_constants import CONTENT_ON_HALF, SUBDOMAINS_3TO1
 from governed.volume.knobs import settings_of, volume_knob_space
 from governed.volume.model_fit import (
     counted_render_models,
@@ -25,7 +21,6 @@ from governed.volume.volume_sets import TEST_VOLUMES, VALIDATION_VOLUMES
 from governed.volume.workload_probe import nearest_threshold
 from models.core_sharing import shared_finish
 from models.rank_correction import PRIOR_FRAMES, RankCorrection
-from models.volume_cost import ClusterFrameModel
 from raytracer.camera import Camera
 from raytracer.volume.distributed import DistributedRenderer, load_everywhere, seed_orbit
 from raytracer.volume.partition import kd_partition
@@ -47,19 +42,15 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
     ``repeat`` every frame is rendered once more after the pass, outside the tuner
     (``rank_render_repeat``: how far the measurement alone strays, per rank). The per-rank
     error of the first frames and of those after is beside it
-    (``rank_render_error_while_learning``, :func:`while_learning`). Where the volume is priced
-    with the float cells' factor, the same frames are also priced without it, corrected by
-    the same rule (``rank_render_error_without_cells_factor``: the factor's share of the
-    error, on frames the host slowed alike)."""
+    (``rank_render_error_while_learning``, :func:`while_learning`)."""
     rng = np.random.default_rng(seed)
     space = volume_knob_space()
-    counted = plain = None  # rank 0: the counts' pricing, and the factor-less where priced
+    counted = None  # rank 0: the frame model with its render models fitted on the counts
     if tuned.rank == 0:
-        counted = CorrectedPricing(dataclasses.replace(
-            tuned.model.model, render=counted_render_models(tuned.pricing_samples)))
-        if np.any(tuned.model.cells != 1.0):
-            plain = CorrectedPricing(tuned.model.model)
-    rank_err, frame_err, share, busiest_err = [], [], [], []
+        counted = dataclasses.replace(tuned.model.model,
+                                      render=counted_render_models(tuned.pricing_samples))
+        counted_correction = RankCorrection(counted.ranks)
+    rank_err, counted_err, frame_err, share, busiest_err = [], [], [], [], []
     by_frame = []  # each frame's mean per-rank error, in path order
     chosen, first = [], []  # rank 0: each frame's settings and per-rank render seconds
     for cam in cameras:
@@ -83,12 +74,14 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
         probed = tuned.model.workload
         jumps = probed.jump_counts(nearest_threshold(probed.thresholds, [settings.ert_threshold]),
                                    np.array([pixels]))  # the caster does not count them
-        work = counted.model.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
-                                       tuned.model.streamed, probed.slice_crossing, jumps,
-                                       probed.plane_crossing)[:, 0] * tuned.model.cells
-        counted.take(work, rec, measured)
-        if plain is not None:
-            plain.take(sec["work_per_rank"][:, 0] / tuned.model.cells, rec, measured)
+        work = counted.rank_work(counts[:, 0:1], counts[:, 1:2], counts[:, 2:3], pixels,
+                                 tuned.model.streamed, probed.slice_crossing, jumps,
+                                 probed.plane_crossing)
+        from_counts = shared_finish(work * counted_correction.factor[:, None], counted.cores,
+                                    counted.threads, counted.core_groups)[:, 0]
+        if counted_correction.learning:
+            counted_correction.observe([work_seconds(r) for r in rec.ranks], work[:, 0])
+        counted_err.extend(np.abs(from_counts - measured) / measured)
         pred_frame = float(sec["frame"][0])  # no time spent before the frame
         frame_err.append(abs(pred_frame - rec.frame_seconds) / rec.frame_seconds)
         samples = np.array([r.samples for r in rec.ranks], float)
@@ -104,37 +97,11 @@ def evaluate_model(tuned: Any, cameras: list, seed: int, repeat: bool = False
             "rank_render_error_while_learning": while_learning(by_frame),
             "busiest_rank_render_error": {"mean": float(np.mean(busiest_err)),
                                           "p95": float(np.percentile(busiest_err, 95))},
-            "rank_render_error_counted": counted.summary(),
+            "rank_render_error_counted": {"mean": float(np.mean(counted_err)),
+                                          "p95": float(np.percentile(counted_err, 95))},
             "frame_error": {"mean": float(np.mean(frame_err)),
                             "p95": float(np.percentile(frame_err, 95))},
-            "busiest_rank_sample_share": float(np.mean(share)),
-            **({"rank_render_error_without_cells_factor": {
-                **plain.summary(), "factor": tuned.model.cells.tolist()}} if plain else {})}
-
-
-class CorrectedPricing:
-    """Each rank's render work priced another way for the same frames (the caster's counts,
-    or without the float cells' factor), corrected per rank by the tuner's rule from its own
-    errors on the frames before; the per-rank errors it makes."""
-
-    def __init__(self, model: ClusterFrameModel) -> None:
-        self.model = model
-        self.correction = RankCorrection(model.ranks)
-        self.errors: list[float] = []
-
-    def take(self, work: np.ndarray, record: Any, measured: np.ndarray) -> None:
-        """One frame: (ranks,) uncorrected work seconds, its record, each rank's measured
-        render seconds."""
-        m = self.model
-        finish = shared_finish(work[:, None] * self.correction.factor[:, None], m.cores,
-                               m.threads, m.core_groups)[:, 0]
-        if self.correction.learning:
-            self.correction.observe([work_seconds(r) for r in record.ranks], work)
-        self.errors.extend(np.abs(finish - measured) / measured)
-
-    def summary(self) -> dict[str, float]:
-        return {"mean": float(np.mean(self.errors)),
-                "p95": float(np.percentile(self.errors, 95))}
+            "busiest_rank_sample_share": float(np.mean(share))}
 
 
 def while_learning(by_frame: list[float]) -> dict[str, Any]:
@@ -254,8 +221,7 @@ def model_errors(vol: Any, tf: Any, also: list[str], size: int, views: list,
     for t, balance in ((tuned, False), (tuned_bal, True)):
         t.calibrate(views, frames=calib_frames,
                     also=[(DistributedRenderer(v, f, balance=balance),
-                           volume_calibration_views(v.radius, len(views))) for v, f in others],
-                    float_cell_pairs=FLOAT_CELL_PAIRS)
+                           volume_calibration_views(v.radius, len(views))) for v, f in others])
     validation: dict[str, Any] = {
         "imbalanced_orbit": evaluate_model(tuned, evaluation, seed=1, repeat=True),
         "balanced_orbit": evaluate_model(tuned_bal, evaluation, seed=1),

@@ -20,7 +20,7 @@ from benchmarks.harness.page_cells import percent
 from benchmarks.harness.run_record import at_most, error_goal
 from common.atomic_files import save_figure
 from governed.probe_policy import DEFAULT_PROBE_POLICY
-from governed.volume.volume_sets import GOVERNED_VOLUME, TEST_VOLUMES, VALIDATION_VOLUMES
+from governed.volume.volume_sets import GOVERNED_VOLUME, VALIDATION_VOLUMES
 
 
 def mean_rank_error(volumes: dict[str, Any], part: str, key: str = "rank_render_error"
@@ -61,24 +61,6 @@ def study_side_by_side(test: dict[str, Any]) -> dict[str, Any]:
                                                        for r in rows],
                          "hemocell_study": seed}
     return out
-
-
-def cells_factor_effect(f: dict[str, Any]) -> dict[str, Any]:
-    """Each float-cell volume's carried-over per-rank error per partition, priced with the
-    float cells' factor measured at calibration and on the same frames without it."""
-    errors = f["model_error"]
-    rows = {}
-    for name in (*VALIDATION_VOLUMES, *TEST_VOLUMES):
-        parts = errors["validation"].get(name) or errors["test"].get(name) or {}
-        for part, r in parts.items():
-            plain = r.get("rank_render_error_without_cells_factor")
-            if plain:
-                rows[f"{name} {part}"] = {"with": r["rank_render_error"]["mean"],
-                                          "without": plain["mean"], "factor": plain["factor"]}
-    return {"value": rows,
-            "what": "mean per-rank error of the float-cell volumes (models carried over from "
-                    "byte-cell volumes) with each rank's float cells' factor, measured on paired "
-                    "calibration frames, and without it on the same frames"}
 
 
 def probe_and_form(f: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +153,6 @@ def diagnostics(f: dict[str, Any]) -> dict[str, Any]:
         "value": study_side_by_side(validation),
         "what": "the same scenarios on the validation volumes (what a choice for them is "
                 "made on)"}
-    out["float_cells_factor"] = cells_factor_effect(f)
     for part in ("imbalanced", "balanced"):
         out[f"model_error_self_calibrated_{part}"] = at_most(
             mean_rank_error(own, part), 0.05,

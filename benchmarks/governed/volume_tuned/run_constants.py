@@ -1,8 +1,7 @@
 """``bench volume-tuned``'s fixed run settings: the mid-run target drop, how often a compared
 run's image quality is measured, the names of the HemoCell
-study's imbalanced scenarios (run by ``model_error``, read by ``report``), the calibration's
-float-cell pairs and the mark of the MPI job's result line (its volumes:
-:mod:`governed.volume.volume_sets`)."""
+study's imbalanced scenarios (run by ``model_error``, read by ``report``) and the mark of the
+MPI job's result line (its volumes: :mod:`governed.volume.volume_sets`)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,3 @@ QUALITY_EVERY = 6  # the frames of a compared controller's run whose SSIM and PS
 SUBDOMAINS_3TO1 = "subdomains_3to1"  # half the ranks hold 3x the cells
 CONTENT_ON_HALF = "content_on_half_the_ranks"  # the content on the first half of the ranks
 SEED_CASES = (SUBDOMAINS_3TO1, CONTENT_ON_HALF)
-#: Frames of each calibration volume also rendered from float cells (TunedVolumeRenderer.
-#: calibrate): 32 pairs per rank over bonsai and ironprot; their ratios spread 1.05-1.35
-#: around medians of 1.12-1.28 on Zen 5, so the median of 32 is a few percent off at worst
-FLOAT_CELL_PAIRS = 16
