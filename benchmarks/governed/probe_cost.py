@@ -19,7 +19,7 @@ import numpy as np
 from autotune_app.animation import REFERENCE_SETTINGS, orbit_camera_path
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp, variant_name
 from governed.mesh.probe import Probe
 from governed.mesh.tuned_renderer import TunedRenderer, device_model
 from raytracer.mesh.scene import load_scene
@@ -116,5 +116,5 @@ def main(argv: list[str] | None = None) -> int:
         figures["scenes"][name] = row
     emit(stamp(figures, run, quick_run(args.quick)), args.json, title="CPU probe cost at 1280x720")
     if args.save:
-        save_result("probe_cost_quick.json" if args.quick else "probe_cost.json", figures)
+        save_result(variant_name("probe_cost", quick_run(args.quick)), figures)
     return 0

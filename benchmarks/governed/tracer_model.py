@@ -42,7 +42,13 @@ from autotune_app import options as opt
 from autotune_app.animation import heldout_camera_path
 from autotune_app.report import emit, pyplot, summary_stats
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import at_most, mark_goals, measured_run, quick_run
+from benchmarks.harness.run_record import (
+    at_most,
+    mark_goals,
+    measured_run,
+    quick_run,
+    variant_name,
+)
 from common.atomic_files import check_output_dir, output_dir, save_figure
 from common.cpu_info import this_machine
 from governed.mesh.calibration_fit import (
@@ -393,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["goals"] = mark_goals(goals(figures), figures["run"], quick_run(args.quick))
     emit(figures, args.json, title="model accuracy without feedback (held out), per runtime")
     if args.save:
-        suffix = ("_test" if args.set == "test" else "") + ("_quick" if args.quick else "")
-        save_result(f"tracer_model{suffix}_{'+'.join(sorted(results))}.json", figures)
+        stem = "tracer_model_test" if args.set == "test" else "tracer_model"
+        save_result(variant_name(stem, quick_run(args.quick), "+".join(sorted(results))),
+                    figures)
     return 0

@@ -189,10 +189,11 @@ def changed_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
     return out
 
 
-def variant_name(stem: str, changed: Mapping[str, str], runtime: str) -> str:
+def variant_name(stem: str, changed: Mapping[str, str], runtime: str = "") -> str:
     """A saved result's file name: ``stem``, the parts of what the run changed from its
-    protocol (:func:`changed_options`), the runtime; a variant never takes the protocol's."""
-    return "_".join([stem, *changed, runtime]) + ".json"
+    protocol (:func:`changed_options`, :func:`quick_run`), the runtime where the benchmark
+    names one; a variant never takes the protocol's."""
+    return "_".join([stem, *changed, *([runtime] if runtime else [])]) + ".json"
 
 
 def mark_goals(goals: dict, run: dict, changed: Mapping[str, str] | None = None) -> dict:

@@ -50,7 +50,7 @@ from tqdm import tqdm
 from autotune_app import options as opt
 from autotune_app.report import emit, pyplot
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, changed_options, stamp, variant_name
 from benchmarks.renderers.compositing_forms import communication_ratio_forms
 from common.atomic_files import check_output_dir, output_dir, save_figure
 from raytracer.mpi.faults import install_excepthook
@@ -59,7 +59,9 @@ from raytracer.volume.compositing import ALGORITHMS, composite, composite_buffer
 from raytracer.volume.compositing.shared_window import shared_images
 from raytracer.volume.span_blend import kernels
 
-RESULTS_NAME = "compositing_cpu.json"  # in results/<machine>/
+#: the options a protocol run leaves at their defaults (the 2048² reference, 5 runs, 2-8 ranks)
+PROTOCOL_OPTIONS = ("quick", "repeats", "max_ranks", "runs")
+RESULTS_NAME = variant_name("compositing", {}, "cpu")  # in results/<machine>/
 REFERENCE_2048_MS = 26.0  # 2-rank binary swap + gather at 2048², first dev machine
 GOAL_RUNS = 5  # the rate must hold in this many consecutive reference runs (issue 51, item 5)
 MARK = "RESULT "
@@ -353,11 +355,9 @@ def goals(figures: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark; print a table or JSON (``--json``)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--worker"]:
-        return worker_main(argv[1:])
+def parser() -> argparse.ArgumentParser:
+    """The benchmark's options; the protocol is every option of :data:`PROTOCOL_OPTIONS` at
+    its default."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1024² reference, 2-4 ranks")
     parser.add_argument("--json", action="store_true", help="print JSON on stdout")
@@ -366,11 +366,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="consecutive reference runs, "
                         f"each its own MPI job (default {GOAL_RUNS}; 1 with --quick)")
     parser.add_argument("--save", action="store_true",
-                        help=f"also write results/<machine>/{RESULTS_NAME}")
+                        help=f"also write results/<machine>/{RESULTS_NAME} (with the options "
+                        "set away from their defaults before _cpu: such a run decides no goal)")
     opt.add_plots(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print a table or JSON (``--json``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--worker"]:
+        return worker_main(argv[1:])
+    options = parser()
+    args = options.parse_args(argv)
+    changed = changed_options(options, args, PROTOCOL_OPTIONS)
     if args.runs is not None and args.runs < 1:
-        parser.error(f"--runs must be >= 1, got {args.runs}")
+        options.error(f"--runs must be >= 1, got {args.runs}")
     if args.plots:
         check_output_dir(args.plots, args.force)  # before the runs, not after
 
@@ -397,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["algorithms_1024"] = algos
     figures["communication_ratio_forms"] = communication_ratio_forms(algos)
     figures["goals"] = goals(figures)
-    stamp(figures, run, quick_run(args.quick))
+    stamp(figures, run, changed)
     figures["notes"] = {
         "oversubscribed": f"{os.cpu_count()} cores: runs above {os.cpu_count()} ranks share "
         "cores (MPICH told to yield while waiting)",
@@ -414,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
             plot(figures, folder / "compositing_ranks.png")
     emit(figures, args.json, "Sort-last compositing over mpi4py")
     if args.save:
-        save_result(RESULTS_NAME, figures)
+        save_result(variant_name("compositing", changed, "cpu"), figures)
     return 0
 
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from autotune_app.report import emit
 from benchmarks.harness.results import CHECKOUT, save_result
-from benchmarks.harness.run_record import RunRecord, at_most, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, at_most, quick_run, stamp, variant_name
 from common.cache_folder import cache_dir
 
 COMMAND = ("render", "--scene", "bunny", "--json")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(stamp(result, run, quick_run(args.quick)), args.json,
          title="The first render after installing")
     if args.save:
-        save_result("first_render_quick.json" if args.quick else "first_render.json", result)
+        save_result(variant_name("first_render", quick_run(args.quick)), result)
     return 0
 
 

@@ -60,7 +60,13 @@ from tqdm import tqdm
 from autotune_app.report import emit, plain
 from benchmarks.harness.checkout_tools import load_tool
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import cpu_model, mark_goals, measured_run, quick_run
+from benchmarks.harness.run_record import (
+    changed_options,
+    cpu_model,
+    mark_goals,
+    measured_run,
+    variant_name,
+)
 from benchmarks.renderers.throughput_rays import ao_rays, hit_frames, primary_rays, shadow_rays
 from raytracer.device.choice import one_device_per_runtime
 from raytracer.device.launches import DEFAULTS
@@ -413,8 +419,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                              "default: one device of every runtime that builds here")
     parser.add_argument("--repeats", type=int, default=None, help="timed repeats (best of)")
     parser.add_argument("--save", action="store_true",
-                        help="also write results/<machine>/throughput_<runtimes>.json")
+                        help="also write results/<machine>/throughput_<runtimes>.json (with "
+                             "--repeats set, repeats-N before <runtimes>: such a run decides no "
+                             "goal)")
     args = parser.parse_args(argv)
+    args.changed = changed_options(parser, args, ("quick", "repeats"))
     if args.quick and args.save:  # a quick run lacks sibenik: it must not replace a full one
         parser.error("--save keeps full runs only: run it without --quick")
     return args
@@ -504,13 +513,14 @@ def main(argv: list[str] | None = None) -> int:
             figures["pocl_kernel_calls"] = kernel_call_figures()
         bar.update(1)
     figures["run"] = run.figures()
-    figures["goals"] = mark_goals(goals(figures), figures["run"], quick_run(args.quick))
+    figures["goals"] = mark_goals(goals(figures), figures["run"], args.changed)
     figures["notes"] = notes(cores)
     figures["machine"] = machine(cores, args.quick, repeats)
     title = "Ray throughput: OpenCL tracer vs Embree (embreex), same rays, equal threads"
     emit(figures, args.json, title)
     if args.save:
-        save_result(f"throughput_{'+'.join(figures['runtimes'])}.json", figures)
+        save_result(variant_name("throughput", args.changed, "+".join(figures["runtimes"])),
+                    figures)
     return 0
 
 

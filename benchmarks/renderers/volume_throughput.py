@@ -47,7 +47,7 @@ from tqdm import tqdm
 from autotune_app import options as opt
 from autotune_app.report import emit, plain, pyplot
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, changed_options, stamp, variant_name
 from benchmarks.harness.vtk_volume import volume_property
 from benchmarks.renderers import compositing as comp
 from common.atomic_files import check_output_dir, output_dir, save_figure, save_png
@@ -409,8 +409,14 @@ def plot_scaling(figures: dict[str, Any], path: Path) -> None:
     save_figure(fig, path)
 
 
+#: the options a protocol run leaves at their defaults (bonsai at 512², every part, 1-8 ranks);
+#: the device is in the saved name already, as its runtime
+PROTOCOL_OPTIONS = ("quick", "volume", "repeats", "max_ranks", "parts")
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
-    """The benchmark's options (an unknown part is an argument error)."""
+    """The benchmark's options (an unknown part is an argument error); ``changed``: those of
+    :data:`PROTOCOL_OPTIONS` set away from their defaults."""
     parser = argparse.ArgumentParser(prog="autotune bench volume-throughput",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -426,9 +432,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
                              "pocl, name); default: one device of every runtime that builds here")
     parser.add_argument("--save", action="store_true",
                         help="also write results/<machine>/volume_<runtimes>.json "
-                             "(volume.json without the raycast part)")
+                             "(volume.json without the raycast part; with the options set "
+                             "away from their defaults before <runtimes>: such a run decides "
+                             "no goal)")
     opt.add_plots(parser, "PNG plots and both renderers' images")
     args = parser.parse_args(argv)
+    args.changed = changed_options(parser, args, PROTOCOL_OPTIONS)
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = args.parts - {"raycast", "compositing", "scaling"}
     if unknown:
@@ -545,11 +554,11 @@ def main(argv: list[str] | None = None) -> int:
                     plot_images(Path(images) / runtime, raycast, runtime, folder)
                 if "scaling" in figures:
                     plot_scaling(figures, folder / "volume_scaling.png")
-    emit(stamp(figures, run, quick_run(args.quick)), args.json,
+    emit(stamp(figures, run, args.changed), args.json,
          "Volume renderer: ours vs VTK, compositing, strong scaling")
     if args.save:
         runtimes = "+".join(figures.get("raycast", {}))
-        save_result(f"volume_{runtimes}.json" if runtimes else "volume.json", figures)
+        save_result(variant_name("volume", args.changed, runtimes), figures)
     return 0
 
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp, variant_name
 from studies.pipeline_mapping.model import (
     Connection,
     Mapping,
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(stamp(figures, run, quick_run(args.quick)), args.json,
          "Mapping model (Jubertie, Melin) vs real pipeline runs")
     if args.save:
-        save_result("pipeline_mapping_quick.json" if args.quick else "pipeline_mapping.json",
+        save_result(variant_name("pipeline_mapping", quick_run(args.quick)),
                     figures)
     return 0
 

@@ -22,7 +22,7 @@ import numpy as np
 from autotune import BoolKnob, FloatKnob, IntKnob, KnobSpace, Tuner
 from autotune_app.report import emit, summary_stats
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp, variant_name
 from models.app_calibration import load_calibration
 from models.device_profile import load_profile
 from models.workload import Workload
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     emit(stamp(figures, run, quick_run(args.quick)), args.json, "Controller cost per choose()")
     if args.save:
-        save_result("controller_cost_quick.json" if args.quick else "controller_cost.json", figures)
+        save_result(variant_name("controller_cost", quick_run(args.quick)), figures)
     return 0
 
 

@@ -22,7 +22,14 @@ from typing import Any
 from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.harness.results import machine_folder, save_result
-from benchmarks.harness.run_record import RunRecord, cpu_model, mark_limits, quick_run, stamp
+from benchmarks.harness.run_record import (
+    RunRecord,
+    cpu_model,
+    mark_limits,
+    quick_run,
+    stamp,
+    variant_name,
+)
 from benchmarks.studies.cluster_prediction.emulation_runs import (
     STALL_CV,
     emulate,
@@ -45,8 +52,8 @@ from common.atomic_files import check_output_dir, output_dir
 from studies.cluster_prediction.files import write_model
 from studies.cluster_prediction.training_data import TrainingData
 
-RESULTS_NAME = "cluster_cpu.json"  # in results/<machine>/
-RESULTS_QUICK_NAME = "cluster_quick_cpu.json"
+RESULTS_NAME = variant_name("cluster", {}, "cpu")  # in results/<machine>/
+RESULTS_QUICK_NAME = variant_name("cluster", quick_run(True), "cpu")
 DATA_NAME = "cluster"  # results/<machine>/cluster/: the real runs, histograms, training data
 MODEL_NAME = "cluster_model.json"  # results/<machine>/cluster/: the model a full run trained
 CONFIGS = {
@@ -161,7 +168,7 @@ def save(figures: dict[str, Any], plots: dict[str, Any], quick: bool) -> None:
     if not quick:
         model = plots["models"][plots["shipped"]]
         model.meta.update(model_meta(figures))
-    save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
+    save_result(variant_name("cluster", quick_run(quick), "cpu"), figures)
     if model is not None:
         folder = machine_folder() / DATA_NAME
         folder.mkdir(parents=True, exist_ok=True)

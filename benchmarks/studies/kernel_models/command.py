@@ -60,7 +60,7 @@ from typing import Any
 from autotune_app import options as opt
 from autotune_app.report import emit
 from benchmarks.harness.results import save_result
-from benchmarks.harness.run_record import RunRecord, quick_run, stamp
+from benchmarks.harness.run_record import RunRecord, quick_run, stamp, variant_name
 from benchmarks.studies.kernel_models.launches import FULL, QUICK
 from benchmarks.studies.kernel_models.plots import write_plots
 from benchmarks.studies.kernel_models.predictions import DEVICE_SPLIT_DEVICES, default_split
@@ -101,8 +101,7 @@ def parser() -> argparse.ArgumentParser:
 def result_name(part: str, quick: bool, figures: dict[str, Any]) -> str:
     """The file ``--save`` writes: the part, quick or not, and the runtimes it timed."""
     runtimes = "+".join(sorted(figures.get("devices", {})))
-    return (f"kernel_models_{part}{'_quick' if quick else ''}"
-            f"{'_' + runtimes if runtimes else ''}.json")
+    return variant_name(f"kernel_models_{part}", quick_run(quick), runtimes)
 
 
 def kernel_part(args: argparse.Namespace, p: argparse.ArgumentParser) -> dict[str, Any]:
