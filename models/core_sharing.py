@@ -40,7 +40,7 @@ def shared_finish(work: ArrayLike, cores: float, threads: float = 1.0,
         groups = np.asarray(core_groups)
         if groups.shape != (ranks,):
             raise ValueError(f"expected one core group per rank ({ranks}), got "
-                                   f"{groups.tolist()}")
+                             f"{groups.tolist()}")
         out = np.empty_like(w)
         names = np.unique(groups)
         for g in names:

@@ -168,7 +168,7 @@ def save(figures: dict[str, Any], plots: dict[str, Any], quick: bool) -> None:
     if not quick:
         model = plots["models"][plots["shipped"]]
         model.meta.update(model_meta(figures))
-    save_result(variant_name("cluster", quick_run(quick), "cpu"), figures)
+    save_result(RESULTS_QUICK_NAME if quick else RESULTS_NAME, figures)
     if model is not None:
         folder = machine_folder() / DATA_NAME
         folder.mkdir(parents=True, exist_ok=True)
