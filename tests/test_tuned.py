@@ -341,13 +341,33 @@ def test_controlled_time_is_the_frame_the_user_waits_for(tracers, fitted):
     assert r.tuner.history[-1].measured == frames[-1].measured
 
 
+class _PlantClock:
+    """The tuned renderer's clock (``time.perf_counter``) where only a plant's frames take
+    time, the seconds their phases report: frames whose wall time holds no host noise."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def plant_clock(monkeypatch) -> _PlantClock:
+    clock = _PlantClock()
+    monkeypatch.setattr(tuned_mod, "time", clock)
+    return clock
+
+
 class _PhasesTimedByModel:
     """A tracer whose frames report, as each phase's measured seconds, what ``renderer``'s
     model predicts for the view's workload (its probe, deterministic) times ``truth``: a plant
-    without timing noise."""
+    without timing noise in its phases, and with ``clock`` none in the frame's wall time."""
 
-    def __init__(self, renderer, truth: dict[str, float]) -> None:
+    def __init__(self, renderer, truth: dict[str, float],
+                 clock: _PlantClock | None = None) -> None:
         self._tracer, self._renderer, self._truth = renderer.tracer, renderer, truth
+        self._clock = clock
 
     def __getattr__(self, name: str):
         return getattr(self._tracer, name)
@@ -358,6 +378,8 @@ class _PhasesTimedByModel:
         predicted = self._renderer.model.phase_seconds(workload, settings)
         frame.phase_seconds = {p: predicted[p] * self._truth.get(p, 1.0)
                                for p in frame.phase_seconds}
+        if self._clock is not None:
+            self._clock.now += frame.seconds
         return frame
 
 
@@ -422,15 +444,16 @@ def test_the_fit_check_takes_frames_that_ran_and_refuses_bad_settings():
             ModelFitCheck(**bad)
 
 
-def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted):
+def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted, plant_clock):
     """The AO phase costs twice what the model says. A tighter target cuts the AO rays, and
     the AO phase's price with them, by more than REGIME_FACTOR: that is the same workload,
     so its correction of 2 stays (a restarted one would raise the rays back over budget, as
-    it did after a 2x cost step)."""
+    it did after a 2x cost step). The frames' wall time is the plant's alone: the host's
+    jitter in it moved the controller's bias, and the rays with it, in 1 run of 7."""
     tracer = tracers("dragon-small")
     r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
                       calibration=fitted.calibration, tracer=tracer)
-    r.tracer = _PhasesTimedByModel(r, {"ao": 2.0})
+    r.tracer = _PhasesTimedByModel(r, {"ao": 2.0}, plant_clock)
     for _ in range(6):
         before = r.render(tracer.scene.camera)
     assert r.phase_corrections.factors()["ao"] == pytest.approx(2.0, rel=1e-6)
