@@ -53,6 +53,12 @@ def test_a_goal_decides_only_in_a_quiet_run_of_its_protocol():
     assert both["decides"] is False
     assert both["why_not"].startswith("other processes used 30% of the CPUs")
     assert both["why_not"].endswith("; not the goals' protocol: --quick")
+    unjudged = run_record.mark_goals({"g": {"value": 0.6, "met": None, "not_judged": "1 run"}},
+                                     {"quiet": True, "others_share": 0.0})["g"]
+    assert unjudged["decides"] is False and unjudged["why_not"] == "1 run"
+    unmeasured = run_record.mark_goals({"g": {"value": None, "met": None}},
+                                       {"quiet": True, "others_share": 0.0})["g"]
+    assert unmeasured["decides"] is False and "nothing measured" in unmeasured["why_not"]
 
 
 def test_options_set_away_from_their_defaults_name_the_run_and_say_how():

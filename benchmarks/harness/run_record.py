@@ -199,7 +199,8 @@ def variant_name(stem: str, changed: Mapping[str, str], runtime: str = "") -> st
 def mark_goals(goals: dict, run: dict, changed: Mapping[str, str] | None = None) -> dict:
     """Each goal with ``"decides"``: False (and why) when the run was not quiet, or was not the
     run its goals are set for (``changed``: the options it set away from the protocol's, as
-    :func:`changed_options` gives them)."""
+    :func:`changed_options` gives them), or the goal itself was not judged (``"met"`` None:
+    nothing measured, or too few runs to judge)."""
     why = []
     if not run["quiet"]:
         why.append(f"other processes used {run['others_share']:.0%} of the CPUs during the "
@@ -207,9 +208,11 @@ def mark_goals(goals: dict, run: dict, changed: Mapping[str, str] | None = None)
     if changed:
         why.append("not the goals' protocol: " + ", ".join(changed.values()))
     for goal in goals.values():
-        goal["decides"] = not why
-        if why:
-            goal["why_not"] = "; ".join(why)
+        reasons = why if goal.get("met") is not None else [
+            *why, goal.get("not_judged", "the goal was not judged: nothing measured")]
+        goal["decides"] = not reasons
+        if reasons:
+            goal["why_not"] = "; ".join(reasons)
     return goals
 
 
