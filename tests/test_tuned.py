@@ -449,7 +449,8 @@ def test_a_knob_change_keeps_the_phase_corrections(tracers, fitted, plant_clock)
     the AO phase's price with them, by more than REGIME_FACTOR: that is the same workload,
     so its correction of 2 stays (a restarted one would raise the rays back over budget, as
     it did after a 2x cost step). The frames' wall time is the plant's alone: the host's
-    jitter in it moved the controller's bias, and the rays with it, in 1 run of 7."""
+    jitter in it moved the controller's bias, and the rays with it (2 runs of 10 alone, 3 of
+    8 beside a busy loop)."""
     tracer = tracers("dragon-small")
     r = TunedRenderer(tracer.scene, W, H, 1.0, profile=fitted.profile,
                       calibration=fitted.calibration, tracer=tracer)
